@@ -1,0 +1,5 @@
+import sys
+
+from neobench.cli import main
+
+sys.exit(main())

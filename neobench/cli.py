@@ -1,0 +1,272 @@
+"""The `neobench` command: parse flags, build a config, call one library function, render it.
+
+Only this module decides how output looks (rich); library code logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import warnings
+from pathlib import Path
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from neobench.errors import NeobenchError
+
+console = Console(stderr=True)
+out = Console()
+
+EVAL_EXAMPLE = """example (offline, on a mirror):
+  neobench eval --model sentence-transformers/all-MiniLM-L6-v2 --tasks STSBenchmark,BIOSSES \\
+      --data-dir /data/mteb-mirror --results runs/eval
+  neobench eval --model runs/my-finetuned-model --shard 2/8    # job 2 of 8
+
+Results land in <results>/results/<org__model>/<revision>/experiments/<conditions>/<Task>.json
+(mteb's layout; read them with mteb.ResultCache(<results>).load_results()). Finished tasks are
+skipped on a re-run."""
+
+PREFETCH_EXAMPLE = """example (on a machine with hub access):
+  neobench data prefetch --benchmark "MTEB(eng, v1)" --out /data/mteb-mirror
+then copy /data/mteb-mirror to the air-gapped machine and pass --data-dir /data/mteb-mirror."""
+
+VERIFY_EXAMPLE = """example (offline):
+  neobench data verify /data/mteb-mirror --benchmark "MTEB(eng, v1)" --tasks SciFact,STS12"""
+
+LS_EXAMPLE = """examples:
+  neobench ls tasks --benchmark "MTEB(eng, v2)"
+  neobench ls profiles"""
+
+VALIDATE_EXAMPLE = """example:
+  neobench validate          # every shipped instruction profile names real mteb tasks"""
+
+
+def _csv(text: str | None) -> list[str] | None:
+    return [part.strip() for part in text.split(",") if part.strip()] if text else None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="neobench",
+        description="Fine-tune and evaluate text encoders under one recorded protocol (NeoBERT, MTEB).",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log library details")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    ev = sub.add_parser("eval", help="evaluate an encoder on MTEB", epilog=EVAL_EXAMPLE, formatter_class=fmt)
+    ev.add_argument("--model", required=True, help="hub id, HF model folder, or SentenceTransformer folder")
+    ev.add_argument("--model-name", help="name under which results are stored (default: hub id or local/<folder>)")
+    ev.add_argument("--revision", help="hub revision to load (default: the branch head, recorded as its commit)")
+    ev.add_argument("--benchmark", default="MTEB(eng, v1)", help='mteb benchmark (default "MTEB(eng, v1)")')
+    ev.add_argument("--tasks", help="comma-separated task names of the benchmark")
+    ev.add_argument("--types", help="comma-separated task types, e.g. STS,Retrieval")
+    ev.add_argument("--instructions", default="paper", help="paper (default) | authors-code | none | FILE.yaml")
+    ev.add_argument("--data-dir", help="offline mirror <dir>/<hf repo id>/ (default: $NEOBENCH_DATA_DIR, else the hub)")
+    ev.add_argument("--results", default=".", help="results root (mteb ResultCache path; default: .)")
+    ev.add_argument("--batch-size", type=int, default=32, help="texts per encoder batch (default 32)")
+    ev.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
+    ev.add_argument("--max-seq-length", default="512", help="tokens (default 512), or 'model' to keep the folder's own")
+    ev.add_argument("--shard", default="1/1", help="K/N: run the K-th of N disjoint task shards")
+    ev.add_argument("--trust-remote-code", action="store_true", help="allow model code from the model repository")
+
+    data = sub.add_parser("data", help="offline mirror: prefetch and verify")
+    data_sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+    pre = data_sub.add_parser("prefetch", help="snapshot the benchmark's datasets at mteb's pinned revisions",
+                              epilog=PREFETCH_EXAMPLE, formatter_class=fmt)
+    pre.add_argument("--benchmark", default="MTEB(eng, v1)")
+    pre.add_argument("--tasks", help="comma-separated subset of the benchmark's tasks")
+    pre.add_argument("--out", required=True, help="mirror folder to create or complete")
+    ver = data_sub.add_parser("verify", help="offline: which tasks are present, missing, and loadable",
+                              epilog=VERIFY_EXAMPLE, formatter_class=fmt)
+    ver.add_argument("dir", help="mirror folder")
+    ver.add_argument("--benchmark", default="MTEB(eng, v1)")
+    ver.add_argument("--tasks", help="comma-separated subset of the benchmark's tasks")
+    ver.add_argument("--no-load", action="store_true", help="check folders only, do not load the data")
+
+    ls = sub.add_parser("ls", help="list benchmarks' tasks or instruction profiles", epilog=LS_EXAMPLE,
+                        formatter_class=fmt)
+    ls.add_argument("what", choices=["tasks", "profiles"])
+    ls.add_argument("--benchmark", default="MTEB(eng, v1)")
+
+    sub.add_parser("validate", help="check every shipped instruction profile offline",
+                   epilog=VALIDATE_EXAMPLE, formatter_class=fmt)
+    return parser
+
+
+class RichReporter:
+    """Progress over tasks, one line per finished task."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console, transient=False,
+        )
+        self.bar = None
+
+    def start(self, total: int, results_dir: Path) -> None:
+        console.print(f"results: {results_dir}")
+        self.progress.start()
+        self.bar = self.progress.add_task("tasks", total=total)
+
+    def task_started(self, task: str) -> None:
+        self.progress.update(self.bar, description=f"running {task}")
+
+    def task_done(self, outcome: object) -> None:
+        score = "" if outcome.main_score is None else f"{outcome.main_score:.4f}"
+        style = {"cached": "dim", "evaluated": "green", "failed": "red"}[outcome.status]
+        self.progress.console.print(
+            f"[{style}]{outcome.status:>9}[/] {outcome.task:<40} {score:>8}"
+            + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "evaluated" else "")
+            + (f"  {outcome.error}" if outcome.error else "")
+        )
+        self.progress.advance(self.bar)
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from neobench.evaluate import EvalConfig, run_eval
+
+    cfg = EvalConfig(
+        model=args.model, benchmark=args.benchmark, tasks=_csv(args.tasks), types=_csv(args.types),
+        instructions=args.instructions, data_dir=args.data_dir, results=args.results,
+        batch_size=args.batch_size, device=args.device, max_seq_length=args.max_seq_length,
+        shard=args.shard, trust_remote_code=args.trust_remote_code, model_name=args.model_name,
+        revision=args.revision,
+    )
+    reporter = RichReporter()
+    try:
+        summary = run_eval(cfg, reporter)
+    finally:
+        reporter.stop()
+    table = Table(title=f"{len(summary.outcomes)} tasks")
+    for column in ("task", "type", "status", "main score"):
+        table.add_column(column, justify="right" if column == "main score" else "left")
+    for o in summary.outcomes:
+        table.add_row(o.task, o.type, o.status, "" if o.main_score is None else f"{o.main_score:.4f}")
+    out.print(table)
+    if summary.run_card:
+        console.print(f"run card: {summary.run_card}")
+    if summary.failed:
+        console.print(f"[red]{len(summary.failed)} task(s) failed[/]; re-run the same command to retry them.")
+        return 1
+    return 0
+
+
+def _tasks_for(benchmark: str, tasks: str | None) -> list:
+    import copy
+
+    from neobench.tasks import load_benchmark, select_tasks
+
+    return [copy.deepcopy(t) for t in select_tasks(load_benchmark(benchmark), _csv(tasks))]
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from neobench import mirror
+
+    tasks = _tasks_for(args.benchmark, args.tasks)
+    if args.data_command == "prefetch":
+        lock = mirror.prefetch(tasks, Path(args.out))
+        console.print(f"{len(lock)} dataset repos in {args.out} (lock: {mirror.LOCK_FILE})")
+        return 0
+    data_dir = Path(args.dir)
+    if not data_dir.is_dir():
+        raise NeobenchError(f"{data_dir}: no such mirror folder.")
+    rows = mirror.verify(tasks, data_dir, load=not args.no_load)
+    table = Table(title=f"mirror {data_dir} vs {args.benchmark}")
+    for column in ("task", "repo", "status", "detail"):
+        table.add_column(column)
+    colors = {"ok": "green", "present": "green", "missing": "red", "load-failed": "red", "other-revision": "yellow"}
+    for r in rows:
+        table.add_row(r.task, r.repo_id, f"[{colors[r.status]}]{r.status}[/]", r.detail)
+    out.print(table)
+    bad = [r for r in rows if r.status not in {"ok", "present"}]
+    counts = {s: sum(r.status == s for r in rows) for s in dict.fromkeys(r.status for r in rows)}
+    console.print(", ".join(f"{v} {k}" for k, v in counts.items()))
+    if bad:
+        missing = sorted({r.task for r in bad if r.status == "missing"})
+        if missing:
+            console.print("to complete it, on a connected machine: "
+                          + mirror.prefetch_command(args.benchmark, missing, data_dir))
+        return 1
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    if args.what == "profiles":
+        from neobench.instructions import list_profiles, load_profile
+
+        for name in list_profiles():
+            profile = load_profile(name)
+            out.print(f"{name:<14} {len(profile.instructions):>3} instructions  sha256 {profile.sha256[:12]}")
+        return 0
+    from neobench.tasks import load_benchmark
+
+    benchmark = load_benchmark(args.benchmark)
+    table = Table(title=f"{benchmark.name}: {len(benchmark.tasks)} tasks")
+    for column in ("task", "type", "splits", "subsets", "dataset"):
+        table.add_column(column)
+    for t in benchmark.tasks:
+        table.add_row(t.metadata.name, t.metadata.type, ",".join(t.eval_splits), ",".join(t.hf_subsets),
+                      t.metadata.dataset.get("path", "(aggregate)"))
+    out.print(table)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    import mteb
+
+    from neobench.instructions import list_profiles, load_profile, validate_profile
+
+    known = {t.metadata.name for t in mteb.get_tasks()}
+    problems = []
+    for name in list_profiles():
+        problems += validate_profile(load_profile(name), known)
+    if problems:
+        raise NeobenchError(problems)
+    console.print(f"[green]ok[/]: {len(list_profiles())} instruction profiles name real mteb tasks")
+    return 0
+
+
+def _quiet_libraries(verbose: bool) -> None:
+    level = logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=console)])
+    for name in ("mteb", "sentence_transformers", "datasets", "transformers", "huggingface_hub", "httpx"):
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
+    if not verbose:
+        warnings.filterwarnings("ignore")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        import datasets
+        import transformers
+
+        datasets.disable_progress_bars()
+        transformers.utils.logging.disable_progress_bar()
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+COMMANDS = {"eval": cmd_eval, "data": cmd_data, "ls": cmd_ls, "validate": cmd_validate}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _quiet_libraries(args.verbose)
+    try:
+        return COMMANDS[args.command](args)
+    except NeobenchError as error:
+        for problem in error.problems:
+            console.print(f"[bold red]error:[/] {problem}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print("interrupted: finished tasks are saved; re-run the same command to resume.")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""User-facing errors: every problem found, each with what, where and how to fix it."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class NeobenchError(Exception):
+    """A problem with the user's input. The CLI prints the problems and exits with code 2.
+
+    Library code collects every problem it can find before raising, so a user fixes a config
+    in one round trip instead of one error at a time.
+    """
+
+    def __init__(self, problems: str | list[str]) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
+    """Return ' Did you mean X?' for the closest choices (case-insensitive), or ''."""
+    choices = list(choices)
+    lowered = {c.lower(): c for c in choices}
+    hits = difflib.get_close_matches(word.lower(), list(lowered), n=n, cutoff=0.6)
+    if not hits:
+        return ""
+    return " Did you mean " + " or ".join(repr(lowered[h]) for h in hits) + "?"
+
+
+def unknown(kind: str, word: str, choices: Iterable[str], hint: str = "") -> str:
+    """Message for an unknown name: the name, the closest valid ones, and where to list them all."""
+    choices = sorted(choices)
+    msg = f"Unknown {kind} {word!r}.{did_you_mean(word, choices)}"
+    if len(choices) <= 12:
+        msg += f" Valid: {', '.join(choices)}."
+    if hint:
+        msg += f" {hint}"
+    return msg

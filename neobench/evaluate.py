@@ -1,0 +1,309 @@
+"""`neobench eval`: tasks from mteb's benchmark objects -> prompts -> mteb.evaluate -> results/.
+
+Results are written by mteb's own ResultCache, in mteb's layout, under an explicit model name
+and revision; the evaluation conditions (instruction profile + hash, max sequence length, dtype)
+are mteb ``experiment_kwargs``, so runs under different conditions never share a folder:
+
+    <results>/results/<org__model>/<revision>/experiments/<conditions>/<Task>.json
+                                                                     /neobench/run-*.yaml
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+import os
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from neobench import mirror, record
+from neobench.errors import NeobenchError
+from neobench.instructions import load_profile, mteb_prompts
+from neobench.model import check_spec, load_model, parse_max_seq_length, resolve_device
+from neobench.tasks import DEFAULT_BENCHMARK, load_benchmark, parse_shard, select_tasks, shard
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalConfig:
+    """Inputs of one evaluation. The CLI flags map one to one onto these fields."""
+
+    model: str  # hub id, local HF folder, or SentenceTransformer folder
+    benchmark: str = DEFAULT_BENCHMARK
+    tasks: list[str] | None = None  # subset of the benchmark's task names
+    types: list[str] | None = None  # subset of its task types (STS, Retrieval, ...)
+    instructions: str = "paper"  # profile name or YAML path
+    data_dir: str | None = None  # offline mirror; falls back to $NEOBENCH_DATA_DIR, then the hub
+    results: str = "."  # mteb ResultCache root: files land in <results>/results/...
+    batch_size: int = 32
+    device: str = "auto"
+    max_seq_length: int | str = 512  # tokens, or "model" to keep a SentenceTransformer's own
+    shard: str = "1/1"  # K/N: this process runs the K-th of N disjoint task shards
+    trust_remote_code: bool = False
+    model_name: str | None = None  # name in results/ (default: hub id, or local/<folder>)
+    revision: str | None = None  # hub revision to load; local folders use a content hash
+
+
+@dataclass
+class TaskOutcome:
+    task: str
+    type: str
+    status: str  # cached | evaluated | failed
+    main_score: float | None = None
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class EvalSummary:
+    results_dir: Path
+    run_card: Path | None
+    outcomes: list[TaskOutcome] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[TaskOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+
+class Reporter:
+    """Progress hooks; the library stays silent, the CLI renders these with rich."""
+
+    def start(self, total: int, results_dir: Path) -> None: ...
+    def task_started(self, task: str) -> None: ...
+    def task_done(self, outcome: TaskOutcome) -> None: ...
+
+
+def _collect(problems: list[str], fn: Any, *args: Any) -> Any:  # noqa: ANN401 -- passthrough
+    try:
+        return fn(*args)
+    except NeobenchError as error:
+        problems.extend(error.problems)
+        return None
+
+
+def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], Any]:
+    """Validate every cheap input at once and return (this shard's tasks, profile)."""
+    problems: list[str] = []
+    benchmark = _collect(problems, load_benchmark, cfg.benchmark)
+    profile = _collect(problems, load_profile, cfg.instructions)
+    shard_kn = _collect(problems, parse_shard, cfg.shard)
+    _collect(problems, parse_max_seq_length, cfg.max_seq_length)
+    _collect(problems, resolve_device, cfg.device)
+    _collect(problems, check_spec, cfg.model)
+    if cfg.batch_size < 1:
+        problems.append(f"--batch-size {cfg.batch_size}: must be a positive number of texts.")
+    selected = _collect(problems, select_tasks, benchmark, cfg.tasks, cfg.types) if benchmark else None
+    if problems:
+        raise NeobenchError(problems)
+    k, n = shard_kn
+    # mteb hands out the same task objects on every call; copies keep our path edits local.
+    return [copy.deepcopy(t) for t in shard(selected, k, n)], profile
+
+
+def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
+    """Evaluate one model on (a shard of) a benchmark; finished tasks are skipped."""
+    import mteb
+    import torch
+
+    reporter = reporter or Reporter()
+    tasks, profile = prepare_tasks(cfg)
+    results_root = Path(cfg.results).expanduser().resolve()
+    if not tasks:
+        logger.warning("shard %s holds no task (more shards than tasks)", cfg.shard)
+        return EvalSummary(results_root, None)
+
+    # 1. Data: every task must be loadable before the model is loaded.
+    data_dir = mirror.resolve_data_dir(cfg.data_dir)
+    if data_dir is not None:
+        mirror.point_tasks_at_mirror(tasks, data_dir, cfg.benchmark)
+    else:
+        mirror.check_hub_access(tasks, cfg.benchmark)
+
+    # 2. Model.
+    device = resolve_device(cfg.device)
+    loaded = load_model(
+        cfg.model,
+        revision=cfg.revision,
+        max_seq_length=parse_max_seq_length(cfg.max_seq_length),
+        trust_remote_code=cfg.trust_remote_code,
+        device=device,
+        name=cfg.model_name,
+    )
+    dtype = "float16" if device.startswith("cuda") else "float32"
+
+    # 3. Prompts: the profile replaces whatever prompts the model folder carried.
+    prompts, without_instruction = mteb_prompts(profile, tasks)
+    encoder = _Encoder(loaded.model, prompts, autocast=dtype == "float16")
+    conditions = {
+        "instructions": f"{profile.name}-{profile.sha256[:8]}",
+        "max_seq_length": loaded.max_seq_length,
+        "dtype": dtype,
+    }
+    encoder.mteb_model_meta = encoder.mteb_model_meta.model_copy(
+        update={"name": loaded.name, "revision": loaded.revision, "experiment_kwargs": conditions}
+    )
+    meta = encoder.mteb_model_meta
+    cache = mteb.ResultCache(results_root)
+    results_dir = cache.get_task_result_path("_", meta).parent
+
+    # 4. Run card, written before any work.
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    k, n = parse_shard(cfg.shard)
+    card_path = results_dir / "neobench" / f"run-{stamp}-shard{k}of{n}-{os.getpid()}.yaml"
+    card = {
+        "kind": "neobench eval",
+        "started": record.now(),
+        "status": "running",
+        "config": asdict(cfg),
+        "benchmark": cfg.benchmark,
+        "shard": {"k": k, "n": n, "tasks": [t.metadata.name for t in tasks]},
+        "conditions": conditions,
+        "model": {
+            "name": loaded.name,
+            "revision": loaded.revision,
+            "source": loaded.source,
+            "kind": loaded.kind,
+            "path": loaded.path,
+            "architecture": loaded.architecture,
+            "max_seq_length": loaded.max_seq_length,
+            "attn_implementation": loaded.attn_implementation,
+            "trust_remote_code": loaded.trust_remote_code,
+            "pooling": _pooling(loaded.model),
+        },
+        "runtime": {**record.device_info(device), "dtype": dtype, "autocast": dtype == "float16",
+                    "torch_threads": torch.get_num_threads(), "batch_size": cfg.batch_size},
+        "instructions": {
+            "profile": profile.name,
+            "file": profile.source,
+            "sha256": profile.sha256,
+            "prompts": prompts,
+            "tasks_without_instruction": without_instruction,
+        },
+        "data": _data_record(tasks, data_dir),
+        "seeds": {t.metadata.name: getattr(t, "seed", None) for t in tasks},
+        "environment": record.environment(),
+        "tasks": {},
+    }
+    record.write_card(card_path, card)
+
+    # 5. Tasks, one at a time, so a kill loses at most the task in flight.
+    summary = EvalSummary(results_dir, card_path)
+    reporter.start(len(tasks), results_dir)
+    try:
+        for task in tasks:
+            outcome = _run_task(task, encoder, cache, meta, cfg.batch_size, reporter)
+            summary.outcomes.append(outcome)
+            card["tasks"][outcome.task] = {k: v for k, v in asdict(outcome).items() if k != "task"}
+            record.write_card(card_path, card)
+    except KeyboardInterrupt:
+        card["status"] = "interrupted"
+        raise
+    finally:
+        if card["status"] == "running":
+            card["status"] = "failed" if summary.failed else "complete"
+        card["finished"] = record.now()
+        record.write_card(card_path, card)
+    return summary
+
+
+def _run_task(
+    task: AbsTask, encoder: Any, cache: Any, meta: Any, batch_size: int, reporter: Reporter  # noqa: ANN401
+) -> TaskOutcome:
+    import mteb
+    from mteb.results import TaskResult
+
+    name = task.metadata.name
+    outcome = TaskOutcome(name, task.metadata.type, "evaluated")
+    path = cache.get_task_result_path(name, meta)
+    if path.is_file():
+        try:
+            existing = TaskResult.from_disk(path)
+        except Exception as error:  # noqa: BLE001 -- unreadable file: keep it, re-run the task
+            aside = path.with_name(path.name + f".unreadable-{int(time.time())}")
+            path.rename(aside)
+            logger.warning("%s was unreadable (%s); moved to %s and re-running", path, error, aside)
+        else:
+            if not existing.get_missing_evaluations(task):
+                outcome.status, outcome.main_score = "cached", float(existing.get_score())
+                reporter.task_done(outcome)
+                return outcome
+    reporter.task_started(name)
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*superseded.*")
+            result = mteb.evaluate(
+                encoder,
+                [task],
+                cache=cache,
+                overwrite_strategy="only-missing",
+                encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
+                show_progress_bar=False,
+            )
+        outcome.main_score = float(result.task_results[0].get_score())
+    except KeyboardInterrupt:
+        raise
+    except Exception as error:  # noqa: BLE001 -- recorded, reported, and the next task runs
+        logger.exception("task %s failed", name)
+        outcome.status, outcome.error = "failed", f"{type(error).__name__}: {error}"
+    outcome.seconds = round(time.perf_counter() - start, 2)
+    reporter.task_done(outcome)
+    return outcome
+
+
+def _pooling(model: Any) -> str:  # noqa: ANN401
+    for module in model:
+        if hasattr(module, "pooling_mode"):
+            return str(module.pooling_mode)
+    return "unknown"
+
+
+def _data_record(tasks: list[AbsTask], data_dir: Path | None) -> dict[str, dict]:
+    lock = mirror.read_lock(data_dir) if data_dir else {}
+    out = {}
+    for need in mirror.repo_needs(tasks):
+        repo = need.repo_id if data_dir is None else str(Path(need.repo_id).relative_to(data_dir))
+        entry = {"repo_id": repo, "pinned_revision": need.revision,
+                 "source": f"mirror:{data_dir}" if data_dir else "hub"}
+        if repo in lock:
+            entry["mirror_revision"] = lock[repo].get("resolved_revision")
+        out[need.task] = entry
+    return out
+
+
+@functools.cache
+def _make_encoder_class() -> type:
+    import torch
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+
+    class Encoder(SentenceTransformerEncoderWrapper):
+        """mteb's SentenceTransformer wrapper, with fp16 autocast on CUDA (the paper's dtype)."""
+
+        def __init__(self, model: Any, prompts: dict[str, str], autocast: bool) -> None:  # noqa: ANN401
+            model.prompts = dict(prompts)
+            model.default_prompt_name = None
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # mteb nags about missing query/document prompts
+                super().__init__(model, model_prompts=dict(prompts) or None)
+            self.autocast = autocast
+
+        def encode(self, inputs: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+            if not self.autocast:
+                return super().encode(inputs, **kwargs)
+            with torch.autocast("cuda", dtype=torch.float16):
+                return super().encode(inputs, **kwargs)
+
+    return Encoder
+
+
+def _Encoder(model: Any, prompts: dict[str, str], autocast: bool) -> Any:  # noqa: ANN401, N802
+    return _make_encoder_class()(model, prompts, autocast)

@@ -1,0 +1,244 @@
+"""Offline mirror of Hugging Face dataset repos: ``<dir>/<hf repo id>/`` snapshots.
+
+On a connected machine ``prefetch`` snapshots every repo a benchmark needs at the revision mteb
+pins and records what it resolved in a lock file; on an air-gapped one ``--data-dir`` (or
+NEOBENCH_DATA_DIR) makes every task load from the mirror instead of the hub.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from neobench.errors import NeobenchError
+from neobench.instructions import expand
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+logger = logging.getLogger(__name__)
+
+DATA_DIR_ENV = "NEOBENCH_DATA_DIR"
+LOCK_FILE = "neobench-mirror.lock.json"
+
+
+@dataclass(frozen=True)
+class RepoNeed:
+    """One dataset repo a task loads, at the revision mteb pins for it."""
+
+    task: str
+    repo_id: str
+    revision: str | None
+
+
+def resolve_data_dir(arg: str | Path | None) -> Path | None:
+    """``--data-dir`` if given, else $NEOBENCH_DATA_DIR, else None (load from the hub)."""
+    value = arg if arg not in (None, "") else os.environ.get(DATA_DIR_ENV) or None
+    if value is None:
+        return None
+    path = Path(value).expanduser().resolve()
+    if not path.is_dir():
+        source = "--data-dir" if arg else f"${DATA_DIR_ENV}"
+        raise NeobenchError(
+            f"{source} {value}: no such folder. Point it at a mirror made by "
+            "`neobench data prefetch --out DIR`, or leave it unset to load from the hub."
+        )
+    return path
+
+
+def repo_needs(tasks: list[AbsTask]) -> list[RepoNeed]:
+    """The dataset repos of these tasks (aggregates expanded), in task order."""
+    needs = []
+    for task in expand(tasks):
+        dataset = task.metadata.dataset
+        needs.append(RepoNeed(task.metadata.name, dataset["path"], dataset.get("revision")))
+    return needs
+
+
+def read_lock(data_dir: Path) -> dict[str, dict]:
+    lock = data_dir / LOCK_FILE
+    return json.loads(lock.read_text()) if lock.is_file() else {}
+
+
+def prefetch_command(benchmark: str, tasks: list[str], out: Path | str) -> str:
+    task_arg = f" --tasks {','.join(tasks)}" if tasks else ""
+    return f'neobench data prefetch --benchmark "{benchmark}"{task_arg} --out {out}'
+
+
+def point_tasks_at_mirror(tasks: list[AbsTask], data_dir: Path, benchmark: str) -> None:
+    """Make every task load from ``data_dir/<repo id>``; report every missing repo at once.
+
+    mteb hands the path to ``datasets.load_dataset``; a local folder is read as it is (the
+    pinned revision only applies to the hub), which is why the lock file records revisions.
+    """
+    missing: list[RepoNeed] = []
+    for task in expand(tasks):
+        dataset = task.metadata.dataset
+        folder = data_dir / dataset["path"]
+        if not folder.is_dir():
+            missing.append(RepoNeed(task.metadata.name, dataset["path"], dataset.get("revision")))
+            continue
+        task.metadata = task.metadata.model_copy(
+            update={"dataset": {**dataset, "path": str(folder)}}
+        )
+    if missing:
+        lines = [
+            f"Task {m.task} needs dataset repo '{m.repo_id}' (revision {m.revision}), "
+            f"which is not in the mirror {data_dir} (expected folder {data_dir / m.repo_id})."
+            for m in missing
+        ]
+        names = sorted({m.task for m in missing})
+        lines.append(
+            "Fix: on a machine with hub access run `"
+            + prefetch_command(benchmark, names, data_dir)
+            + "` and copy the folder here, or drop these tasks with --tasks/--types."
+        )
+        raise NeobenchError(lines)
+
+
+def hub_offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def hub_reachable(timeout: float = 5.0) -> bool:
+    """One TCP connect to the hub endpoint: fails in milliseconds without DNS, never hangs."""
+    from huggingface_hub import constants
+
+    parsed = urlparse(constants.ENDPOINT)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _in_hub_cache(need: RepoNeed) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(
+        need.repo_id, "README.md", revision=need.revision, repo_type="dataset"
+    )
+    return isinstance(found, str)
+
+
+def check_hub_access(tasks: list[AbsTask], benchmark: str) -> None:
+    """Without a mirror, fail fast (before any model loads) if the hub cannot serve the data."""
+    if not hub_offline() and hub_reachable():
+        return
+    why = "HF_HUB_OFFLINE is set" if hub_offline() else "the Hugging Face hub is unreachable"
+    missing = [n for n in repo_needs(tasks) if not _in_hub_cache(n)]
+    if not missing:
+        return
+    lines = [
+        f"Task {m.task} needs dataset repo '{m.repo_id}' (revision {m.revision}), but {why} "
+        "and it is not in the local Hugging Face cache."
+        for m in missing
+    ]
+    lines.append(
+        "Fix: pass --data-dir DIR (or set NEOBENCH_DATA_DIR) to a mirror made on a connected "
+        "machine with `" + prefetch_command(benchmark, sorted({m.task for m in missing}), "DIR") + "`."
+    )
+    raise NeobenchError(lines)
+
+
+def prefetch(tasks: list[AbsTask], out: Path) -> dict[str, dict]:
+    """Snapshot every repo at its pinned revision into ``out/<repo id>`` and update the lock."""
+    from huggingface_hub import HfApi, snapshot_download
+
+    if hub_offline() or not hub_reachable():
+        raise NeobenchError(
+            "neobench data prefetch needs the Hugging Face hub, which is "
+            + ("disabled (HF_HUB_OFFLINE is set)." if hub_offline() else "unreachable from here.")
+            + " Run it on a connected machine and copy the --out folder to this one."
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    lock = read_lock(out)
+    api = HfApi()
+    for need in repo_needs(tasks):
+        entry = lock.get(need.repo_id)
+        if entry and entry.get("pinned_revision") == need.revision and (out / need.repo_id).is_dir():
+            entry["tasks"] = sorted({*entry.get("tasks", []), need.task})
+            continue
+        logger.info("fetching %s@%s", need.repo_id, need.revision)
+        snapshot_download(
+            need.repo_id, repo_type="dataset", revision=need.revision, local_dir=out / need.repo_id
+        )
+        info = api.dataset_info(need.repo_id, revision=need.revision)
+        lock[need.repo_id] = {
+            "pinned_revision": need.revision,
+            "resolved_revision": info.sha,
+            "tasks": sorted({*(entry or {}).get("tasks", []), need.task}),
+            "fetched_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        _write_json_atomic(out / LOCK_FILE, lock)
+    _write_json_atomic(out / LOCK_FILE, lock)
+    return lock
+
+
+def _write_json_atomic(path: Path, data: object) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+@dataclass
+class VerifyRow:
+    task: str
+    repo_id: str
+    pinned_revision: str | None
+    status: str  # present | missing | other-revision | load-failed | ok
+    detail: str = ""
+
+
+def verify(tasks: list[AbsTask], data_dir: Path, load: bool = True) -> list[VerifyRow]:
+    """Offline report: which repos are present, at which revision, and whether each task loads."""
+    lock = read_lock(data_dir)
+    rows = []
+    for task in expand(tasks):
+        dataset = task.metadata.dataset
+        repo, pinned = dataset["path"], dataset.get("revision")
+        row = VerifyRow(task.metadata.name, repo, pinned, "present")
+        entry = lock.get(repo)
+        if not (data_dir / repo).is_dir():
+            row.status, row.detail = "missing", f"no folder {data_dir / repo}"
+        elif entry and entry.get("pinned_revision") != pinned:
+            row.status = "other-revision"
+            row.detail = f"mirror has {entry.get('pinned_revision')}, mteb pins {pinned}"
+        else:
+            row.detail = (
+                f"lock: {entry['resolved_revision']}" if entry else "revision not recorded (no lock entry)"
+            )
+            if load:
+                row.status, error = _try_load(task, data_dir)
+                if error:
+                    row.detail = error
+        rows.append(row)
+    return rows
+
+
+def _try_load(task: AbsTask, data_dir: Path) -> tuple[str, str]:
+    import copy
+
+    probe = copy.deepcopy(task)
+    dataset = probe.metadata.dataset
+    probe.metadata = probe.metadata.model_copy(
+        update={"dataset": {**dataset, "path": str(data_dir / dataset["path"])}}
+    )
+    try:
+        probe.load_data()
+    except Exception as error:  # noqa: BLE001 -- any failure is the answer we report
+        return "load-failed", f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    finally:
+        if probe.data_loaded:
+            probe.unload_data()
+    return "ok", ""
