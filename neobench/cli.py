@@ -27,9 +27,10 @@ EVAL_EXAMPLE = """example (offline, on a mirror):
       --data-dir /data/mteb-mirror --results runs/eval
   neobench eval --model runs/my-finetuned-model --shard 2/8    # job 2 of 8
 
-Results land in <results>/results/<org__model>/<revision>/experiments/<conditions>/<Task>.json
-(mteb's layout; read them with mteb.ResultCache(<results>).load_results()). Finished tasks are
-skipped on a re-run."""
+Results land in <results>/results/<org__model>/<revision>/<Task>.json (mteb's layout; read them
+with mteb.ResultCache(<results>).load_results()). Runs under non-standard conditions (another
+instruction profile or max length) go to .../<revision>/experiments/<conditions>/ (read them with
+load_results(load_experiments="match_name")). Finished tasks are skipped on a re-run."""
 
 PREFETCH_EXAMPLE = """example (on a machine with hub access):
   neobench data prefetch --benchmark "MTEB(eng, v1)" --out /data/mteb-mirror
@@ -221,11 +222,14 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    import mteb
+    from neobench.instructions import (
+        all_mteb_task_names,
+        list_profiles,
+        load_profile,
+        validate_profile,
+    )
 
-    from neobench.instructions import list_profiles, load_profile, validate_profile
-
-    known = {t.metadata.name for t in mteb.get_tasks()}
+    known = all_mteb_task_names()
     problems = []
     for name in list_profiles():
         problems += validate_profile(load_profile(name), known)

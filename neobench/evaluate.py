@@ -2,10 +2,11 @@
 
 Results are written by mteb's own ResultCache, in mteb's layout, under an explicit model name
 and revision; the evaluation conditions (instruction profile + hash, max sequence length, dtype)
-are mteb ``experiment_kwargs``, so runs under different conditions never share a folder:
+decide the folder, so runs under different conditions never share one:
 
-    <results>/results/<org__model>/<revision>/experiments/<conditions>/<Task>.json
-                                                                     /neobench/run-*.yaml
+    <results>/results/<org__model>/<revision>/<Task>.json             standard conditions
+    <results>/results/<org__model>/<revision>/experiments/<kw>/<Task>.json   any other
+    ... and beside the task files: neobench/run-<time>-shard<K>of<N>-<pid>.yaml (run cards)
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
 logger = logging.getLogger(__name__)
+
+# The conditions of the neobench standard (recipe.md): paper instructions, 512 tokens for every backbone.
+STANDARD = {"instructions": "paper", "max_seq_length": 512}
 
 
 @dataclass
@@ -144,16 +148,22 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
     prompts, without_instruction = mteb_prompts(profile, tasks)
     encoder = _Encoder(loaded.model, prompts, autocast=dtype == "float16")
     conditions = {
-        "instructions": f"{profile.name}-{profile.sha256[:8]}",
+        "instructions": profile.name,
+        "instructions_sha256": profile.sha256,
         "max_seq_length": loaded.max_seq_length,
         "dtype": dtype,
     }
     encoder.mteb_model_meta = encoder.mteb_model_meta.model_copy(
-        update={"name": loaded.name, "revision": loaded.revision, "experiment_kwargs": conditions}
+        update={
+            "name": loaded.name,
+            "revision": loaded.revision,
+            "experiment_kwargs": experiment_kwargs(profile.name, loaded.max_seq_length),
+        }
     )
     meta = encoder.mteb_model_meta
     cache = mteb.ResultCache(results_root)
     results_dir = cache.get_task_result_path("_", meta).parent
+    check_same_conditions(results_dir, conditions)
 
     # 4. Run card, written before any work.
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -215,6 +225,36 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
     return summary
 
 
+def experiment_kwargs(profile: str, max_seq_length: int) -> dict[str, Any] | None:
+    """mteb experiment kwargs of a run: None under the standard conditions, else what differs.
+
+    Standard conditions (the paper's instructions, 512 tokens) write to mteb's plain
+    ``<model>/<revision>/`` folder, which ``ResultCache.load_results()`` reads by default;
+    ablations go to ``experiments/<kwargs>/`` (``load_results(load_experiments="match_name")``).
+    """
+    if profile == STANDARD["instructions"] and max_seq_length == STANDARD["max_seq_length"]:
+        return None
+    return {"instructions": profile, "max_seq_length": max_seq_length}
+
+
+def check_same_conditions(results_dir: Path, conditions: dict[str, Any]) -> None:
+    """Refuse to add results to a folder whose earlier runs used other conditions.
+
+    The folder key holds the profile name and length; this also catches an edited profile
+    (another hash) or another dtype, which would otherwise mix silently with earlier tasks.
+    """
+    for card_path in sorted((results_dir / "neobench").glob("run-*.yaml")):
+        earlier = record.read_card(card_path).get("conditions") or {}
+        differing = [k for k in conditions if k in earlier and earlier[k] != conditions[k]]
+        if differing:
+            raise NeobenchError(
+                f"{results_dir} holds results made under other conditions ("
+                + ", ".join(f"{k}: {earlier[k]} there, {conditions[k]} now" for k in differing)
+                + f"; see {card_path.name}). Use another --results root or --model-name, "
+                "or delete that folder to start over."
+            )
+
+
 def _run_task(
     task: AbsTask, encoder: Any, cache: Any, meta: Any, batch_size: int, reporter: Reporter  # noqa: ANN401
 ) -> TaskOutcome:
@@ -241,7 +281,7 @@ def _run_task(
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*superseded.*")
-            result = mteb.evaluate(
+            mteb.evaluate(
                 encoder,
                 [task],
                 cache=cache,
@@ -249,7 +289,8 @@ def _run_task(
                 encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
                 show_progress_bar=False,
             )
-        outcome.main_score = float(result.task_results[0].get_score())
+        # Report what mteb stored (rounded to 6 decimals), so a re-run reports the same number.
+        outcome.main_score = float(TaskResult.from_disk(path).get_score())
     except KeyboardInterrupt:
         raise
     except Exception as error:  # noqa: BLE001 -- recorded, reported, and the next task runs

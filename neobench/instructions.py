@@ -152,3 +152,15 @@ def validate_profile(profile: InstructionProfile, known_tasks: set[str]) -> list
                 f"profile {profile.name!r}: {unknown('mteb task', key, known_tasks)}"
             )
     return problems
+
+
+def all_mteb_task_names() -> set[str]:
+    """Every task name mteb knows, superseded and private ones included (profiles may name them)."""
+    import warnings
+
+    import mteb
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # mteb warns once per beta task
+        tasks = mteb.get_tasks(exclude_superseded=False, exclude_private=False, exclude_beta=False)
+    return {t.metadata.name for t in tasks}

@@ -53,7 +53,7 @@ def git_sha() -> str | None:
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(root), "status", "--porcelain"],
             capture_output=True,
             text=True,
             timeout=10,

