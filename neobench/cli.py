@@ -54,49 +54,95 @@ def _csv(text: str | None) -> list[str] | None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neobench",
-        description="Fine-tune and evaluate text encoders under one recorded protocol (NeoBERT, MTEB).",
+        description="Fine-tune and evaluate text encoders under one recorded protocol.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log library details")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     fmt = argparse.RawDescriptionHelpFormatter
 
-    ev = sub.add_parser("eval", help="evaluate an encoder on MTEB", epilog=EVAL_EXAMPLE, formatter_class=fmt)
-    ev.add_argument("--model", required=True, help="hub id, HF model folder, or SentenceTransformer folder")
-    ev.add_argument("--model-name", help="name under which results are stored (default: hub id or local/<folder>)")
-    ev.add_argument("--revision", help="hub revision to load (default: the branch head, recorded as its commit)")
-    ev.add_argument("--benchmark", default="MTEB(eng, v1)", help='mteb benchmark (default "MTEB(eng, v1)")')
+    ev = sub.add_parser(
+        "eval", help="evaluate an encoder on MTEB", epilog=EVAL_EXAMPLE, formatter_class=fmt
+    )
+    ev.add_argument(
+        "--model", required=True, help="hub id, HF model folder, or SentenceTransformer folder"
+    )
+    ev.add_argument(
+        "--model-name",
+        help="name under which results are stored (default: hub id or local/<folder>)",
+    )
+    ev.add_argument(
+        "--revision", help="hub revision to load (default: the branch head, recorded as its commit)"
+    )
+    ev.add_argument(
+        "--benchmark", default="MTEB(eng, v1)", help='mteb benchmark (default "MTEB(eng, v1)")'
+    )
     ev.add_argument("--tasks", help="comma-separated task names of the benchmark")
     ev.add_argument("--types", help="comma-separated task types, e.g. STS,Retrieval")
-    ev.add_argument("--instructions", default="paper", help="paper (default) | authors-code | none | FILE.yaml")
-    ev.add_argument("--data-dir", help="offline mirror <dir>/<hf repo id>/ (default: $NEOBENCH_DATA_DIR, else the hub)")
-    ev.add_argument("--results", default=".", help="results root (mteb ResultCache path; default: .)")
-    ev.add_argument("--batch-size", type=int, default=32, help="texts per encoder batch (default 32)")
+    ev.add_argument(
+        "--instructions", default="paper", help="paper (default) | authors-code | none | FILE.yaml"
+    )
+    ev.add_argument(
+        "--data-dir",
+        help="offline mirror <dir>/<hf repo id>/ (default: $NEOBENCH_DATA_DIR, else the hub)",
+    )
+    ev.add_argument(
+        "--results", default=".", help="results root (mteb ResultCache path; default: .)"
+    )
+    ev.add_argument(
+        "--batch-size", type=int, default=32, help="texts per encoder batch (default 32)"
+    )
     ev.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
-    ev.add_argument("--max-seq-length", default="512", help="tokens (default 512), or 'model' to keep the folder's own")
+    ev.add_argument(
+        "--max-seq-length",
+        default="512",
+        help="tokens (default 512), or 'model' to keep the folder's own",
+    )
     ev.add_argument("--shard", default="1/1", help="K/N: run the K-th of N disjoint task shards")
-    ev.add_argument("--trust-remote-code", action="store_true", help="allow model code from the model repository")
+    ev.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow model code from the model repository",
+    )
 
     data = sub.add_parser("data", help="offline mirror: prefetch and verify")
     data_sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
-    pre = data_sub.add_parser("prefetch", help="snapshot the benchmark's datasets at mteb's pinned revisions",
-                              epilog=PREFETCH_EXAMPLE, formatter_class=fmt)
+    pre = data_sub.add_parser(
+        "prefetch",
+        help="snapshot the benchmark's datasets at mteb's pinned revisions",
+        epilog=PREFETCH_EXAMPLE,
+        formatter_class=fmt,
+    )
     pre.add_argument("--benchmark", default="MTEB(eng, v1)")
     pre.add_argument("--tasks", help="comma-separated subset of the benchmark's tasks")
     pre.add_argument("--out", required=True, help="mirror folder to create or complete")
-    ver = data_sub.add_parser("verify", help="offline: which tasks are present, missing, and loadable",
-                              epilog=VERIFY_EXAMPLE, formatter_class=fmt)
+    ver = data_sub.add_parser(
+        "verify",
+        help="offline: which tasks are present, missing, and loadable",
+        epilog=VERIFY_EXAMPLE,
+        formatter_class=fmt,
+    )
     ver.add_argument("dir", help="mirror folder")
     ver.add_argument("--benchmark", default="MTEB(eng, v1)")
     ver.add_argument("--tasks", help="comma-separated subset of the benchmark's tasks")
-    ver.add_argument("--no-load", action="store_true", help="check folders only, do not load the data")
+    ver.add_argument(
+        "--no-load", action="store_true", help="check folders only, do not load the data"
+    )
 
-    ls = sub.add_parser("ls", help="list benchmarks' tasks or instruction profiles", epilog=LS_EXAMPLE,
-                        formatter_class=fmt)
+    ls = sub.add_parser(
+        "ls",
+        help="list benchmarks' tasks or instruction profiles",
+        epilog=LS_EXAMPLE,
+        formatter_class=fmt,
+    )
     ls.add_argument("what", choices=["tasks", "profiles"])
     ls.add_argument("--benchmark", default="MTEB(eng, v1)")
 
-    sub.add_parser("validate", help="check every shipped instruction profile offline",
-                   epilog=VALIDATE_EXAMPLE, formatter_class=fmt)
+    sub.add_parser(
+        "validate",
+        help="check every shipped instruction profile offline",
+        epilog=VALIDATE_EXAMPLE,
+        formatter_class=fmt,
+    )
     return parser
 
 
@@ -105,8 +151,12 @@ class RichReporter:
 
     def __init__(self) -> None:
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=console, transient=False,
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
         )
         self.bar = None
 
@@ -136,10 +186,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from neobench.evaluate import EvalConfig, run_eval
 
     cfg = EvalConfig(
-        model=args.model, benchmark=args.benchmark, tasks=_csv(args.tasks), types=_csv(args.types),
-        instructions=args.instructions, data_dir=args.data_dir, results=args.results,
-        batch_size=args.batch_size, device=args.device, max_seq_length=args.max_seq_length,
-        shard=args.shard, trust_remote_code=args.trust_remote_code, model_name=args.model_name,
+        model=args.model,
+        benchmark=args.benchmark,
+        tasks=_csv(args.tasks),
+        types=_csv(args.types),
+        instructions=args.instructions,
+        data_dir=args.data_dir,
+        results=args.results,
+        batch_size=args.batch_size,
+        device=args.device,
+        max_seq_length=args.max_seq_length,
+        shard=args.shard,
+        trust_remote_code=args.trust_remote_code,
+        model_name=args.model_name,
         revision=args.revision,
     )
     reporter = RichReporter()
@@ -151,12 +210,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for column in ("task", "type", "status", "main score"):
         table.add_column(column, justify="right" if column == "main score" else "left")
     for o in summary.outcomes:
-        table.add_row(o.task, o.type, o.status, "" if o.main_score is None else f"{o.main_score:.4f}")
+        table.add_row(
+            o.task, o.type, o.status, "" if o.main_score is None else f"{o.main_score:.4f}"
+        )
     out.print(table)
     if summary.run_card:
         console.print(f"run card: {summary.run_card}")
     if summary.failed:
-        console.print(f"[red]{len(summary.failed)} task(s) failed[/]; re-run the same command to retry them.")
+        console.print(
+            f"[red]{len(summary.failed)} task(s) failed[/]; re-run the same command to retry them."
+        )
         return 1
     return 0
 
@@ -184,7 +247,13 @@ def cmd_data(args: argparse.Namespace) -> int:
     table = Table(title=f"mirror {data_dir} vs {args.benchmark}")
     for column in ("task", "repo", "status", "detail"):
         table.add_column(column)
-    colors = {"ok": "green", "present": "green", "missing": "red", "load-failed": "red", "other-revision": "yellow"}
+    colors = {
+        "ok": "green",
+        "present": "green",
+        "missing": "red",
+        "load-failed": "red",
+        "other-revision": "yellow",
+    }
     for r in rows:
         table.add_row(r.task, r.repo_id, f"[{colors[r.status]}]{r.status}[/]", r.detail)
     out.print(table)
@@ -194,8 +263,10 @@ def cmd_data(args: argparse.Namespace) -> int:
     if bad:
         missing = sorted({r.task for r in bad if r.status == "missing"})
         if missing:
-            console.print("to complete it, on a connected machine: "
-                          + mirror.prefetch_command(args.benchmark, missing, data_dir))
+            console.print(
+                "to complete it, on a connected machine: "
+                + mirror.prefetch_command(args.benchmark, missing, data_dir)
+            )
         return 1
     return 0
 
@@ -206,7 +277,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
         for name in list_profiles():
             profile = load_profile(name)
-            out.print(f"{name:<14} {len(profile.instructions):>3} instructions  sha256 {profile.sha256[:12]}")
+            out.print(
+                f"{name:<14} {len(profile.instructions):>3} instructions"
+                f"  sha256 {profile.sha256[:12]}"
+            )
         return 0
     from neobench.tasks import load_benchmark
 
@@ -215,8 +289,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
     for column in ("task", "type", "splits", "subsets", "dataset"):
         table.add_column(column)
     for t in benchmark.tasks:
-        table.add_row(t.metadata.name, t.metadata.type, ",".join(t.eval_splits), ",".join(t.hf_subsets),
-                      t.metadata.dataset.get("path", "(aggregate)"))
+        table.add_row(
+            t.metadata.name,
+            t.metadata.type,
+            ",".join(t.eval_splits),
+            ",".join(t.hf_subsets),
+            t.metadata.dataset.get("path", "(aggregate)"),
+        )
     out.print(table)
     return 0
 
@@ -242,7 +321,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def _quiet_libraries(verbose: bool) -> None:
     level = logging.INFO if verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=console)])
-    for name in ("mteb", "sentence_transformers", "datasets", "transformers", "huggingface_hub", "httpx"):
+    for name in (
+        "mteb",
+        "sentence_transformers",
+        "datasets",
+        "transformers",
+        "huggingface_hub",
+        "httpx",
+    ):
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
     if not verbose:
         warnings.filterwarnings("ignore")

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# The conditions of the neobench standard (recipe.md): paper instructions, 512 tokens for every backbone.
+# The neobench standard conditions (recipe.md): paper instructions, 512 tokens for every backbone.
 STANDARD = {"instructions": "paper", "max_seq_length": 512}
 
 
@@ -86,7 +86,7 @@ class Reporter:
     def task_done(self, outcome: TaskOutcome) -> None: ...
 
 
-def _collect(problems: list[str], fn: Any, *args: Any) -> Any:  # noqa: ANN401 -- passthrough
+def _collect(problems: list[str], fn: Any, *args: Any) -> Any:
     try:
         return fn(*args)
     except NeobenchError as error:
@@ -105,7 +105,9 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], Any]:
     _collect(problems, check_spec, cfg.model)
     if cfg.batch_size < 1:
         problems.append(f"--batch-size {cfg.batch_size}: must be a positive number of texts.")
-    selected = _collect(problems, select_tasks, benchmark, cfg.tasks, cfg.types) if benchmark else None
+    selected = (
+        _collect(problems, select_tasks, benchmark, cfg.tasks, cfg.types) if benchmark else None
+    )
     if problems:
         raise NeobenchError(problems)
     k, n = shard_kn
@@ -189,8 +191,13 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
             "trust_remote_code": loaded.trust_remote_code,
             "pooling": _pooling(loaded.model),
         },
-        "runtime": {**record.device_info(device), "dtype": dtype, "autocast": dtype == "float16",
-                    "torch_threads": torch.get_num_threads(), "batch_size": cfg.batch_size},
+        "runtime": {
+            **record.device_info(device),
+            "dtype": dtype,
+            "autocast": dtype == "float16",
+            "torch_threads": torch.get_num_threads(),
+            "batch_size": cfg.batch_size,
+        },
         "instructions": {
             "profile": profile.name,
             "file": profile.source,
@@ -256,7 +263,7 @@ def check_same_conditions(results_dir: Path, conditions: dict[str, Any]) -> None
 
 
 def _run_task(
-    task: AbsTask, encoder: Any, cache: Any, meta: Any, batch_size: int, reporter: Reporter  # noqa: ANN401
+    task: AbsTask, encoder: Any, cache: Any, meta: Any, batch_size: int, reporter: Reporter
 ) -> TaskOutcome:
     import mteb
     from mteb.results import TaskResult
@@ -267,7 +274,7 @@ def _run_task(
     if path.is_file():
         try:
             existing = TaskResult.from_disk(path)
-        except Exception as error:  # noqa: BLE001 -- unreadable file: keep it, re-run the task
+        except Exception as error:
             aside = path.with_name(path.name + f".unreadable-{int(time.time())}")
             path.rename(aside)
             logger.warning("%s was unreadable (%s); moved to %s and re-running", path, error, aside)
@@ -293,7 +300,7 @@ def _run_task(
         outcome.main_score = float(TaskResult.from_disk(path).get_score())
     except KeyboardInterrupt:
         raise
-    except Exception as error:  # noqa: BLE001 -- recorded, reported, and the next task runs
+    except Exception as error:
         logger.exception("task %s failed", name)
         outcome.status, outcome.error = "failed", f"{type(error).__name__}: {error}"
     outcome.seconds = round(time.perf_counter() - start, 2)
@@ -301,7 +308,7 @@ def _run_task(
     return outcome
 
 
-def _pooling(model: Any) -> str:  # noqa: ANN401
+def _pooling(model: Any) -> str:
     for module in model:
         if hasattr(module, "pooling_mode"):
             return str(module.pooling_mode)
@@ -313,8 +320,11 @@ def _data_record(tasks: list[AbsTask], data_dir: Path | None) -> dict[str, dict]
     out = {}
     for need in mirror.repo_needs(tasks):
         repo = need.repo_id if data_dir is None else str(Path(need.repo_id).relative_to(data_dir))
-        entry = {"repo_id": repo, "pinned_revision": need.revision,
-                 "source": f"mirror:{data_dir}" if data_dir else "hub"}
+        entry = {
+            "repo_id": repo,
+            "pinned_revision": need.revision,
+            "source": f"mirror:{data_dir}" if data_dir else "hub",
+        }
         if repo in lock:
             entry["mirror_revision"] = lock[repo].get("resolved_revision")
         out[need.task] = entry
@@ -329,7 +339,7 @@ def _make_encoder_class() -> type:
     class Encoder(SentenceTransformerEncoderWrapper):
         """mteb's SentenceTransformer wrapper, with fp16 autocast on CUDA (the paper's dtype)."""
 
-        def __init__(self, model: Any, prompts: dict[str, str], autocast: bool) -> None:  # noqa: ANN401
+        def __init__(self, model: Any, prompts: dict[str, str], autocast: bool) -> None:
             model.prompts = dict(prompts)
             model.default_prompt_name = None
             with warnings.catch_warnings():
@@ -337,7 +347,7 @@ def _make_encoder_class() -> type:
                 super().__init__(model, model_prompts=dict(prompts) or None)
             self.autocast = autocast
 
-        def encode(self, inputs: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        def encode(self, inputs: Any, **kwargs: Any) -> Any:
             if not self.autocast:
                 return super().encode(inputs, **kwargs)
             with torch.autocast("cuda", dtype=torch.float16):
@@ -346,5 +356,5 @@ def _make_encoder_class() -> type:
     return Encoder
 
 
-def _Encoder(model: Any, prompts: dict[str, str], autocast: bool) -> Any:  # noqa: ANN401, N802
+def _Encoder(model: Any, prompts: dict[str, str], autocast: bool) -> Any:
     return _make_encoder_class()(model, prompts, autocast)

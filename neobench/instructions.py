@@ -23,7 +23,9 @@ from neobench.errors import NeobenchError, unknown
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
-ASYMMETRIC_TYPES = frozenset({"Retrieval", "Reranking", "InstructionRetrieval", "InstructionReranking"})
+ASYMMETRIC_TYPES = frozenset(
+    {"Retrieval", "Reranking", "InstructionRetrieval", "InstructionReranking"}
+)
 SIDES = ("query", "document")
 
 
@@ -50,7 +52,11 @@ class InstructionProfile:
     @property
     def sha256(self) -> str:
         canonical = json.dumps(
-            {"separator": self.separator, "instructions": self.instructions, "aliases": self.aliases},
+            {
+                "separator": self.separator,
+                "instructions": self.instructions,
+                "aliases": self.aliases,
+            },
             sort_keys=True,
             ensure_ascii=False,
         )
@@ -98,17 +104,23 @@ def _shape_problems(data: object, path: Path) -> list[str]:
         return [f"{path}: a profile is a mapping with 'instructions' (and optional 'aliases')."]
     problems = []
     allowed = {"name", "separator", "instructions", "aliases"}
-    problems += [f"{path}: unknown key {k!r} (allowed: {sorted(allowed)})." for k in data if k not in allowed]
+    problems += [
+        f"{path}: unknown key {k!r} (allowed: {sorted(allowed)})." for k in data if k not in allowed
+    ]
     for task, value in (data.get("instructions") or {}).items():
         if isinstance(value, dict):
             if set(value) - set(SIDES) or not value:
                 problems.append(f"{path}: {task}: a pair must have keys 'query' and/or 'document'.")
         elif not isinstance(value, str):
-            problems.append(f"{path}: {task}: an instruction is a string or a {{query, document}} pair.")
+            problems.append(
+                f"{path}: {task}: an instruction is a string or a {{query, document}} pair."
+            )
     instructions = data.get("instructions") or {}
     for task, target in (data.get("aliases") or {}).items():
         if target not in instructions:
-            problems.append(f"{path}: alias {task} -> {target!r}, but {target!r} has no instruction.")
+            problems.append(
+                f"{path}: alias {task} -> {target!r}, but {target!r} has no instruction."
+            )
     return problems
 
 
@@ -121,7 +133,9 @@ def expand(tasks: list[AbsTask]) -> list[AbsTask]:
     return out
 
 
-def mteb_prompts(profile: InstructionProfile, tasks: list[AbsTask]) -> tuple[dict[str, str], list[str]]:
+def mteb_prompts(
+    profile: InstructionProfile, tasks: list[AbsTask]
+) -> tuple[dict[str, str], list[str]]:
     """Prompts in mteb's key vocabulary for these tasks, and the tasks left without instruction."""
     prompts: dict[str, str] = {}
     missing: list[str] = []
@@ -148,9 +162,7 @@ def validate_profile(profile: InstructionProfile, known_tasks: set[str]) -> list
     problems = []
     for key in [*profile.instructions, *profile.aliases]:
         if key not in known_tasks:
-            problems.append(
-                f"profile {profile.name!r}: {unknown('mteb task', key, known_tasks)}"
-            )
+            problems.append(f"profile {profile.name!r}: {unknown('mteb task', key, known_tasks)}")
     return problems
 
 

@@ -146,7 +146,9 @@ def check_hub_access(tasks: list[AbsTask], benchmark: str) -> None:
     ]
     lines.append(
         "Fix: pass --data-dir DIR (or set NEOBENCH_DATA_DIR) to a mirror made on a connected "
-        "machine with `" + prefetch_command(benchmark, sorted({m.task for m in missing}), "DIR") + "`."
+        "machine with `"
+        + prefetch_command(benchmark, sorted({m.task for m in missing}), "DIR")
+        + "`."
     )
     raise NeobenchError(lines)
 
@@ -166,7 +168,11 @@ def prefetch(tasks: list[AbsTask], out: Path) -> dict[str, dict]:
     api = HfApi()
     for need in repo_needs(tasks):
         entry = lock.get(need.repo_id)
-        if entry and entry.get("pinned_revision") == need.revision and (out / need.repo_id).is_dir():
+        if (
+            entry
+            and entry.get("pinned_revision") == need.revision
+            and (out / need.repo_id).is_dir()
+        ):
             entry["tasks"] = sorted({*entry.get("tasks", []), need.task})
             continue
         logger.info("fetching %s@%s", need.repo_id, need.revision)
@@ -216,7 +222,9 @@ def verify(tasks: list[AbsTask], data_dir: Path, load: bool = True) -> list[Veri
             row.detail = f"mirror has {entry.get('pinned_revision')}, mteb pins {pinned}"
         else:
             row.detail = (
-                f"lock: {entry['resolved_revision']}" if entry else "revision not recorded (no lock entry)"
+                f"lock: {entry['resolved_revision']}"
+                if entry
+                else "revision not recorded (no lock entry)"
             )
             if load:
                 row.status, error = _try_load(task, data_dir)
@@ -236,7 +244,7 @@ def _try_load(task: AbsTask, data_dir: Path) -> tuple[str, str]:
     )
     try:
         probe.load_data()
-    except Exception as error:  # noqa: BLE001 -- any failure is the answer we report
+    except Exception as error:
         return "load-failed", f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
     finally:
         if probe.data_loaded:

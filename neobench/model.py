@@ -21,7 +21,9 @@ logger = logging.getLogger(__name__)
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 # Files that describe a run rather than the weights: excluded from a local folder's fingerprint.
-_NOT_WEIGHTS = re.compile(r"(^|/)(README\.md|neobench_[^/]*|checkpoint-[^/]+/.*|[^/]*\.(png|csv|jsonl))$")
+_NOT_WEIGHTS = re.compile(
+    r"(^|/)(README\.md|neobench_[^/]*|checkpoint-[^/]+/.*|[^/]*\.(png|csv|jsonl))$"
+)
 
 
 @dataclass
@@ -164,7 +166,8 @@ def check_encoder(config_dir: Path, spec: str) -> dict:
         and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
     )
     causal_arch = bool(architectures) and all(
-        a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")) for a in architectures
+        a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration"))
+        for a in architectures
     )
     if config.get("is_encoder_decoder") or config.get("is_decoder") or causal_only or causal_arch:
         raise NeobenchError(
@@ -197,7 +200,9 @@ def load_model(
         )
     is_st = (folder / "modules.json").is_file()
     try:
-        model = _build(folder, is_st, max_seq_length, trust_remote_code, device, attn_implementation)
+        model = _build(
+            folder, is_st, max_seq_length, trust_remote_code, device, attn_implementation
+        )
     except ValueError as error:
         if "trust_remote_code" in str(error):
             raise NeobenchError(

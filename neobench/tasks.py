@@ -50,7 +50,9 @@ def select_tasks(
             )
     for type_ in types or []:
         if type_ not in known_types:
-            problems.append(unknown("task type", type_, known_types, f"(types of {benchmark.name})"))
+            problems.append(
+                unknown("task type", type_, known_types, f"(types of {benchmark.name})")
+            )
     if problems:
         raise NeobenchError(problems)
     selected = list(benchmark.tasks)
@@ -69,9 +71,10 @@ def parse_shard(text: str) -> tuple[int, int]:
         raise NeobenchError(f"--shard {text!r}: expected K/N, e.g. --shard 1/4.")
     k, n = int(match[1]), int(match[2])
     if n < 1 or not 1 <= k <= n:
+        m = max(n, 1)
         raise NeobenchError(
             f"--shard {text}: K must be between 1 and N (got K={k}, N={n}); "
-            f"with N={max(n, 1)} shards use --shard 1/{max(n, 1)} ... --shard {max(n, 1)}/{max(n, 1)}."
+            f"with N={m} shards use --shard 1/{m} ... --shard {m}/{m}."
         )
     return k, n
 

@@ -13,7 +13,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.pop("NEOBENCH_DATA_DIR", None)
 
-import pytest  # noqa: E402
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("NEOBENCH_SHARED", REPO.parent / "shared"))
@@ -37,15 +37,18 @@ def minilm() -> Path:
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory, minilm) -> Path:
     """A 2-layer, 32-dim BERT with MiniLM's real tokenizer, saved as a plain HF folder."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
     import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
 
     torch.manual_seed(0)
     folder = tmp_path_factory.mktemp("tiny-bert")
     config = BertConfig(
-        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=512,
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
     )
     BertModel(config).save_pretrained(folder)
     AutoTokenizer.from_pretrained(minilm).save_pretrained(folder)

@@ -18,9 +18,14 @@ pytestmark = pytest.mark.slow
 def official_conditions(minilm, mirror, results, **overrides) -> EvalConfig:
     """The conditions of the official MTEB runs: no instruction, the model's own 256 tokens."""
     fields = dict(
-        model=str(minilm), model_name="sentence-transformers/all-MiniLM-L6-v2",
-        tasks=["STSBenchmark", "BIOSSES"], instructions="none", max_seq_length="256",
-        data_dir=str(mirror), results=str(results), device="cpu",
+        model=str(minilm),
+        model_name="sentence-transformers/all-MiniLM-L6-v2",
+        tasks=["STSBenchmark", "BIOSSES"],
+        instructions="none",
+        max_seq_length="256",
+        data_dir=str(mirror),
+        results=str(results),
+        device="cpu",
     )
     return EvalConfig(**{**fields, **overrides})
 
@@ -67,8 +72,9 @@ def test_biosses_equals_stock_mteb_on_the_same_data(first_run, minilm, mirror):
     task.metadata = task.metadata.model_copy(
         update={"dataset": {**dataset, "path": str(mirror / dataset["path"])}}
     )
-    stock = mteb.evaluate(SentenceTransformer(str(minilm), device="cpu"), [task], cache=None,
-                          show_progress_bar=False)
+    stock = mteb.evaluate(
+        SentenceTransformer(str(minilm), device="cpu"), [task], cache=None, show_progress_bar=False
+    )
     assert round(scores(first_run[1])["BIOSSES"], 4) == round(stock.task_results[0].get_score(), 4)
 
 
@@ -86,8 +92,11 @@ def test_standard_conditions_use_the_plain_layout_and_prompts_reach_the_model(
     minilm, mirror, tmp_path, monkeypatch
 ):
     spy = EncodeSpy(monkeypatch)
-    run_eval(official_conditions(minilm, mirror, tmp_path, tasks=["BIOSSES"],
-                                 instructions="paper", max_seq_length="512"))
+    run_eval(
+        official_conditions(
+            minilm, mirror, tmp_path, tasks=["BIOSSES"], instructions="paper", max_seq_length="512"
+        )
+    )
     assert spy.prompts and set(spy.prompts) == {
         "Retrieve semantically similar text from the biomedical field. "
     }
@@ -96,13 +105,21 @@ def test_standard_conditions_use_the_plain_layout_and_prompts_reach_the_model(
     assert model.experiment_name is None
     assert [t.task_name for t in model.task_results] == ["BIOSSES"]
     card = next((tmp_path / "results").rglob("run-*.yaml")).read_text()
-    for field in ("git_sha", "instructions_sha256", "attn_implementation", "pinned_revision",
-                  "dtype: float32", "seeds", "mteb: 2.26"):
+    for field in (
+        "git_sha",
+        "instructions_sha256",
+        "attn_implementation",
+        "pinned_revision",
+        "dtype: float32",
+        "seeds",
+        "mteb: 2.26",
+    ):
         assert field in card
 
 
-def test_rerun_does_no_work_and_a_deleted_task_reruns_alone(first_run, minilm, mirror, tmp_path,
-                                                            monkeypatch):
+def test_rerun_does_no_work_and_a_deleted_task_reruns_alone(
+    first_run, minilm, mirror, tmp_path, monkeypatch
+):
     results = tmp_path / "copy"
     shutil.copytree(first_run[0], results)
     spy = EncodeSpy(monkeypatch)
@@ -114,7 +131,9 @@ def test_rerun_does_no_work_and_a_deleted_task_reruns_alone(first_run, minilm, m
     (next((results / "results").rglob("STSBenchmark.json"))).unlink()
     third = run_eval(official_conditions(minilm, mirror, results))
     assert {o.task: o.status for o in third.outcomes} == {
-        "BIOSSES": "cached", "STSBenchmark": "evaluated"}
+        "BIOSSES": "cached",
+        "STSBenchmark": "evaluated",
+    }
     assert spy.texts > 0
     assert scores(third) == scores(first_run[1])  # same inputs, same numbers
 
@@ -124,5 +143,5 @@ def test_results_under_other_conditions_are_never_mixed(first_run, minilm, mirro
     shutil.copytree(first_run[0], results)
     card = next((results / "results").rglob("run-*.yaml"))
     card.write_text(card.read_text().replace("dtype: float32", "dtype: float16"))
-    with pytest.raises(NeobenchError, match="other conditions .*dtype: float16 there"):
+    with pytest.raises(NeobenchError, match=r"other conditions .*dtype: float16 there"):
         run_eval(official_conditions(minilm, mirror, results))

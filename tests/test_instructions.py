@@ -5,11 +5,11 @@ from mteb.types import PromptType
 
 from neobench.errors import NeobenchError
 from neobench.instructions import (
+    all_mteb_task_names,
     expand,
     list_profiles,
     load_profile,
     mteb_prompts,
-    all_mteb_task_names,
     validate_profile,
 )
 
@@ -31,8 +31,13 @@ def test_every_key_names_a_real_mteb_task(name, known_tasks):
 
 def test_validate_reports_a_bad_key_with_did_you_mean(known_tasks):
     profile = load_profile("paper")
-    broken = type(profile)(profile.name, profile.source, profile.separator,
-                           {**profile.instructions, "STSBenchmrk": "x"}, profile.aliases)
+    broken = type(profile)(
+        profile.name,
+        profile.source,
+        profile.separator,
+        {**profile.instructions, "STSBenchmrk": "x"},
+        profile.aliases,
+    )
     problems = validate_profile(broken, known_tasks)
     assert len(problems) == 1 and "'STSBenchmark'" in problems[0]
 
@@ -82,7 +87,9 @@ def test_authors_code_profile_has_both_sides_and_verbatim_strings():
 
 
 def test_none_profile_gives_no_prompt():
-    prompts, missing = mteb_prompts(load_profile("none"), list(mteb.get_benchmark("MTEB(eng, v1)").tasks))
+    prompts, missing = mteb_prompts(
+        load_profile("none"), list(mteb.get_benchmark("MTEB(eng, v1)").tasks)
+    )
     assert prompts == {} and missing == []
 
 

@@ -45,7 +45,7 @@ def test_missing_folder_is_refused(tmp_path):
 
 
 def test_folder_without_config_is_refused(tmp_path):
-    with pytest.raises(NeobenchError, match="no config.json"):
+    with pytest.raises(NeobenchError, match=r"no config\.json"):
         load_model(str(tmp_path), device="cpu")
 
 
