@@ -203,13 +203,17 @@ def load_model(
         model = _build(
             folder, is_st, max_seq_length, trust_remote_code, device, attn_implementation
         )
-    except ValueError as error:
+    except (ValueError, OSError, KeyError) as error:
         if "trust_remote_code" in str(error):
             raise NeobenchError(
                 f"--model {spec}: its code lives in the model repository (model_type "
                 f"{config.get('model_type')!r}). Review that code, then pass --trust-remote-code."
             ) from None
-        raise
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise NeobenchError(
+            f"--model {spec}: transformers could not load it ({type(error).__name__}: "
+            f"{first_line}). Check that the folder holds a complete model and tokenizer."
+        ) from None
     auto_model = model[0].auto_model
     return LoadedModel(
         model=model,

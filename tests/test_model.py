@@ -68,3 +68,9 @@ def test_fingerprint_tracks_weights_not_run_files(tiny_bert, tmp_path):
     assert fingerprint(copy) == fingerprint(tiny_bert)
     (copy / "config.json").write_text((copy / "config.json").read_text() + " ")
     assert fingerprint(copy) != fingerprint(tiny_bert)
+
+
+def test_unloadable_folder_is_a_clear_error_not_a_traceback(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "bert", "architectures": ["BertModel"]}')
+    with pytest.raises(NeobenchError, match="could not load it"):
+        load_model(str(tmp_path), device="cpu")
