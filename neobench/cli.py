@@ -261,8 +261,10 @@ def cmd_data(args: argparse.Namespace) -> int:
     counts = {s: sum(r.status == s for r in rows) for s in dict.fromkeys(r.status for r in rows)}
     console.print(", ".join(f"{v} {k}" for k, v in counts.items()))
     if bad:
-        missing = sorted({r.task for r in bad if r.status == "missing"})
+        missing = sorted({r.benchmark_task for r in bad if r.status == "missing"})
         if missing:
+            if len(missing) == len({r.benchmark_task for r in rows}):
+                missing = []  # every task: the command needs no --tasks
             console.print(
                 "to complete it, on a connected machine: "
                 + mirror.prefetch_command(args.benchmark, missing, data_dir)

@@ -33,9 +33,10 @@ LOCK_FILE = "neobench-mirror.lock.json"
 class RepoNeed:
     """One dataset repo a task loads, at the revision mteb pins for it."""
 
-    task: str
+    task: str  # the task whose data it is (a CQADupstack sub-forum, say)
     repo_id: str
     revision: str | None
+    benchmark_task: str  # the benchmark's task it belongs to (CQADupstackRetrieval)
 
 
 def resolve_data_dir(arg: str | Path | None) -> Path | None:
@@ -56,9 +57,17 @@ def resolve_data_dir(arg: str | Path | None) -> Path | None:
 def repo_needs(tasks: list[AbsTask]) -> list[RepoNeed]:
     """The dataset repos of these tasks (aggregates expanded), in task order."""
     needs = []
-    for task in expand(tasks):
-        dataset = task.metadata.dataset
-        needs.append(RepoNeed(task.metadata.name, dataset["path"], dataset.get("revision")))
+    for parent in tasks:
+        for task in expand([parent]):
+            dataset = task.metadata.dataset
+            needs.append(
+                RepoNeed(
+                    task.metadata.name,
+                    dataset["path"],
+                    dataset.get("revision"),
+                    parent.metadata.name,
+                )
+            )
     return needs
 
 
@@ -78,23 +87,21 @@ def point_tasks_at_mirror(tasks: list[AbsTask], data_dir: Path, benchmark: str) 
     mteb hands the path to ``datasets.load_dataset``; a local folder is read as it is (the
     pinned revision only applies to the hub), which is why the lock file records revisions.
     """
-    missing: list[RepoNeed] = []
-    for task in expand(tasks):
-        dataset = task.metadata.dataset
-        folder = data_dir / dataset["path"]
-        if not folder.is_dir():
-            missing.append(RepoNeed(task.metadata.name, dataset["path"], dataset.get("revision")))
-            continue
-        task.metadata = task.metadata.model_copy(
-            update={"dataset": {**dataset, "path": str(folder)}}
-        )
+    missing = [n for n in repo_needs(tasks) if not (data_dir / n.repo_id).is_dir()]
+    if not missing:
+        for task in expand(tasks):
+            dataset = task.metadata.dataset
+            folder = str(data_dir / dataset["path"])
+            task.metadata = task.metadata.model_copy(
+                update={"dataset": {**dataset, "path": folder}}
+            )
     if missing:
         lines = [
             f"Task {m.task} needs dataset repo '{m.repo_id}' (revision {m.revision}), "
             f"which is not in the mirror {data_dir} (expected folder {data_dir / m.repo_id})."
             for m in missing
         ]
-        names = sorted({m.task for m in missing})
+        names = sorted({m.benchmark_task for m in missing})
         lines.append(
             "Fix: on a machine with hub access run `"
             + prefetch_command(benchmark, names, data_dir)
@@ -147,7 +154,7 @@ def check_hub_access(tasks: list[AbsTask], benchmark: str) -> None:
     lines.append(
         "Fix: pass --data-dir DIR (or set NEOBENCH_DATA_DIR) to a mirror made on a connected "
         "machine with `"
-        + prefetch_command(benchmark, sorted({m.task for m in missing}), "DIR")
+        + prefetch_command(benchmark, sorted({m.benchmark_task for m in missing}), "DIR")
         + "`."
     )
     raise NeobenchError(lines)
@@ -200,6 +207,7 @@ def _write_json_atomic(path: Path, data: object) -> None:
 @dataclass
 class VerifyRow:
     task: str
+    benchmark_task: str
     repo_id: str
     pinned_revision: str | None
     status: str  # present | missing | other-revision | load-failed | ok
@@ -210,13 +218,13 @@ def verify(tasks: list[AbsTask], data_dir: Path, load: bool = True) -> list[Veri
     """Offline report: which repos are present, at which revision, and whether each task loads."""
     lock = read_lock(data_dir)
     rows = []
-    for task in expand(tasks):
-        dataset = task.metadata.dataset
-        repo, pinned = dataset["path"], dataset.get("revision")
-        row = VerifyRow(task.metadata.name, repo, pinned, "present")
+    leaves = {t.metadata.name: t for t in expand(tasks)}
+    for need in repo_needs(tasks):
+        task, repo, pinned = leaves[need.task], need.repo_id, need.revision
+        row = VerifyRow(need.task, need.benchmark_task, repo, pinned, "present")
         entry = lock.get(repo)
         if not (data_dir / repo).is_dir():
-            row.status, row.detail = "missing", f"no folder {data_dir / repo}"
+            row.status, row.detail = "missing", "no folder"
         elif entry and entry.get("pinned_revision") != pinned:
             row.status = "other-revision"
             row.detail = f"mirror has {entry.get('pinned_revision')}, mteb pins {pinned}"

@@ -151,3 +151,10 @@ def test_every_subcommand_help_has_an_example(command):
         check=True,
     ).stdout
     assert "example" in out and "neobench " in out
+
+
+def test_missing_aggregate_points_prefetch_at_the_benchmark_task(capsys, eval_args):
+    code, text = run(capsys, *eval_args[:-1], "CQADupstackRetrieval")
+    assert code == 2
+    assert "Task CQADupstackGamingRetrieval needs dataset repo 'mteb/cqadupstack-gaming'" in text
+    assert "--tasks CQADupstackRetrieval --out" in text
