@@ -17,6 +17,7 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from neobench import __version__
 from neobench.errors import NeobenchError
 
 console = Console(stderr=True)
@@ -43,6 +44,14 @@ LS_EXAMPLE = """examples:
   neobench ls tasks --benchmark "MTEB(eng, v2)"
   neobench ls profiles"""
 
+MAIN_EXAMPLE = """examples:
+  neobench eval --model sentence-transformers/all-MiniLM-L6-v2 --tasks STSBenchmark --data-dir DIR
+  neobench data verify DIR --benchmark "MTEB(eng, v1)"
+  neobench ls tasks
+Each command has --help with an example."""
+
+DATA_EXAMPLE = PREFETCH_EXAMPLE + "\n" + VERIFY_EXAMPLE
+
 VALIDATE_EXAMPLE = """example:
   neobench validate          # every shipped instruction profile names real mteb tasks"""
 
@@ -55,7 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neobench",
         description="Fine-tune and evaluate text encoders under one recorded protocol.",
+        epilog=MAIN_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"neobench {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log library details")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     fmt = argparse.RawDescriptionHelpFormatter
@@ -104,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow model code from the model repository",
     )
 
-    data = sub.add_parser("data", help="offline mirror: prefetch and verify")
+    data = sub.add_parser(
+        "data", help="offline mirror: prefetch and verify", epilog=DATA_EXAMPLE, formatter_class=fmt
+    )
     data_sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
     pre = data_sub.add_parser(
         "prefetch",

@@ -141,7 +141,8 @@ def test_validate_and_ls(capsys):
 
 
 @pytest.mark.parametrize(
-    "command", [["eval"], ["data", "prefetch"], ["data", "verify"], ["ls"], ["validate"]]
+    "command",
+    [[], ["eval"], ["data"], ["data", "prefetch"], ["data", "verify"], ["ls"], ["validate"]],
 )
 def test_every_subcommand_help_has_an_example(command):
     out = subprocess.run(
