@@ -52,6 +52,12 @@ Each command has --help with an example."""
 
 DATA_EXAMPLE = PREFETCH_EXAMPLE + "\n" + VERIFY_EXAMPLE
 
+TABLE_EXAMPLE = """examples:
+  neobench table --results runs/eval --reference paper
+  neobench table --results runs/eval --models sentence-transformers/all-MiniLM-L6-v2 --format md \\
+      --out table.md --plot table.png
+  neobench table --results runs/eval --per-task --format csv --out per_task.csv --strict"""
+
 VALIDATE_EXAMPLE = """example:
   neobench validate          # every shipped instruction profile names real mteb tasks"""
 
@@ -140,6 +146,30 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--tasks", help="comma-separated subset of the benchmark's tasks")
     ver.add_argument(
         "--no-load", action="store_true", help="check folders only, do not load the data"
+    )
+
+    tab = sub.add_parser(
+        "table",
+        help="leaderboard table of evaluated models",
+        epilog=TABLE_EXAMPLE,
+        formatter_class=fmt,
+    )
+    tab.add_argument(
+        "--results", default=".", help="results root given to neobench eval (default .)"
+    )
+    tab.add_argument("--models", help="comma-separated model names or row labels (default: all)")
+    tab.add_argument("--benchmark", default="MTEB(eng, v1)")
+    tab.add_argument(
+        "--format",
+        choices=["rich", "md", "csv", "latex"],
+        help="output format (default: rich, or from the --out suffix)",
+    )
+    tab.add_argument("--out", help="write the table to this file (.md, .csv, .tex)")
+    tab.add_argument("--reference", help="add published rows: paper (NeoBERT Table 4)")
+    tab.add_argument("--per-task", action="store_true", help="one column per task")
+    tab.add_argument("--plot", help="also write a PNG bar chart of per-type scores")
+    tab.add_argument(
+        "--strict", action="store_true", help="refuse rows produced under different conditions"
     )
 
     ls = sub.add_parser(
@@ -287,6 +317,50 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_table(args: argparse.Namespace) -> int:
+    from neobench import table as tables
+    from neobench.record import write_text_atomic
+    from neobench.results import load_runs
+    from neobench.tasks import load_benchmark, select_tasks
+
+    suffixes = {".md": "md", ".csv": "csv", ".tex": "latex"}
+    fmt = args.format or (suffixes.get(Path(args.out).suffix) if args.out else None) or "rich"
+    if args.out and fmt == "rich":
+        raise NeobenchError(
+            f"--out {args.out}: choose --format md, csv or latex (or a .md/.csv/.tex name)."
+        )
+    if args.plot and Path(args.plot).suffix.lower() != ".png":
+        raise NeobenchError(f"--plot {args.plot}: the chart is written as PNG; name it *.png.")
+    benchmark = load_benchmark(args.benchmark)
+    tasks = select_tasks(benchmark)
+    runs, problems = load_runs(Path(args.results), tasks)
+    for problem in problems:
+        console.print(f"[yellow]skipped:[/] {problem}", highlight=False)
+    table = tables.build_table(
+        runs,
+        tasks,
+        benchmark.name,
+        models=_csv(args.models),
+        reference=args.reference,
+        per_task=args.per_task,
+        strict=args.strict,
+        problems=problems,
+    )
+    render = {"md": tables.to_markdown, "csv": tables.to_csv, "latex": tables.to_latex}
+    if fmt == "rich":
+        out.print(tables.to_rich(table))
+    elif args.out:
+        replaced = Path(args.out).exists()
+        write_text_atomic(Path(args.out), render[fmt](table))
+        console.print(f"{'replaced' if replaced else 'wrote'} {args.out}")
+    else:
+        out.print(render[fmt](table), markup=False, highlight=False, soft_wrap=True)
+    if args.plot:
+        tables.plot(table, Path(args.plot))
+        console.print(f"wrote {args.plot}")
+    return 0
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
     if args.what == "profiles":
         from neobench.instructions import list_profiles, load_profile
@@ -357,7 +431,13 @@ def _quiet_libraries(verbose: bool) -> None:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
-COMMANDS = {"eval": cmd_eval, "data": cmd_data, "ls": cmd_ls, "validate": cmd_validate}
+COMMANDS = {
+    "eval": cmd_eval,
+    "table": cmd_table,
+    "data": cmd_data,
+    "ls": cmd_ls,
+    "validate": cmd_validate,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -95,9 +95,14 @@ def now() -> str:
 
 def write_card(path: Path, card: dict) -> None:
     """Write YAML atomically: a kill mid-write leaves the previous card, never half of one."""
+    write_text_atomic(path, yaml.safe_dump(card, sort_keys=False, allow_unicode=True, width=100))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers see the old or the new content, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(yaml.safe_dump(card, sort_keys=False, allow_unicode=True, width=100))
+    tmp.write_text(text)
     os.replace(tmp, path)
 
 

@@ -1,0 +1,145 @@
+"""Read a results root (mteb layout + neobench run cards) into one record per evaluated run.
+
+A run is one folder ``results/<org__model>/<revision>/[experiments/<conditions>/]``: one model
+revision under one set of conditions. Unreadable files are named and skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from neobench import record
+from neobench.errors import NeobenchError
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+logger = logging.getLogger(__name__)
+
+# What must match for two rows to be compared fairly; each is read from the run cards.
+CONDITION_FIELDS = (
+    "recipe",
+    "instructions",
+    "instructions_sha256",
+    "max_seq_length",
+    "dtype",
+    "benchmark",
+    "mteb",
+)
+
+
+@dataclass
+class Run:
+    model: str
+    revision: str
+    experiment: str | None
+    folder: Path
+    scores: dict[str, float] = field(default_factory=dict)  # task -> main score in [0, 1]
+    conditions: dict[str, Any] = field(default_factory=dict)
+    cards: dict[str, str] = field(default_factory=dict)  # run card file -> sha256[:12]
+
+
+def run_folders(root: Path) -> list[Path]:
+    """Every folder that holds task results, standard and experiment ones."""
+    base = root / "results"
+    folders = {p.parent for p in base.glob("*/*/*.json")}
+    folders |= {p.parent for p in base.glob("*/*/experiments/*/*.json")}
+    return sorted(folders)
+
+
+def load_runs(root: Path, tasks: list[AbsTask]) -> tuple[list[Run], list[str]]:
+    """Runs under ``root`` with their benchmark-task scores, and the problems met on the way."""
+    root = Path(root)
+    if not (root / "results").is_dir():
+        raise NeobenchError(
+            f"--results {root}: no results/ folder inside. Point it at the root given to "
+            "`neobench eval --results` (the folder that contains results/)."
+        )
+    folders = run_folders(root)
+    if not folders:
+        raise NeobenchError(
+            f"--results {root}: results/ holds no task results yet; run `neobench eval` first."
+        )
+    problems: list[str] = []
+    by_name = {t.metadata.name: t for t in tasks}
+    runs = []
+    for folder in folders:
+        run = _identify(root, folder)
+        for path in sorted(folder.glob("*.json")):
+            if path.name == "model_meta.json" or path.stem not in by_name:
+                continue
+            try:
+                run.scores[path.stem] = task_score(path, by_name[path.stem])
+            except Exception as error:
+                problems.append(
+                    f"{path}: unreadable ({type(error).__name__}: {_first_line(error)}); skipped"
+                )
+        run.conditions, run.cards = _conditions(folder, problems)
+        runs.append(run)
+    return runs, problems
+
+
+def task_score(path: Path, task: AbsTask) -> float:
+    """Mean main score over the task's benchmark splits and subsets (raises if one is absent)."""
+    data = json.loads(path.read_text())
+    values = []
+    for split in task.eval_splits:
+        entries = {e["hf_subset"]: e for e in data["scores"][split]}
+        for subset in task.hf_subsets:
+            values.append(float(entries[subset]["main_score"]))
+    return sum(values) / len(values)
+
+
+def _identify(root: Path, folder: Path) -> Run:
+    rel = folder.relative_to(root / "results").parts
+    experiment = rel[3] if len(rel) == 4 and rel[2] == "experiments" else None
+    model, revision = rel[0].replace("__", "/"), rel[1]
+    meta = folder / "model_meta.json"
+    if meta.is_file():
+        with contextlib.suppress(ValueError):
+            model = json.loads(meta.read_text()).get("name") or model
+    return Run(model=model, revision=revision, experiment=experiment, folder=folder)
+
+
+def _conditions(folder: Path, problems: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Merge the conditions of a folder's run cards; a field on which they differ is 'mixed'."""
+    seen: dict[str, set[str]] = {}
+    cards: dict[str, str] = {}
+    for path in sorted((folder / "neobench").glob("run-*.yaml")):
+        try:
+            card = record.read_card(path)
+        except Exception as error:
+            problems.append(f"{path}: unreadable run card ({_first_line(error)}); skipped")
+            continue
+        cards[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        conditions = card.get("conditions") or {}
+        values = {
+            "recipe": (card.get("model") or {}).get("recipe_sha256")
+            or "none (not fine-tuned by neobench)",
+            "instructions": conditions.get("instructions"),
+            "instructions_sha256": (conditions.get("instructions_sha256") or "")[:12] or None,
+            "max_seq_length": conditions.get("max_seq_length"),
+            "dtype": conditions.get("dtype"),
+            "benchmark": card.get("benchmark"),
+            "mteb": ((card.get("environment") or {}).get("packages") or {}).get("mteb"),
+        }
+        for key, value in values.items():
+            seen.setdefault(key, set()).add(str(value))
+    merged: dict[str, Any] = {}
+    for key in CONDITION_FIELDS:
+        values = sorted(seen.get(key, set()))
+        merged[key] = (
+            None if not values else values[0] if len(values) == 1 else "mixed: " + ", ".join(values)
+        )
+    return merged, cards
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:160] if text else repr(error)

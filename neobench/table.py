@@ -1,0 +1,418 @@
+"""Results -> the paper's Table 4 layout -> rich / Markdown / CSV / LaTeX / PNG.
+
+Rows are runs (one model revision under one set of conditions) and, on request, the paper's
+published rows. Columns are the benchmark's task types with their task counts, then Avg. = the
+plain mean over ALL tasks of the benchmark (as the paper computes it, not the mean of the type
+means), then Mean(TaskType). Scores are x100 with one decimal.
+
+The rule for partial results: a type column over fewer tasks than the benchmark has shows the
+mean of the tasks present with their count, e.g. "81.6 (2/10)"; Avg. and Mean(TaskType) are
+left empty unless every task of the benchmark is present, and the row's missing tasks are
+listed in the notes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from statistics import fmean
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from neobench.errors import NeobenchError, unknown
+from neobench.results import CONDITION_FIELDS, Run
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+TYPE_ORDER = (
+    "Classification",
+    "Clustering",
+    "PairClassification",
+    "Reranking",
+    "Retrieval",
+    "STS",
+    "Summarization",
+)
+SHORT = {
+    "Classification": "Class.",
+    "Clustering": "Clust.",
+    "PairClassification": "PairClass.",
+    "Reranking": "Rerank.",
+    "Retrieval": "Retr.",
+    "STS": "STS",
+    "Summarization": "Summ.",
+}
+
+
+@dataclass
+class Cell:
+    value: float | None  # x100
+    present: int
+    total: int
+
+    def text(self) -> str:
+        if self.value is None:
+            return "—"
+        partial = f" ({self.present}/{self.total})" if self.present < self.total else ""
+        return f"{self.value:.1f}{partial}"
+
+
+@dataclass
+class Row:
+    label: str
+    quoted: bool  # a published row, not computed here
+    types: dict[str, Cell]
+    avg: float | None
+    mean_types: float | None
+    missing: list[str]
+    tasks: dict[str, float] = field(default_factory=dict)  # x100
+    conditions: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+
+@dataclass
+class LeaderTable:
+    benchmark: str
+    types: list[tuple[str, int]]
+    task_names: list[str]
+    rows: list[Row]
+    notes: list[str]
+    sources: list[str]
+    per_task: bool = False
+
+    def header(self) -> list[str]:
+        if self.per_task:
+            return ["Model", *self.task_names, "Avg.", "Missing"]
+        return [
+            "Model",
+            *(f"{SHORT.get(t, t)} ({n})" for t, n in self.types),
+            "Avg.",
+            "Mean(TaskType)",
+            "Missing",
+        ]
+
+    def cells(self, row: Row) -> list[str]:
+        fmt = lambda v: "—" if v is None else f"{v:.1f}"  # noqa: E731
+        tail = [fmt(row.avg)] + ([] if self.per_task else [fmt(row.mean_types)])
+        missing = "" if row.quoted else str(len(row.missing) or "")
+        if self.per_task:
+            return [row.label, *(fmt(row.tasks.get(t)) for t in self.task_names), *tail, missing]
+        return [row.label, *(row.types[t].text() for t, _ in self.types), *tail, missing]
+
+
+def benchmark_layout(tasks: list[AbsTask]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for task in tasks:
+        counts[task.metadata.type] = counts.get(task.metadata.type, 0) + 1
+    order = [t for t in TYPE_ORDER if t in counts] + sorted(set(counts) - set(TYPE_ORDER))
+    return [(t, counts[t]) for t in order]
+
+
+def result_row(run: Run, label: str, tasks: list[AbsTask]) -> Row:
+    by_type: dict[str, list[str]] = {}
+    for task in tasks:
+        by_type.setdefault(task.metadata.type, []).append(task.metadata.name)
+    types = {}
+    for type_, names in by_type.items():
+        present = [run.scores[n] * 100 for n in names if n in run.scores]
+        types[type_] = Cell(fmean(present) if present else None, len(present), len(names))
+    missing = [t.metadata.name for t in tasks if t.metadata.name not in run.scores]
+    complete = not missing
+    return Row(
+        label=label,
+        quoted=False,
+        types=types,
+        avg=fmean(run.scores[t.metadata.name] * 100 for t in tasks) if complete else None,
+        mean_types=fmean(c.value for c in types.values()) if complete else None,
+        missing=missing,
+        tasks={k: v * 100 for k, v in run.scores.items()},
+        conditions=run.conditions,
+        source=f"{run.folder} (run cards: "
+        + (", ".join(f"{k} sha256:{v}" for k, v in run.cards.items()) or "none")
+        + ")",
+    )
+
+
+def paper_rows(benchmark: str) -> list[Row]:
+    data = yaml.safe_load(
+        resources.files("neobench.references").joinpath("paper_table4.yaml").read_text()
+    )
+    if benchmark != data["benchmark"]:
+        raise NeobenchError(
+            f"--reference paper: the paper's Table 4 is {data['benchmark']}, not {benchmark}."
+        )
+    counts = data["task_counts"]
+    rows = []
+    for name, values in data["rows"].items():
+        named = dict(zip(data["columns"], values, strict=True))
+        types = {t: Cell(named[t], counts[t], counts[t]) for t in counts}
+        rows.append(
+            Row(
+                label=f"{name} (paper)",
+                quoted=True,
+                types=types,
+                avg=named["Avg"],
+                mean_types=fmean(named[t] for t in counts),
+                missing=[],
+                source=f"quoted: {data['source']}",
+            )
+        )
+    return rows
+
+
+def labels_for(runs: list[Run]) -> list[str]:
+    """Model name, plus the experiment, plus the revision where names would collide."""
+    base = [r.model + (f" [{r.experiment}]" if r.experiment else "") for r in runs]
+    return [
+        b + (f" @{r.revision[:12]}" if base.count(b) > 1 else "")
+        for b, r in zip(base, runs, strict=True)
+    ]
+
+
+def select_runs(runs: list[Run], wanted: list[str] | None) -> list[tuple[str, Run]]:
+    labelled = list(zip(labels_for(runs), runs, strict=True))
+    if not wanted:
+        return labelled
+    problems, chosen = [], []
+    for name in wanted:
+        hits = [(label, r) for label, r in labelled if name in (label, r.model)]
+        if not hits:
+            problems.append(
+                unknown(
+                    "model",
+                    name,
+                    sorted({r.model for r in runs} | {lb for lb, _ in labelled}),
+                    "Models found under --results are listed by `neobench table`.",
+                )
+            )
+        chosen += [h for h in hits if h not in chosen]
+    if problems:
+        raise NeobenchError(problems)
+    return chosen
+
+
+def condition_differences(rows: list[Row]) -> dict[str, dict[str, list[str]]]:
+    """For each condition field whose value differs between computed rows: value -> row labels."""
+    computed = [r for r in rows if not r.quoted]
+    out: dict[str, dict[str, list[str]]] = {}
+    for key in CONDITION_FIELDS:
+        groups: dict[str, list[str]] = {}
+        for row in computed:
+            groups.setdefault(str(row.conditions.get(key)), []).append(row.label)
+        if len(groups) > 1:
+            out[key] = groups
+    return out
+
+
+def build_table(
+    runs: list[Run],
+    tasks: list[AbsTask],
+    benchmark: str,
+    *,
+    models: list[str] | None = None,
+    reference: str | None = None,
+    per_task: bool = False,
+    strict: bool = False,
+    problems: list[str] | None = None,
+) -> LeaderTable:
+    rows = [result_row(run, label, tasks) for label, run in select_runs(runs, models)]
+    notes: list[str] = []
+    differences = condition_differences(rows)
+    if differences:
+        described = "; ".join(
+            f"{key}: "
+            + ", ".join(f"{value} ({', '.join(labels)})" for value, labels in groups.items())
+            for key, groups in differences.items()
+        )
+        if strict:
+            raise NeobenchError(
+                f"--strict: the rows were not produced under identical conditions. {described}."
+            )
+        notes.append(f"Rows differ in {', '.join(differences)}: {described}.")
+    for row in rows:
+        if row.missing:
+            shown = ", ".join(row.missing[:12]) + (" ..." if len(row.missing) > 12 else "")
+            notes.append(
+                f"{row.label}: incomplete, {len(row.missing)} of {len(tasks)} tasks missing "
+                f"({shown}); Avg. left empty, type columns over the tasks present (k/n)."
+            )
+    if reference == "paper":
+        rows += paper_rows(benchmark)
+        notes.append(
+            "Rows marked (paper) are quoted from the NeoBERT paper, Table 4, not computed here."
+        )
+    elif reference is not None:
+        raise NeobenchError(unknown("reference", reference, ["paper"]))
+    notes.append(
+        f"Avg. = mean over all {len(tasks)} tasks of {benchmark} (as the paper computes it); "
+        "Mean(TaskType) = mean of the type columns. Scores x100."
+    )
+    notes += [f"skipped: {p}" for p in problems or []]
+    task_names = [t.metadata.name for t in tasks]
+    return LeaderTable(
+        benchmark,
+        benchmark_layout(tasks),
+        task_names,
+        rows,
+        notes,
+        [f"{r.label}: {r.source}" for r in rows],
+        per_task,
+    )
+
+
+# ---------------------------------------------------------------- renderers
+
+
+def to_markdown(table: LeaderTable) -> str:
+    header = table.header()
+    lines = [
+        f"**{table.benchmark}**",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
+    lines += ["| " + " | ".join(table.cells(row)) + " |" for row in table.rows]
+    lines += [
+        "",
+        *(f"- {note}" for note in table.notes),
+        "",
+        "Sources:",
+        *(f"- {s}" for s in table.sources),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(table: LeaderTable) -> str:
+    buffer = io.StringIO()
+    for line in ["neobench table: " + table.benchmark, *table.notes, "Sources:", *table.sources]:
+        buffer.write(f"# {line}\n")
+    writer = csv.writer(buffer)
+    if table.per_task:
+        writer.writerow(["model", *table.task_names, "avg", "missing_tasks", "quoted"])
+        for row in table.rows:
+            writer.writerow(
+                [
+                    row.label,
+                    *(_num(row.tasks.get(t)) for t in table.task_names),
+                    _num(row.avg),
+                    len(row.missing),
+                    row.quoted,
+                ]
+            )
+        return buffer.getvalue()
+    types = [t for t, _ in table.types]
+    writer.writerow(
+        [
+            "model",
+            *types,
+            *(f"{t}_tasks" for t in types),
+            "avg",
+            "mean_task_type",
+            "missing_tasks",
+            "quoted",
+            *CONDITION_FIELDS,
+        ]
+    )
+    for row in table.rows:
+        writer.writerow(
+            [
+                row.label,
+                *(_num(row.types[t].value) for t in types),
+                *(f"{row.types[t].present}/{row.types[t].total}" for t in types),
+                _num(row.avg),
+                _num(row.mean_types),
+                len(row.missing),
+                row.quoted,
+                *(row.conditions.get(k, "") for k in CONDITION_FIELDS),
+            ]
+        )
+    return buffer.getvalue()
+
+
+def to_latex(table: LeaderTable) -> str:
+    header = [_tex(h) for h in table.header()]
+    lines = [
+        f"% neobench table: {table.benchmark}",
+        *(f"% source: {s}" for s in table.sources),
+        "% requires \\usepackage{booktabs}",
+        "\\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
+        "\\toprule",
+        " & ".join(header) + " \\\\",
+        "\\midrule",
+    ]
+    quoted_started = False
+    for row in table.rows:
+        if row.quoted and not quoted_started:
+            lines.append("\\midrule")
+            quoted_started = True
+        lines.append(" & ".join(_tex(c) for c in table.cells(row)) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    lines += [f"% note: {n}" for n in table.notes]
+    return "\n".join(lines) + "\n"
+
+
+def to_rich(table: LeaderTable) -> Any:
+    from rich.table import Table
+
+    out = Table(title=table.benchmark, caption="\n".join(table.notes), caption_justify="left")
+    for i, column in enumerate(table.header()):
+        out.add_column(column, justify="left" if i == 0 else "right")
+    for row in table.rows:
+        out.add_row(*table.cells(row), style="dim" if row.quoted else None)
+    return out
+
+
+def plot(table: LeaderTable, path: Path) -> None:
+    """Grouped bars: per task type (and Avg.), one bar per row; partial types hatched."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [t for t, _ in table.types] + ["Avg."]
+    n = len(table.rows)
+    width = 0.8 / max(n, 1)
+    fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(groups) + 0.25 * n * len(groups)), 5.5))
+    for i, row in enumerate(table.rows):
+        values, hatches = [], []
+        for group in groups:
+            if group == "Avg.":
+                values.append(row.avg or 0.0)
+                hatches.append("")
+            else:
+                cell = row.types[group]
+                values.append(cell.value or 0.0)
+                hatches.append("//" if cell.present < cell.total else "")
+        xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
+        bars = ax.bar(xs, values, width, label=row.label, alpha=0.55 if row.quoted else 0.95)
+        for bar, hatch in zip(bars, hatches, strict=True):
+            bar.set_hatch(hatch)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{SHORT.get(g, g)}\n({c})" for g, c in table.types] + ["Avg.\n(all)"])
+    ax.set_ylabel("score x100")
+    ax.set_title(f"{table.benchmark} (hatched: partial type, k<n tasks; Avg. 0 = incomplete)")
+    ax.legend(fontsize=8, ncol=2 if n > 6 else 1)
+    ax.grid(axis="y", alpha=0.3)
+    fig.text(0.01, 0.01, "\n".join(["sources:", *table.sources])[:1500], fontsize=5, va="bottom")
+    fig.tight_layout(rect=(0, 0.04 + 0.012 * len(table.sources), 1, 1))
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}"
+
+
+def _tex(text: str) -> str:
+    return (
+        text.replace("&", "\\&")
+        .replace("%", "\\%")
+        .replace("_", "\\_")
+        .replace("#", "\\#")
+        .replace("—", "--")
+    )
