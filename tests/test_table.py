@@ -1,0 +1,211 @@
+"""neobench table on synthetic scores written through mteb's own ResultCache, plus the paper."""
+
+import csv
+import io
+from importlib import resources
+from statistics import fmean
+
+import mteb
+import pytest
+import yaml
+from mteb.models.model_meta import ModelMeta
+from mteb.results import TaskResult
+
+from neobench import record
+from neobench.cli import main
+from neobench.errors import NeobenchError
+from neobench.results import load_runs
+from neobench.table import build_table, plot, to_csv, to_latex, to_markdown
+from neobench.tasks import load_benchmark, select_tasks
+
+MISSING_B = ["SciFact", "STS12", "SummEval"]
+
+
+@pytest.fixture(scope="module")
+def v1_tasks():
+    return select_tasks(load_benchmark("MTEB(eng, v1)"))
+
+
+def synthetic_score(model: str, i: int) -> float:
+    return round(0.2 + 0.013 * ((i * 7 + len(model)) % 53), 6)
+
+
+def write_model(root, tasks, name, max_len, skip=()):
+    meta = ModelMeta.create_empty(overwrites={"name": name, "revision": "r1"})
+    cache = mteb.ResultCache(root)
+    for i, task in enumerate(tasks):
+        if task.metadata.name in skip:
+            continue
+        scores = {
+            split: {s: {"main_score": synthetic_score(name, i)} for s in task.hf_subsets}
+            for split in task.eval_splits
+        }
+        cache.save_to_cache(TaskResult.from_task_results(task, scores, evaluation_time=0.0), meta)
+    folder = cache.get_task_result_path("_", meta).parent
+    record.write_card(
+        folder / "neobench" / "run-1.yaml",
+        {
+            "benchmark": "MTEB(eng, v1)",
+            "conditions": {
+                "instructions": "paper",
+                "instructions_sha256": "ab" * 32,
+                "max_seq_length": max_len,
+                "dtype": "float16",
+            },
+            "environment": {"packages": {"mteb": "2.26.24"}},
+        },
+    )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory, v1_tasks):
+    root = tmp_path_factory.mktemp("results")
+    write_model(root, v1_tasks, "org/model-a", 512)
+    write_model(root, v1_tasks, "org/model-b", 256, skip=MISSING_B)
+    return root
+
+
+@pytest.fixture(scope="module")
+def table(root, v1_tasks):
+    runs, problems = load_runs(root, v1_tasks)
+    assert problems == []
+    return build_table(runs, v1_tasks, "MTEB(eng, v1)", reference="paper")
+
+
+def test_type_means_and_avg_over_tasks(table, v1_tasks):
+    a = next(r for r in table.rows if r.label == "org/model-a")
+    scores = {
+        t.metadata.name: synthetic_score("org/model-a", i) * 100 for i, t in enumerate(v1_tasks)
+    }
+    for type_, n in table.types:
+        names = [t.metadata.name for t in v1_tasks if t.metadata.type == type_]
+        assert len(names) == n
+        assert a.types[type_].value == pytest.approx(fmean(scores[x] for x in names))
+    assert a.avg == pytest.approx(fmean(scores.values()))  # plain mean over the 56 tasks
+    assert a.mean_types == pytest.approx(fmean(c.value for c in a.types.values()))
+    assert abs(a.avg - a.mean_types) > 0.1  # the two averages really differ here
+    assert [n for _, n in table.types] == [12, 11, 3, 4, 15, 10, 1]
+
+
+def test_incomplete_rows_are_marked_not_averaged(table):
+    b = next(r for r in table.rows if r.label == "org/model-b")
+    assert b.avg is None and b.mean_types is None
+    assert sorted(b.missing) == sorted(MISSING_B)
+    assert b.types["STS"].text().endswith("(9/10)")
+    assert b.types["Summarization"].text() == "—"
+    note = next(n for n in table.notes if n.startswith("org/model-b: incomplete"))
+    assert "3 of 56 tasks missing" in note and all(m in note for m in MISSING_B)
+    assert table.cells(b)[-1] == "3"
+
+
+def test_conditions_footnote_names_the_differing_field(table):
+    note = next(n for n in table.notes if n.startswith("Rows differ in"))
+    assert note.startswith("Rows differ in max_seq_length:")
+    assert "512 (org/model-a)" in note and "256 (org/model-b)" in note
+
+
+def test_strict_refuses_mixed_conditions(root, v1_tasks):
+    runs, _ = load_runs(root, v1_tasks)
+    with pytest.raises(NeobenchError, match="max_seq_length"):
+        build_table(runs, v1_tasks, "MTEB(eng, v1)", strict=True)
+    same = build_table(runs, v1_tasks, "MTEB(eng, v1)", models=["org/model-a"], strict=True)
+    assert [r.label for r in same.rows] == ["org/model-a"]
+
+
+def test_paper_rows_are_quoted_and_marked(table):
+    paper = [r for r in table.rows if r.quoted]
+    assert len(paper) == 10 and all(r.label.endswith("(paper)") for r in paper)
+    neo = next(r for r in paper if r.label.startswith("NeoBERT"))
+    assert (neo.types["Retrieval"].value, neo.avg) == (31.6, 51.3)
+
+
+def test_recomputing_the_paper_avg_from_its_type_columns():
+    data = yaml.safe_load(
+        resources.files("neobench.references").joinpath("paper_table4.yaml").read_text()
+    )
+    counts = data["task_counts"]
+    assert sum(counts.values()) == 56
+    for name, values in data["rows"].items():
+        row = dict(zip(data["columns"], values, strict=True))
+        over_tasks = sum(row[t] * n for t, n in counts.items()) / 56
+        over_types = fmean(row[t] for t in counts)
+        # Each published type mean and the Avg. are rounded to 0.1: |error| <= 0.05 + 0.05.
+        assert abs(over_tasks - row["Avg"]) <= 0.1 + 1e-9, name
+        assert abs(over_types - row["Avg"]) > 1.0, name  # the paper does NOT average type means
+
+
+def test_renderers_state_their_sources(table, tmp_path):
+    md = to_markdown(table)
+    assert (
+        "| Model | Class. (12) | Clust. (11) |" in md
+        and "Sources:" in md
+        and "run-1.yaml sha256:" in md
+    )
+    lines = [x for x in to_csv(table).splitlines() if not x.startswith("#")]
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    assert (
+        rows[0]["model"] == "org/model-a"
+        and rows[1]["avg"] == ""
+        and rows[1]["missing_tasks"] == "3"
+    )
+    assert to_csv(table).startswith("# neobench table")
+    tex = to_latex(table)
+    assert "\\toprule" in tex and "\\bottomrule" in tex and "% source:" in tex
+    png = tmp_path / "t.png"
+    plot(table, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_per_task_columns(root, v1_tasks):
+    runs, _ = load_runs(root, v1_tasks)
+    per_task = build_table(runs, v1_tasks, "MTEB(eng, v1)", per_task=True)
+    assert per_task.header()[1:57] == [t.metadata.name for t in v1_tasks]
+
+
+def test_corrupted_json_is_named_skipped_and_reported(root, v1_tasks, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    bad = next(copy.rglob("org__model-a/r1/STS13.json"))
+    bad.write_text("{not json")
+    runs, problems = load_runs(copy, v1_tasks)
+    assert len(problems) == 1 and "STS13.json" in problems[0] and "skipped" in problems[0]
+    table = build_table(runs, v1_tasks, "MTEB(eng, v1)", problems=problems)
+    a = next(r for r in table.rows if r.label == "org/model-a")
+    assert a.missing == ["STS13"] and any("STS13.json" in n for n in table.notes)
+
+
+def test_bad_inputs(tmp_path, root, v1_tasks, capsys):
+    with pytest.raises(NeobenchError, match="no results/ folder"):
+        load_runs(tmp_path / "nowhere", v1_tasks)
+    (tmp_path / "empty" / "results").mkdir(parents=True)
+    with pytest.raises(NeobenchError, match="no task results yet"):
+        load_runs(tmp_path / "empty", v1_tasks)
+    runs, _ = load_runs(root, v1_tasks)
+    with pytest.raises(NeobenchError, match="Did you mean 'org/model-a'"):
+        build_table(runs, v1_tasks, "MTEB(eng, v1)", models=["org/modle-a"])
+    assert main(["table", "--results", str(root), "--models", "org/modle-a"]) == 2
+    assert "Did you mean" in capsys.readouterr().err
+
+
+def test_cli_writes_every_format(root, tmp_path, capsys):
+    for name in ("t.md", "t.csv", "t.tex"):
+        assert (
+            main(
+                [
+                    "table",
+                    "--results",
+                    str(root),
+                    "--out",
+                    str(tmp_path / name),
+                    "--reference",
+                    "paper",
+                ]
+            )
+            == 0
+        )
+    assert main(["table", "--results", str(root), "--plot", str(tmp_path / "t.png")]) == 0
+    assert {p.name for p in tmp_path.iterdir()} == {"t.md", "t.csv", "t.tex", "t.png"}
+    assert main(["table", "--results", str(root), "--strict"]) == 2
