@@ -377,7 +377,7 @@ def plot(table: LeaderTable, path: Path) -> None:
     groups = [t for t, _ in table.types] + ["Avg."]
     n = len(table.rows)
     width = 0.8 / max(n, 1)
-    fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(groups) + 0.25 * n * len(groups)), 5.5))
+    fig, ax = plt.subplots(figsize=(min(16, 6 + 0.9 * len(groups) + 0.05 * n * len(groups)), 6.5))
     for i, row in enumerate(table.rows):
         values, hatches = [], []
         for group in groups:
@@ -396,7 +396,7 @@ def plot(table: LeaderTable, path: Path) -> None:
     ax.set_xticklabels([f"{SHORT.get(g, g)}\n({c})" for g, c in table.types] + ["Avg.\n(all)"])
     ax.set_ylabel("score x100")
     ax.set_title(f"{table.benchmark} (hatched: partial type, k<n tasks; Avg. 0 = incomplete)")
-    ax.legend(fontsize=8, ncol=2 if n > 6 else 1)
+    ax.legend(fontsize=7, ncol=2 if n > 6 else 1, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="y", alpha=0.3)
     fig.text(0.01, 0.01, "\n".join(["sources:", *table.sources])[:1500], fontsize=5, va="bottom")
     fig.tight_layout(rect=(0, 0.04 + 0.012 * len(table.sources), 1, 1))
