@@ -348,7 +348,8 @@ def cmd_table(args: argparse.Namespace) -> int:
     )
     render = {"md": tables.to_markdown, "csv": tables.to_csv, "latex": tables.to_latex}
     if fmt == "rich":
-        out.print(tables.to_rich(table))
+        # Piped output (logs, CI) would otherwise be cut to 80 columns.
+        Console(width=None if sys.stdout.isatty() else 220).print(tables.to_rich(table))
     elif args.out:
         replaced = Path(args.out).exists()
         write_text_atomic(Path(args.out), render[fmt](table))

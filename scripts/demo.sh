@@ -16,3 +16,6 @@ TASKS="${NEOBENCH_DEMO_TASKS:-STSBenchmark,BIOSSES,SummEval,Banking77Classificat
 echo "data: ${NEOBENCH_DATA_DIR:-the Hugging Face hub (set NEOBENCH_DATA_DIR for a mirror)}"
 neobench eval --model "$MODEL" --model-name sentence-transformers/all-MiniLM-L6-v2 \
     --tasks "$TASKS" --results runs/demo "$@"
+# The leaderboard table of what was evaluated, next to the paper's published rows.
+neobench table --results runs/demo --reference paper --out runs/demo/table.md --plot runs/demo/table.png
+neobench table --results runs/demo --reference paper
