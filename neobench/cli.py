@@ -52,6 +52,14 @@ Each command has --help with an example."""
 
 DATA_EXAMPLE = PREFETCH_EXAMPLE + "\n" + VERIFY_EXAMPLE
 
+FINETUNE_EXAMPLE = """examples:
+  neobench finetune --model chandar-lab/NeoBERT --output runs/neobert-2k
+  neobench finetune --model runs/base --data-dir /data/mirror --output runs/sts \\
+      datasets=STSBENCHMARK max_steps=10 batch_size=16
+  torchrun --nproc_per_node 8 -m neobench finetune --model BAAI/bge-base-en-v1.5 --output runs/bge
+  neobench finetune --model ... --output runs/neobert-2k --resume   # from the last checkpoint
+Overrides (key=value) change recipe values; they are recorded and change the recipe hash."""
+
 TABLE_EXAMPLE = """examples:
   neobench table --results runs/eval --reference paper
   neobench table --results runs/eval --models sentence-transformers/all-MiniLM-L6-v2 --format md \\
@@ -59,7 +67,7 @@ TABLE_EXAMPLE = """examples:
   neobench table --results runs/eval --per-task --format csv --out per_task.csv --strict"""
 
 VALIDATE_EXAMPLE = """example:
-  neobench validate          # every shipped instruction profile names real mteb tasks"""
+  neobench validate    # every shipped recipe, manifest and instruction profile, offline"""
 
 
 def _csv(text: str | None) -> list[str] | None:
@@ -135,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--benchmark", default="MTEB(eng, v1)")
     pre.add_argument("--tasks", help="comma-separated subset of the benchmark's tasks")
     pre.add_argument("--out", required=True, help="mirror folder to create or complete")
+    pre.add_argument("--recipe", help="also every training dataset of this recipe's manifest")
     ver = data_sub.add_parser(
         "verify",
         help="offline: which tasks are present, missing, and loadable",
@@ -142,10 +151,38 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     ver.add_argument("dir", help="mirror folder")
+    ver.add_argument(
+        "--recipe", help="check this recipe's training datasets instead of a benchmark"
+    )
     ver.add_argument("--benchmark", default="MTEB(eng, v1)")
     ver.add_argument("--tasks", help="comma-separated subset of the benchmark's tasks")
     ver.add_argument(
         "--no-load", action="store_true", help="check folders only, do not load the data"
+    )
+
+    ft = sub.add_parser(
+        "finetune",
+        help="fine-tune an encoder with the standard recipe",
+        epilog=FINETUNE_EXAMPLE,
+        formatter_class=fmt,
+    )
+    ft.add_argument(
+        "--model", required=True, help="hub id, HF model folder, or SentenceTransformer folder"
+    )
+    ft.add_argument(
+        "--output", required=True, help="new folder for the fine-tuned SentenceTransformer"
+    )
+    ft.add_argument("--recipe", default="neobert-mteb-2k", help="recipe name or YAML file")
+    ft.add_argument("--data-dir", help="offline mirror (default: $NEOBENCH_DATA_DIR, else the hub)")
+    ft.add_argument("--seed", type=int, help="overrides the recipe's seed")
+    ft.add_argument(
+        "--resume", action="store_true", help="continue from the last checkpoint in --output"
+    )
+    ft.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    ft.add_argument("--model-name", help="name recorded for the fine-tuned model")
+    ft.add_argument("--trust-remote-code", action="store_true")
+    ft.add_argument(
+        "overrides", nargs="*", metavar="key=value", help="recipe overrides, e.g. max_steps=40"
     )
 
     tab = sub.add_parser(
@@ -183,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser(
         "validate",
-        help="check every shipped instruction profile offline",
+        help="check every shipped recipe, manifest and instruction profile offline",
         epilog=VALIDATE_EXAMPLE,
         formatter_class=fmt,
     )
@@ -279,16 +316,48 @@ def _tasks_for(benchmark: str, tasks: str | None) -> list:
 def cmd_data(args: argparse.Namespace) -> int:
     from neobench import mirror
 
-    tasks = _tasks_for(args.benchmark, args.tasks)
+    recipe_rows = _recipe_rows(args.recipe) if args.recipe else None
     if args.data_command == "prefetch":
-        lock = mirror.prefetch(tasks, Path(args.out))
+        tasks = _tasks_for(args.benchmark, args.tasks)
+        needs = mirror.repo_needs(tasks) + mirror.manifest_needs(recipe_rows or [])
+        lock = mirror.prefetch(needs, Path(args.out))
         console.print(f"{len(lock)} dataset repos in {args.out} (lock: {mirror.LOCK_FILE})")
         return 0
     data_dir = Path(args.dir)
     if not data_dir.is_dir():
         raise NeobenchError(f"{data_dir}: no such mirror folder.")
+    if recipe_rows is not None:
+        recipe = recipe_rows[0]
+        rows = mirror.verify_manifest(
+            recipe_rows[1], data_dir, recipe["max_hard_negatives"], load=not args.no_load
+        )
+        return _verify_report(
+            rows,
+            f"mirror {data_dir} vs recipe {recipe.name}",
+            f"neobench data prefetch --recipe {recipe.name} --out {data_dir}",
+        )
+    tasks = _tasks_for(args.benchmark, args.tasks)
     rows = mirror.verify(tasks, data_dir, load=not args.no_load)
-    table = Table(title=f"mirror {data_dir} vs {args.benchmark}")
+    missing = sorted({r.benchmark_task for r in rows if r.status == "missing"})
+    if len(missing) == len({r.benchmark_task for r in rows}):
+        missing = []  # every task: the command needs no --tasks
+    return _verify_report(
+        rows,
+        f"mirror {data_dir} vs {args.benchmark}",
+        mirror.prefetch_command(args.benchmark, missing, data_dir),
+    )
+
+
+def _recipe_rows(name: str) -> tuple:
+    from neobench.manifest import load_manifest
+    from neobench.recipe import load_recipe
+
+    recipe = load_recipe(name)
+    return recipe, list(load_manifest(recipe.manifest).rows.values())
+
+
+def _verify_report(rows: list, title: str, fix: str) -> int:
+    table = Table(title=title)
     for column in ("task", "repo", "status", "detail"):
         table.add_column(column)
     colors = {
@@ -305,15 +374,57 @@ def cmd_data(args: argparse.Namespace) -> int:
     counts = {s: sum(r.status == s for r in rows) for s in dict.fromkeys(r.status for r in rows)}
     console.print(", ".join(f"{v} {k}" for k, v in counts.items()))
     if bad:
-        missing = sorted({r.benchmark_task for r in bad if r.status == "missing"})
-        if missing:
-            if len(missing) == len({r.benchmark_task for r in rows}):
-                missing = []  # every task: the command needs no --tasks
-            console.print(
-                "to complete it, on a connected machine: "
-                + mirror.prefetch_command(args.benchmark, missing, data_dir)
-            )
+        if any(r.status == "missing" for r in rows):
+            console.print(f"to complete it, on a connected machine: {fix}")
         return 1
+    return 0
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from neobench.finetune import FinetuneConfig, finetune
+
+    cfg = FinetuneConfig(
+        model=args.model,
+        output=args.output,
+        recipe=args.recipe,
+        overrides=args.overrides,
+        data_dir=args.data_dir,
+        seed=args.seed,
+        resume=args.resume,
+        device=args.device,
+        trust_remote_code=args.trust_remote_code,
+        model_name=args.model_name,
+    )
+    progress = Progress(
+        TextColumn("[bold]step"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+    )
+    bar = None
+
+    def on_step(entry: dict) -> None:
+        nonlocal bar
+        if bar is None:
+            progress.start()
+            bar = progress.add_task("", total=None)
+        rate = f"{entry['tokens_per_s']:.0f} tok/s" if entry.get("tokens_per_s") else ""
+        progress.update(
+            bar,
+            completed=entry["step"],
+            description=f"loss {entry['loss']:.4f}  {entry['dataset']}  {rate}",
+        )
+
+    try:
+        summary = finetune(cfg, on_step=on_step)
+    finally:
+        progress.stop()
+    console.print(
+        f"[green]done[/]: {summary.steps} steps, final loss {summary.final_loss}, recipe sha256 "
+        f"{summary.recipe_sha256[:12]}; model in {summary.output}"
+    )
     return 0
 
 
@@ -392,20 +503,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from neobench.instructions import (
-        all_mteb_task_names,
-        list_profiles,
-        load_profile,
-        validate_profile,
-    )
+    from neobench.validate import validate_all
 
-    known = all_mteb_task_names()
-    problems = []
-    for name in list_profiles():
-        problems += validate_profile(load_profile(name), known)
+    checked, problems = validate_all()
     if problems:
         raise NeobenchError(problems)
-    console.print(f"[green]ok[/]: {len(list_profiles())} instruction profiles name real mteb tasks")
+    console.print(f"[green]ok[/]: {checked}")
     return 0
 
 
@@ -434,6 +537,7 @@ def _quiet_libraries(verbose: bool) -> None:
 
 COMMANDS = {
     "eval": cmd_eval,
+    "finetune": cmd_finetune,
     "table": cmd_table,
     "data": cmd_data,
     "ls": cmd_ls,

@@ -145,6 +145,9 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         name=cfg.model_name,
     )
     dtype = "float16" if device.startswith("cuda") else "float32"
+    tuned = _finetune_record(Path(loaded.path))
+    if tuned.get("name") and not cfg.model_name:
+        loaded.name = tuned["name"]
 
     # 3. Prompts: the profile replaces whatever prompts the model folder carried.
     prompts, without_instruction = mteb_prompts(profile, tasks)
@@ -190,6 +193,7 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
             "attn_implementation": loaded.attn_implementation,
             "trust_remote_code": loaded.trust_remote_code,
             "pooling": _pooling(loaded.model),
+            "recipe_sha256": tuned.get("recipe_sha256"),
         },
         "runtime": {
             **record.device_info(device),
@@ -306,6 +310,12 @@ def _run_task(
     outcome.seconds = round(time.perf_counter() - start, 2)
     reporter.task_done(outcome)
     return outcome
+
+
+def _finetune_record(folder: Path) -> dict[str, Any]:
+    """Name and recipe hash recorded by `neobench finetune` in a model folder, if any."""
+    card = folder / "neobench_run_card.yaml"
+    return (record.read_card(card).get("output_model") or {}) if card.is_file() else {}
 
 
 def _pooling(model: Any) -> str:

@@ -176,3 +176,24 @@ def all_mteb_task_names() -> set[str]:
         warnings.simplefilter("ignore")  # mteb warns once per beta task
         tasks = mteb.get_tasks(exclude_superseded=False, exclude_private=False, exclude_beta=False)
     return {t.metadata.name for t in tasks}
+
+
+def list_train_profiles() -> list[str]:
+    return sorted(p.stem for p in (profiles_dir() / "train").glob("*.yaml"))
+
+
+def load_train_instructions(name_or_path: str) -> tuple[str, dict[str, str], str]:
+    """(profile name, dataset key -> instruction, sha256) of a training instruction profile."""
+    path = Path(name_or_path)
+    if path.suffix not in {".yaml", ".yml"}:
+        path = profiles_dir() / "train" / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise NeobenchError(
+                unknown("training instruction profile", name_or_path, list_train_profiles())
+            )
+    elif not path.is_file():
+        raise NeobenchError(f"training instruction profile {path}: no such file.")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    instructions = {str(k): str(v) for k, v in (data.get("instructions") or {}).items()}
+    digest = hashlib.sha256(json.dumps(instructions, sort_keys=True).encode()).hexdigest()
+    return str(data.get("name", path.stem)), instructions, digest

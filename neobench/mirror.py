@@ -160,8 +160,17 @@ def check_hub_access(tasks: list[AbsTask], benchmark: str) -> None:
     raise NeobenchError(lines)
 
 
-def prefetch(tasks: list[AbsTask], out: Path) -> dict[str, dict]:
-    """Snapshot every repo at its pinned revision into ``out/<repo id>`` and update the lock."""
+def manifest_needs(rows: list) -> list[RepoNeed]:
+    """The hub repos of training manifest rows (local data_files rows need none)."""
+    return [RepoNeed(r.key, r.hf_id, r.revision, r.key) for r in rows if r.hf_id]
+
+
+def prefetch(needs: list[RepoNeed], out: Path) -> dict[str, dict]:
+    """Snapshot every repo at its pinned revision into ``out/<repo id>`` and update the lock.
+
+    An unpinned revision (null in a manifest) takes the branch head; the lock records the
+    commit actually fetched, and run cards copy it.
+    """
     from huggingface_hub import HfApi, snapshot_download
 
     if hub_offline() or not hub_reachable():
@@ -173,7 +182,7 @@ def prefetch(tasks: list[AbsTask], out: Path) -> dict[str, dict]:
     out.mkdir(parents=True, exist_ok=True)
     lock = read_lock(out)
     api = HfApi()
-    for need in repo_needs(tasks):
+    for need in needs:
         entry = lock.get(need.repo_id)
         if (
             entry
@@ -240,6 +249,36 @@ def verify(tasks: list[AbsTask], data_dir: Path, load: bool = True) -> list[Veri
                     row.detail = error
         rows.append(row)
     return rows
+
+
+def verify_manifest(
+    rows: list, data_dir: Path, max_negatives: int, load: bool = True
+) -> list[VerifyRow]:
+    """Offline report for training datasets: present, missing, other revision, and buildable."""
+    from neobench.data import build_dataset
+
+    lock = read_lock(data_dir)
+    out = []
+    for r in rows:
+        where = data_dir / r.hf_id if r.hf_id else None
+        row = VerifyRow(r.key, r.key, r.repo_id, r.revision, "present")
+        entry = lock.get(r.hf_id) if r.hf_id else None
+        files = [r.data_files] if isinstance(r.data_files, str) else (r.data_files or [])
+        if (where and not where.is_dir()) or any(not (data_dir / f).is_file() for f in files):
+            row.status, row.detail = "missing", "no folder" if where else "missing file"
+        elif entry and r.revision and entry.get("pinned_revision") != r.revision:
+            row.status = "other-revision"
+            row.detail = f"mirror has {entry.get('pinned_revision')}, manifest pins {r.revision}"
+        else:
+            row.detail = f"lock: {entry['resolved_revision']}" if entry else "revision not recorded"
+            if load:
+                try:
+                    built = build_dataset(r, data_dir, max_negatives)
+                    row.status, row.detail = "ok", f"{len(built.dataset)} rows; {row.detail}"
+                except Exception as error:
+                    row.status, row.detail = "load-failed", str(error).splitlines()[0][:200]
+        out.append(row)
+    return out
 
 
 def _try_load(task: AbsTask, data_dir: Path) -> tuple[str, str]:

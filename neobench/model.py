@@ -178,6 +178,15 @@ def check_encoder(config_dir: Path, spec: str) -> dict:
     return config
 
 
+def dropout_overrides(config: dict) -> dict[str, float]:
+    """Every dropout probability of a config set to 0 (the recipe trains without dropout)."""
+    return {
+        key: 0.0
+        for key, value in config.items()
+        if "dropout" in key and isinstance(value, float) and not isinstance(value, bool)
+    }
+
+
 def load_model(
     spec: str,
     *,
@@ -187,6 +196,7 @@ def load_model(
     device: str = "cpu",
     name: str | None = None,
     attn_implementation: str = "sdpa",
+    disable_dropout: bool = False,
 ) -> LoadedModel:
     """Load ``spec`` as a SentenceTransformer with mean pooling and a fixed max length."""
     folder, source, resolved_revision = locate(spec, revision)
@@ -201,7 +211,13 @@ def load_model(
     is_st = (folder / "modules.json").is_file()
     try:
         model = _build(
-            folder, is_st, max_seq_length, trust_remote_code, device, attn_implementation
+            folder,
+            is_st,
+            max_seq_length,
+            trust_remote_code,
+            device,
+            attn_implementation,
+            dropout_overrides(config) if disable_dropout else {},
         )
     except (ValueError, OSError, KeyError) as error:
         if "trust_remote_code" in str(error):
@@ -236,6 +252,7 @@ def _build(
     trust_remote_code: bool,
     device: str,
     attn_implementation: str,
+    config_overrides: dict[str, object],
 ) -> object:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
@@ -248,6 +265,7 @@ def _build(
             trust_remote_code=trust_remote_code,
             local_files_only=True,
             model_kwargs=model_kwargs,
+            config_kwargs=config_overrides or None,
         )
         if isinstance(max_seq_length, int):
             model.max_seq_length = max_seq_length
@@ -257,7 +275,7 @@ def _build(
         str(folder),
         max_seq_length=max_seq_length if isinstance(max_seq_length, int) else None,
         model_kwargs={**model_kwargs, **remote},
-        config_kwargs=remote,
+        config_kwargs={**remote, **config_overrides},
         processor_kwargs=remote,
     )
     pooling = Pooling(transformer.get_embedding_dimension(), "mean")

@@ -1,0 +1,193 @@
+"""Recipes as data: a versioned YAML of tagged values, key=value overrides, and a content hash.
+
+Defaults live in the recipe file alone; flags and overrides only override. Every problem with
+the overrides is reported at once, with "did you mean".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from neobench.errors import NeobenchError, unknown
+
+SOURCES = frozenset({"paper", "authors-code", "neobench"})
+# Values that change neither the method nor the numbers (seed: a run parameter reported beside
+# the hash, like an lm-eval seed; checkpoints: bookkeeping).
+NOT_HASHED = frozenset({"seed", "checkpoint_every"})
+# Recipe-level keys that may also be overridden.
+TOP_LEVEL = frozenset({"manifest"})
+
+
+def list_recipes() -> list[str]:
+    return sorted(p.stem for p in _recipes_dir().glob("*.yaml"))
+
+
+def _recipes_dir() -> Path:
+    return Path(str(resources.files("neobench.recipes")))
+
+
+@dataclass
+class Recipe:
+    name: str
+    version: int
+    manifest: str
+    values: dict[str, Any]
+    sources: dict[str, str]
+    overrides: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
+
+    @property
+    def sha256(self) -> str:
+        hashed = {k: v for k, v in self.values.items() if k not in NOT_HASHED}
+        canonical = json.dumps(
+            {
+                "name": self.name,
+                "version": self.version,
+                "manifest": self.manifest,
+                "values": hashed,
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def record(self) -> dict[str, Any]:
+        """What a run card stores: identity, hash, every value with its source, the overrides."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "file": self.path,
+            "sha256": self.sha256,
+            "manifest": self.manifest,
+            "values": {
+                k: {"value": v, "source": self.sources.get(k)} for k, v in self.values.items()
+            },
+            "overrides": self.overrides,
+        }
+
+
+def load_recipe(name_or_path: str) -> Recipe:
+    path = Path(name_or_path)
+    if path.suffix not in {".yaml", ".yml"}:
+        path = _recipes_dir() / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise NeobenchError(
+                unknown("recipe", name_or_path, list_recipes(), "Or pass a recipe YAML file.")
+            )
+    elif not path.is_file():
+        raise NeobenchError(f"--recipe {name_or_path}: no such file.")
+    data = yaml.safe_load(path.read_text()) or {}
+    problems = recipe_problems(data, path.name)
+    if problems:
+        raise NeobenchError(problems)
+    values = {k: spec["value"] for k, spec in data["values"].items()}
+    sources = {k: spec["source"] for k, spec in data["values"].items()}
+    return Recipe(
+        data["name"], int(data["version"]), data["manifest"], values, sources, path=str(path)
+    )
+
+
+def recipe_problems(data: object, where: str) -> list[str]:
+    """Shape checks: every value is {value, source[, note]} with a known source."""
+    if not isinstance(data, dict):
+        return [f"{where}: a recipe is a mapping with name, version, manifest and values."]
+    problems = [
+        f"{where}: missing '{k}'."
+        for k in ("name", "version", "manifest", "values")
+        if k not in data
+    ]
+    for key, spec in (data.get("values") or {}).items():
+        if not isinstance(spec, dict) or "value" not in spec:
+            problems.append(f"{where}: {key}: write it as {{value: ..., source: ...}}.")
+        elif spec.get("source") not in SOURCES:
+            problems.append(
+                f"{where}: {key}: source must be one of {sorted(SOURCES)}, "
+                f"not {spec.get('source')!r}."
+            )
+    return problems
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    problems = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            problems.append(f"override {item!r}: expected key=value, e.g. max_steps=40.")
+            continue
+        out[key.strip()] = value.strip()
+    if problems:
+        raise NeobenchError(problems)
+    return out
+
+
+def apply_overrides(recipe: Recipe, overrides: dict[str, str]) -> Recipe:
+    """A new recipe with the overrides applied, typed like the values they replace.
+
+    Every problem is reported at once.
+    """
+    values = dict(recipe.values)
+    manifest = recipe.manifest
+    problems, applied = [], {}
+    for key, text in overrides.items():
+        if key in TOP_LEVEL:
+            manifest = text
+            applied[key] = text
+            continue
+        if key not in values:
+            problems.append(
+                unknown(
+                    "recipe key",
+                    key,
+                    [*values, *TOP_LEVEL],
+                    f"See the keys of recipe {recipe.name!r} with `neobench validate`.",
+                )
+            )
+            continue
+        try:
+            values[key] = _coerce(text, values[key], key)
+        except ValueError as error:
+            problems.append(str(error))
+            continue
+        applied[key] = values[key]
+    if problems:
+        raise NeobenchError(problems)
+    return Recipe(
+        recipe.name,
+        recipe.version,
+        manifest,
+        values,
+        recipe.sources,
+        {**recipe.overrides, **applied},
+        recipe.path,
+    )
+
+
+def _coerce(text: str, current: Any, key: str) -> Any:
+    if key == "datasets":
+        return (
+            "all" if text == "all" else [part.strip() for part in text.split(",") if part.strip()]
+        )
+    try:
+        if isinstance(current, bool):
+            if text.lower() not in {"true", "false"}:
+                raise ValueError
+            return text.lower() == "true"
+        if isinstance(current, int):
+            return int(text)
+        if isinstance(current, float):
+            return float(text)
+    except ValueError:
+        raise ValueError(
+            f"override {key}={text}: expected a {type(current).__name__} like {current!r}."
+        ) from None
+    return text
