@@ -526,13 +526,15 @@ def _quiet_libraries(verbose: bool) -> None:
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
     if not verbose:
         warnings.filterwarnings("ignore")
+        # Before the libraries import tqdm: the bars of model-card and weight writing.
+        os.environ.setdefault("TQDM_DISABLE", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         import datasets
         import transformers
 
         datasets.disable_progress_bars()
         transformers.utils.logging.disable_progress_bar()
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 COMMANDS = {

@@ -186,7 +186,8 @@ def finetune(
         if is_main_process():
             record.write_card(output / CARD, card)
         raise NeobenchError(
-            f"training stopped: the loss became {error.loss} at step {error.step} on dataset "
+            f"training stopped: the loss or its gradient became {error.loss} at step {error.step} "
+            "on dataset "
             f"{error.dataset}. The last good checkpoint is {last or 'none (no checkpoint yet)'}; "
             "lower learning_rate or check that dataset, then re-run with --resume."
         ) from None
@@ -389,6 +390,7 @@ def _trainer(
         seed=recipe["seed"],
         data_seed=recipe["seed"],
         logging_steps=1,
+        logging_nan_inf_filter=False,  # a NaN must reach our guard, not be averaged away
         save_strategy="steps",
         save_steps=recipe["checkpoint_every"],
         report_to="none",

@@ -31,9 +31,13 @@ class TokenCountingCollator(SentenceTransformerDataCollator):
 
 
 class NonFiniteLoss(RuntimeError):
-    def __init__(self, step: int, dataset: str, loss: float) -> None:
-        self.step, self.dataset, self.loss = step, dataset, loss
-        super().__init__(f"loss {loss} at step {step} (dataset {dataset})")
+    """The loss (or its gradient norm) stopped being a finite number."""
+
+    def __init__(self, step: int, dataset: str, value: float) -> None:
+        self.step, self.dataset, self.loss = step, dataset, value
+        super().__init__(
+            f"non-finite loss or gradient ({value}) at step {step} (dataset {dataset})"
+        )
 
 
 class LossCurve(TrainerCallback):
@@ -56,7 +60,7 @@ class LossCurve(TrainerCallback):
         self.collator = collator
         self.world_size = world_size
         self.on_step = on_step
-        self.started = time.perf_counter()
+        self.started: float | None = None
         self.tokens_at_start = 0
 
     def on_train_begin(
@@ -67,8 +71,15 @@ class LossCurve(TrainerCallback):
             kept = [r for r in read_curve(self.path) if r["step"] <= state.global_step]
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
-        self.started = time.perf_counter()
+        self.started = None
         self.tokens_at_start = self.collator.tokens
+
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        # The clock starts at the first optimisation step, after model-card and other set-up work.
+        if self.started is None:
+            self.started = time.perf_counter()
 
     def on_log(
         self,
@@ -83,16 +94,17 @@ class LossCurve(TrainerCallback):
         step = state.global_step
         dataset = self.datasets_by_step[step - 1]
         loss = float(logs["loss"])
-        if not math.isfinite(loss):
-            raise NonFiniteLoss(step, dataset, loss)
-        elapsed = time.perf_counter() - self.started
+        grad_norm = float(logs.get("grad_norm", 0.0))
+        if not math.isfinite(loss) or not math.isfinite(grad_norm):
+            raise NonFiniteLoss(step, dataset, loss if not math.isfinite(loss) else grad_norm)
+        elapsed = time.perf_counter() - (self.started or time.perf_counter())
         tokens = (self.collator.tokens - self.tokens_at_start) * self.world_size  # all ranks
         entry = {
             "step": step,
             "dataset": dataset,
             "loss": loss,
             "learning_rate": float(logs.get("learning_rate", float("nan"))),
-            "grad_norm": float(logs.get("grad_norm", float("nan"))),
+            "grad_norm": grad_norm,
             "tokens_per_s": round(tokens / elapsed, 1) if elapsed > 0 else None,
         }
         if state.is_world_process_zero:
