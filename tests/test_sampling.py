@@ -26,8 +26,15 @@ def test_draw_depends_only_on_seed_and_step():
 def _sampler(world: int, steps: int = 30) -> AlphaBatchSampler:
     parts = [list(range(n)) for n in (40, 90, 300)]
     inner = [BatchSampler(SequentialSampler(p), batch_size=12, drop_last=False) for p in parts]
-    return AlphaBatchSampler(ConcatDataset(parts), inner, seed=3, global_batch_size=12, alpha=0.5,
-                             max_steps=steps, world_size=world)
+    return AlphaBatchSampler(
+        ConcatDataset(parts),
+        inner,
+        seed=3,
+        global_batch_size=12,
+        alpha=0.5,
+        max_steps=steps,
+        world_size=world,
+    )
 
 
 def test_every_rank_gets_its_slice_of_the_same_global_batch():

@@ -1,0 +1,317 @@
+"""neobench finetune on real pairs and triplets (../shared/data/finetune) and the real manifest."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from conftest import SHARED
+from sentence_transformers import SentenceTransformer
+
+from neobench.errors import NeobenchError
+from neobench.finetune import FinetuneConfig, finetune, resolve_recipe
+from neobench.train_log import TokenCountingCollator, read_curve
+from neobench.validate import validate_all
+
+FINETUNE_DATA = SHARED / "data" / "finetune"
+TINY = ["manifest=sample-local", "max_seq_length=64", "checkpoint_every=100"]
+
+
+def config(model, output, *overrides, data_dir=FINETUNE_DATA, **kwargs) -> FinetuneConfig:
+    return FinetuneConfig(
+        model=str(model),
+        output=str(output),
+        overrides=list(overrides),
+        data_dir=str(data_dir),
+        device="cpu",
+        **kwargs,
+    )
+
+
+def curve(folder) -> list[dict]:
+    return read_curve(folder / "neobench_loss_curve.jsonl")
+
+
+# ----------------------------------------------------------------- recipe, manifest, bad inputs
+
+
+def test_every_shipped_recipe_manifest_and_profile_validates_offline():
+    checked, problems = validate_all()
+    assert problems == [] and "1 recipe(s)" in checked
+
+
+def test_recipe_values_carry_sources_and_overrides_change_the_hash(tmp_path):
+    base = resolve_recipe(config("m", tmp_path))
+    assert base["max_steps"] == 2000 and base["temperature"] == 0.07 and base["batch_size"] == 128
+    assert set(base.sources.values()) == {"paper", "authors-code", "neobench"}
+    changed = resolve_recipe(config("m", tmp_path, "max_steps=40", "datasets=STSBENCHMARK"))
+    assert changed["max_steps"] == 40 and changed["datasets"] == ["STSBENCHMARK"]
+    assert changed.overrides == {"max_steps": 40, "datasets": ["STSBENCHMARK"]}
+    assert changed.sha256 != base.sha256
+    assert (
+        resolve_recipe(config("m", tmp_path, seed=5)).sha256 == base.sha256
+    )  # seed: reported apart
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["max_step=40"], "Unknown recipe key 'max_step'. Did you mean 'max_steps'"),
+        (["max_steps=forty"], "expected a int like 2000"),
+        (["no_such_key=1", "batch_size=0"], "Unknown recipe key 'no_such_key'"),
+        (["datasets=ALLNLLI"], "Did you mean 'ALLNLI'"),
+        (["temperature=-1"], "temperature=-1.0 is out of range"),
+    ],
+)
+def test_bad_overrides_are_clear(tmp_path, minilm, overrides, message):
+    with pytest.raises(NeobenchError, match=message):
+        finetune(config(minilm, tmp_path / "out", *overrides))
+    assert not (tmp_path / "out").exists()
+
+
+def test_dataset_missing_in_the_mirror(tmp_path, minilm, mirror):
+    with pytest.raises(NeobenchError) as error:
+        finetune(config(minilm, tmp_path / "out", "datasets=ALLNLI,STSBENCHMARK", data_dir=mirror))
+    text = str(error.value)
+    assert "dataset ALLNLI needs repo 'sentence-transformers/all-nli'" in text
+    assert "neobench data prefetch --recipe neobert-mteb-2k" in text and "STSBENCHMARK" not in text
+
+
+def test_manifest_row_with_columns_that_do_not_exist(tmp_path, minilm):
+    manifest = tmp_path / "broken.yaml"
+    manifest.write_text(
+        "name: broken\ndatasets:\n  SNLI:\n    data_files: snli_triplets_dev_test.parquet\n"
+        "    query: premise\n    positive: positive\n    licence: CC BY-SA 4.0\n"
+        "    instruction: ALLNLI\n    source: neobench\n"
+    )
+    with pytest.raises(
+        NeobenchError, match=r"column\(s\) \['premise'\] do not exist .* has \['query'"
+    ):
+        finetune(config(minilm, tmp_path / "out", f"manifest={manifest}", "batch_size=8"))
+
+
+def test_dataset_too_small_for_one_global_batch(tmp_path, minilm):
+    with pytest.raises(
+        NeobenchError, match="AGNEWS has 627 usable rows, fewer than one global batch"
+    ):
+        finetune(
+            config(
+                minilm,
+                tmp_path / "out",
+                "manifest=sample-local",
+                "datasets=AGNEWS",
+                "batch_size=1000",
+            )
+        )
+
+
+def test_existing_output_is_never_overwritten(tmp_path, minilm):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("mine")
+    with pytest.raises(NeobenchError, match="already exists and is not empty"):
+        finetune(config(minilm, tmp_path / "out", *TINY))
+    with pytest.raises(NeobenchError, match="holds no checkpoint"):
+        finetune(config(minilm, tmp_path / "out", *TINY, resume=True))
+    assert (tmp_path / "out" / "keep.txt").read_text() == "mine"
+
+
+def test_instruction_reaches_the_query_and_not_the_documents(tiny_bert):
+    model = SentenceTransformer(str(tiny_bert), device="cpu")
+    instruction = "Given a premise, retrieve a hypothesis that is entailed by the premise. "
+    collator = TokenCountingCollator(
+        preprocess_fn=model.preprocess, prompts={"SNLI": {"query": instruction}}
+    )
+    features = [
+        {
+            "dataset_name": "SNLI",
+            "query": "A man plays.",
+            "positive": "Someone plays.",
+            "negative_1": "Nobody moves.",
+        }
+    ]
+    batch = collator(features)
+    decode = model.tokenizer.decode
+    assert instruction.lower().strip() in decode(batch["query_input_ids"][0])
+    for column in ("positive", "negative_1"):
+        assert "premise" not in decode(batch[f"{column}_input_ids"][0])
+    assert collator.tokens == int(
+        sum(batch[k].sum() for k in batch if k.endswith("_attention_mask"))
+    )
+
+
+# ----------------------------------------------------------------- real runs (CPU)
+
+pytestmark_slow = pytest.mark.slow
+
+
+@pytest.mark.slow
+def test_smoke_minilm_on_real_pairs_and_triplets(tmp_path, minilm, mirror):
+    out = tmp_path / "tuned"
+    summary = finetune(
+        config(
+            minilm,
+            out,
+            "manifest=sample-local",
+            "datasets=SNLI,AGNEWS",
+            "max_steps=30",
+            "batch_size=16",
+            "max_seq_length=128",
+            "checkpoint_every=15",
+            "learning_rate=5e-5",
+        )
+    )
+    rows = curve(out)
+    assert summary.steps == 30 and [r["step"] for r in rows] == list(range(1, 31))
+    for name in ("SNLI", "AGNEWS"):  # loss goes down on each dataset
+        losses = [r["loss"] for r in rows if r["dataset"] == name]
+        half = len(losses) // 2
+        assert np.mean(losses[half:]) < np.mean(losses[:half]), name
+    model = SentenceTransformer(str(out), device="cpu")
+    assert model.encode(["a sentence"]).shape == (1, 384)
+    assert model.prompts["SciFact-query"].startswith("Given a scientific claim")
+    card = (out / "neobench_run_card.yaml").read_text()
+    for field in (
+        "recipe",
+        "sha256",
+        "overrides",
+        "rows_raw",
+        "fingerprint",
+        "git_sha",
+        "world_size",
+        "attn_implementation",
+        "seed",
+    ):
+        assert field in card
+    assert (out / "neobench_loss_curve.png").stat().st_size > 5_000
+
+    from neobench.evaluate import EvalConfig, run_eval
+
+    result = run_eval(
+        EvalConfig(
+            model=str(out),
+            tasks=["BIOSSES"],
+            data_dir=str(mirror),
+            results=str(tmp_path / "res"),
+            device="cpu",
+        )
+    )
+    assert result.outcomes[0].status == "evaluated" and result.outcomes[0].main_score > 0.5
+    eval_card = next((tmp_path / "res").rglob("run-*.yaml")).read_text()
+    assert f"recipe_sha256: {summary.recipe_sha256}" in eval_card
+    assert "name: neobench/tuned" in eval_card
+
+
+@pytest.mark.slow
+def test_real_manifest_offline_on_the_sample_mirror(tmp_path, minilm, mirror):
+    out = tmp_path / "sts"
+    summary = finetune(
+        config(
+            minilm, out, "datasets=STSBENCHMARK", "max_steps=10", "batch_size=16", data_dir=mirror
+        )
+    )
+    assert summary.steps == 10 and summary.datasets == {"STSBENCHMARK": 1406}  # score >= 4 kept
+    assert {r["dataset"] for r in curve(out)} == {"STSBENCHMARK"}
+
+
+def _run_cli(output, extra, nproc=1) -> None:
+    args = [
+        "--model",
+        extra[0],
+        "--output",
+        str(output),
+        "--data-dir",
+        str(FINETUNE_DATA),
+        "--device",
+        "cpu",
+        *extra[1:],
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if nproc == 1:
+        command = [sys.executable, "-m", "neobench", "finetune", *args]
+    else:
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(nproc),
+            "-m",
+            "neobench",
+            "finetune",
+            *args,
+        ]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_same_losses_and_embeddings_on_one_or_two_processes(tmp_path, tiny_bert):
+    extra = [str(tiny_bert), *TINY, "max_steps=5", "batch_size=8"]
+    _run_cli(tmp_path / "one", extra)
+    _run_cli(tmp_path / "two", extra, nproc=2)
+    one, two = curve(tmp_path / "one"), curve(tmp_path / "two")
+    assert [r["dataset"] for r in one] == [r["dataset"] for r in two]
+    for a, b in zip(one, two, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-4)
+    texts = ["A man is playing a guitar.", "The stock market fell sharply today."]
+    e1 = SentenceTransformer(str(tmp_path / "one"), device="cpu").encode(texts)
+    e2 = SentenceTransformer(str(tmp_path / "two"), device="cpu").encode(texts)
+    assert np.abs(e1 - e2).max() < 1e-4
+    card = json.dumps((tmp_path / "two" / "neobench_run_card.yaml").read_text())
+    assert "world_size: 2" in card
+
+
+class StopAt:
+    """Simulates a kill right after a step (the checkpoint of step 3 is already on disk)."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt
+
+
+@pytest.mark.slow
+def test_resume_ends_with_the_same_weights(tmp_path, tiny_bert):
+    overrides = [*TINY[:2], "max_steps=6", "batch_size=8", "checkpoint_every=3"]
+    finetune(config(tiny_bert, tmp_path / "full", *overrides))
+    with pytest.raises(KeyboardInterrupt):
+        finetune(config(tiny_bert, tmp_path / "cut", *overrides), extra_callbacks=[StopAt(4)])
+    assert (tmp_path / "cut" / "checkpoints" / "checkpoint-3").is_dir()
+    finetune(config(tiny_bert, tmp_path / "cut", *overrides, resume=True))
+    full = SentenceTransformer(str(tmp_path / "full"), device="cpu").state_dict()
+    cut = SentenceTransformer(str(tmp_path / "cut"), device="cpu").state_dict()
+    assert full.keys() == cut.keys()
+    assert max((full[k] - cut[k]).abs().max().item() for k in full) < 1e-6
+    assert [r["loss"] for r in curve(tmp_path / "cut")] == pytest.approx(
+        [r["loss"] for r in curve(tmp_path / "full")], rel=1e-6
+    )
+
+
+@pytest.mark.slow
+def test_non_finite_loss_stops_with_step_and_dataset(tmp_path, tiny_bert):
+    out = tmp_path / "nan"
+    with pytest.raises(
+        NeobenchError,
+        match=r"at step 3 on dataset SNLI\. The last good checkpoint is .*checkpoint-2",
+    ):
+        finetune(
+            config(
+                tiny_bert,
+                out,
+                *TINY[:2],
+                "max_steps=8",
+                "batch_size=8",
+                "checkpoint_every=2",
+                "learning_rate=1e30",
+            )
+        )
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["checkpoint-2"]
+    assert torch.isfinite(torch.tensor([r["loss"] for r in curve(out)])).all()
