@@ -136,7 +136,8 @@ def main() -> int:
         our_rates.append(neobench_run(model, *common))
     stock, ours = max(stock_rates), max(our_rates)
     print(
-        f"runs (tokens/s): stock {[round(r) for r in stock_rates]}, neobench {[round(r) for r in our_rates]}"
+        f"runs (tokens/s): stock {[round(r) for r in stock_rates]}, "
+        f"neobench {[round(r) for r in our_rates]}"
     )
     device = (
         torch.cuda.get_device_name()
