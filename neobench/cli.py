@@ -42,7 +42,9 @@ VERIFY_EXAMPLE = """example (offline):
 
 LS_EXAMPLE = """examples:
   neobench ls tasks --benchmark "MTEB(eng, v2)"
-  neobench ls profiles"""
+  neobench ls profiles
+  neobench ls recipes
+  neobench ls datasets --recipe neobert-mteb-2k"""
 
 MAIN_EXAMPLE = """examples:
   neobench eval --model sentence-transformers/all-MiniLM-L6-v2 --tasks STSBenchmark --data-dir DIR
@@ -215,7 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=LS_EXAMPLE,
         formatter_class=fmt,
     )
-    ls.add_argument("what", choices=["tasks", "profiles"])
+    ls.add_argument("what", choices=["tasks", "profiles", "recipes", "datasets"])
+    ls.add_argument("--recipe", default="neobert-mteb-2k", help="for `ls datasets`")
     ls.add_argument("--benchmark", default="MTEB(eng, v1)")
 
     sub.add_parser(
@@ -474,6 +477,33 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
+    if args.what in ("recipes", "datasets"):
+        from neobench.manifest import load_manifest
+        from neobench.recipe import list_recipes, load_recipe
+
+        if args.what == "recipes":
+            for name in list_recipes():
+                recipe = load_recipe(name)
+                out.print(
+                    f"{name:<20} v{recipe.version}  manifest {recipe.manifest}  "
+                    f"sha256 {recipe.sha256[:12]}"
+                )
+            return 0
+        manifest = load_manifest(load_recipe(args.recipe).manifest)
+        table = Table(title=f"{manifest.name}: {len(manifest.rows)} datasets")
+        for column in ("key", "dataset", "config", "revision", "source", "in-domain MTEB tasks"):
+            table.add_column(column)
+        for row in manifest.rows.values():
+            table.add_row(
+                row.key,
+                row.repo_id,
+                row.config or "",
+                (row.revision or "lock")[:12],
+                row.source,
+                ",".join(row.in_domain),
+            )
+        out.print(table)
+        return 0
     if args.what == "profiles":
         from neobench.instructions import list_profiles, load_profile
 

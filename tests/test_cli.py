@@ -138,6 +138,10 @@ def test_validate_and_ls(capsys):
     assert run(capsys, "validate")[0] == 0
     code, text = run(capsys, "ls", "tasks", "--benchmark", "MTEB(eng, v2)")
     assert code == 0 and "41 tasks" in text
+    code, text = run(capsys, "ls", "recipes")
+    assert code == 0 and "neobert-mteb-2k" in text
+    code, text = run(capsys, "ls", "datasets")
+    assert code == 0 and "22 datasets" in text
 
 
 @pytest.mark.parametrize(
