@@ -1,0 +1,316 @@
+"""Native NeoBERT (chandar-lab/NeoBERT): no remote code, no xformers, same checkpoint layout.
+
+Weight names and shapes are the hub checkpoint's, loaded strictly:
+  model.encoder.weight                                  (V, H)    token embedding
+  model.transformer_encoder.{i}.attention_norm.weight   (H,)      pre-attention RMSNorm
+  model.transformer_encoder.{i}.qkv.weight              (3H, H)   fused q/k/v, rows grouped PER HEAD
+  model.transformer_encoder.{i}.wo.weight               (H, H)
+  model.transformer_encoder.{i}.ffn_norm.weight         (H,)      pre-FFN RMSNorm
+  model.transformer_encoder.{i}.ffn.w12.weight          (2F, H)   packed SwiGLU [w1; w2]
+  model.transformer_encoder.{i}.ffn.w3.weight           (H, F)
+  model.layer_norm.weight                               (H,)      final RMSNorm
+  decoder.weight / decoder.bias                         (V, H)/(V,) MLM head (not tied)
+No biases in the encoder, no token-type or absolute position embeddings; RoPE is interleaved
+(complex pairs (2i, 2i+1)), theta 10000, computed on the fly in float32 (never a loaded or
+persistent buffer, so nothing is left uninitialised on meta devices).
+
+Attention: torch SDPA with the key-padding mask (default), or an unpadded path that packs the
+real tokens of every row and runs variable-length attention: torch's varlen_attn / flash-attn on
+CUDA, a per-sequence SDPA loop elsewhere (the reference the CUDA path is tested against).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
+
+
+class NeoBERTConfig(PretrainedConfig):
+    model_type = "neobert"
+
+    def __init__(
+        self,
+        vocab_size: int = 30522,
+        hidden_size: int = 768,
+        num_hidden_layers: int = 28,
+        num_attention_heads: int = 12,
+        intermediate_size: int = 3072,
+        max_length: int = 4096,
+        norm_eps: float = 1e-5,
+        rope_theta: float = 10000.0,
+        embedding_init_range: float = 0.02,
+        decoder_init_range: float = 0.02,
+        classifier_init_range: float = 0.02,
+        pad_token_id: int = 0,
+        unpadded_attention: str = "auto",
+        **kwargs: object,
+    ) -> None:
+        super().__init__(pad_token_id=pad_token_id, **kwargs)
+        if hidden_size % num_attention_heads:
+            raise ValueError(
+                f"hidden_size {hidden_size} is not a multiple of {num_attention_heads} heads"
+            )
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.max_length = max_length
+        # transformers and sentence-transformers read the usable length from this name.
+        self.max_position_embeddings = max_length
+        self.norm_eps = norm_eps
+        self.rope_theta = rope_theta
+        self.embedding_init_range = embedding_init_range
+        self.decoder_init_range = decoder_init_range
+        self.classifier_init_range = classifier_init_range
+        # "auto": unpadded varlen attention on CUDA, padded SDPA elsewhere; "on" / "off" force it.
+        self.unpadded_attention = unpadded_attention
+        self.dim_head = hidden_size // num_attention_heads
+
+    @property
+    def swiglu_hidden(self) -> int:
+        """F = 8 * ceil(int(2 * intermediate / 3) / 8): 3072 -> 2048 for the hub model."""
+        return 8 * math.ceil(int(2 * self.intermediate_size / 3) / 8)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in float32 so bf16/fp16 activations do not lose the mean-square.
+        normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+        return normed.type_as(x) * self.weight
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, hidden: int, inner: int) -> None:
+        super().__init__()
+        self.w12 = nn.Linear(hidden, 2 * inner, bias=False)
+        self.w3 = nn.Linear(inner, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.w12(x).chunk(2, dim=-1)  # w1 = first half of w12's rows
+        return self.w3(F.silu(gate) * up)
+
+
+def rope_angles(positions: torch.Tensor, dim_head: int, theta: float) -> torch.Tensor:
+    """exp(i * p * theta^(-2j/d)) for every position p: complex64, shape (*positions.shape, d/2)."""
+    inv_freq = 1.0 / (
+        theta
+        ** (torch.arange(0, dim_head, 2, device=positions.device, dtype=torch.float32) / dim_head)
+    )
+    angles = positions.to(torch.float32)[..., None] * inv_freq
+    return torch.polar(torch.ones_like(angles), angles)
+
+
+def apply_rope(x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
+    """Rotate interleaved pairs (2j, 2j+1) of x (..., heads, d) by rotation (..., d/2)."""
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * rotation.unsqueeze(-2)).flatten(-2).type_as(x)
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, config: NeoBERTConfig) -> None:
+        super().__init__()
+        self.heads, self.dim_head = config.num_attention_heads, config.dim_head
+        self.attention_norm = RMSNorm(config.hidden_size, config.norm_eps)
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=False)
+        self.wo = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        self.ffn_norm = RMSNorm(config.hidden_size, config.norm_eps)
+        self.ffn = SwiGLU(config.hidden_size, config.swiglu_hidden)
+
+    def project(self, x: torch.Tensor, rotation: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """q, k, v of shape (*tokens, heads, d); qkv.weight rows are [q_h | k_h | v_h] per head."""
+        q, k, v = (
+            self.qkv(self.attention_norm(x))
+            .view(*x.shape[:-1], self.heads, 3 * self.dim_head)
+            .chunk(3, dim=-1)
+        )
+        return apply_rope(q, rotation), apply_rope(k, rotation), v
+
+    def forward_padded(
+        self, x: torch.Tensor, rotation: torch.Tensor, keep: torch.Tensor | None
+    ) -> torch.Tensor:
+        # x: (B, L, H); rotation: (L, d/2); keep: (B, 1, 1, L) bool, True = attend to that key.
+        q, k, v = (t.transpose(1, 2) for t in self.project(x, rotation))  # (B, heads, L, d)
+        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        x = x + self.wo(attended.transpose(1, 2).reshape(x.shape))
+        return x + self.ffn(self.ffn_norm(x))
+
+    def forward_unpadded(
+        self, x: torch.Tensor, rotation: torch.Tensor, cu_seqlens: torch.Tensor, max_len: int
+    ) -> torch.Tensor:
+        # x: (T, H) real tokens of all rows, packed; rotation: (T, d/2) per-token positions.
+        q, k, v = self.project(x, rotation)  # (T, heads, d)
+        attended = varlen_attention(q, k, v, cu_seqlens, max_len)
+        x = x + self.wo(attended.reshape(x.shape))
+        return x + self.ffn(self.ffn_norm(x))
+
+
+def varlen_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, max_len: int
+) -> torch.Tensor:
+    """Attention within each packed sequence: (T, heads, d) -> (T, heads, d)."""
+    if q.is_cuda:
+        try:
+            from flash_attn import flash_attn_varlen_func
+
+            return flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, max_len, max_len)
+        except ImportError:
+            from torch.nn.attention.varlen import varlen_attn
+
+            return varlen_attn(q, k, v, cu_seqlens, cu_seqlens, max_len, max_len)
+    return varlen_reference(q, k, v, cu_seqlens)
+
+
+def varlen_reference(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor
+) -> torch.Tensor:
+    """Plain-torch variable-length attention: one unmasked SDPA per sequence."""
+    out = torch.empty_like(q)
+    bounds = cu_seqlens.tolist()
+    for start, end in itertools.pairwise(bounds):
+        seq = (t[start:end].transpose(0, 1) for t in (q, k, v))  # (heads, n, d)
+        out[start:end] = F.scaled_dot_product_attention(*seq).transpose(0, 1)
+    return out
+
+
+class NeoBERTPreTrainedModel(PreTrainedModel):
+    config_class = NeoBERTConfig
+    base_model_prefix = "model"
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _no_split_modules = ("EncoderBlock",)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.embedding_init_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=std)
+        elif isinstance(module, RMSNorm):
+            nn.init.ones_(module.weight)
+
+
+class NeoBERT(NeoBERTPreTrainedModel):
+    """The encoder: AutoModel for model_type "neobert"."""
+
+    def __init__(self, config: NeoBERTConfig) -> None:
+        super().__init__(config)
+        self.encoder = nn.Embedding(
+            config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id
+        )
+        self.transformer_encoder = nn.ModuleList(
+            EncoderBlock(config) for _ in range(config.num_hidden_layers)
+        )
+        self.layer_norm = RMSNorm(config.hidden_size, config.norm_eps)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder = value
+
+    def use_unpadded(self, x: torch.Tensor) -> bool:
+        mode = getattr(self.config, "unpadded_attention", "auto")
+        if mode == "on":
+            return True
+        if mode == "off":
+            return False
+        return x.is_cuda
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted and ignored: NeoBERT has none
+        output_hidden_states: bool = False,
+        return_dict: bool = True,
+        **kwargs: object,
+    ) -> BaseModelOutput:
+        batch, length = input_ids.shape
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        mask = attention_mask.bool()
+        x = self.encoder(input_ids)
+        hidden_states = [x] if output_hidden_states else None
+        if self.use_unpadded(x):
+            lengths = mask.sum(dim=1, dtype=torch.int32)
+            cu_seqlens = F.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))
+            # Real tokens keep their index in the row as RoPE position (rows are right-padded).
+            positions = torch.arange(length, device=x.device).expand(batch, length)[mask]
+            rotation = rope_angles(positions, self.config.dim_head, self.config.rope_theta)
+            packed = x[mask]
+            max_len = int(lengths.max())
+            for block in self.transformer_encoder:
+                packed = block.forward_unpadded(packed, rotation, cu_seqlens, max_len)
+                if output_hidden_states:
+                    hidden_states.append(_scatter(packed, mask))
+            out = _scatter(self.layer_norm(packed), mask)
+        else:
+            rotation = rope_angles(
+                torch.arange(length, device=x.device), self.config.dim_head, self.config.rope_theta
+            )
+            keep = None if bool(mask.all()) else mask[:, None, None, :]
+            for block in self.transformer_encoder:
+                x = block.forward_padded(x, rotation, keep)
+                if output_hidden_states:
+                    hidden_states.append(x)
+            out = self.layer_norm(x)
+        return BaseModelOutput(
+            last_hidden_state=out, hidden_states=tuple(hidden_states) if hidden_states else None
+        )
+
+
+def _scatter(packed: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Packed (T, H) real-token states back to (B, L, H), zeros at padding."""
+    out = packed.new_zeros(*mask.shape, packed.shape[-1])
+    out[mask] = packed
+    return out
+
+
+class NeoBERTLMHead(NeoBERTPreTrainedModel):
+    """Encoder + MLM decoder: AutoModelForMaskedLM for model_type "neobert" (the hub checkpoint)."""
+
+    def __init__(self, config: NeoBERTConfig) -> None:
+        super().__init__(config)
+        self.model = NeoBERT(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if module is getattr(self, "decoder", None):
+            nn.init.normal_(module.weight, std=self.config.decoder_init_range)
+            nn.init.zeros_(module.bias)
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.decoder
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: object,
+    ) -> MaskedLMOutput:
+        hidden = self.model(input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
+        logits = self.decoder(hidden)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(
+                logits.view(-1, logits.shape[-1]).float(), labels.view(-1), ignore_index=-100
+            )
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=hidden)
