@@ -239,10 +239,18 @@ def load_model(
         kind="sentence-transformers" if is_st else "transformers-encoder",
         path=str(folder),
         max_seq_length=int(model.max_seq_length),
-        attn_implementation=str(getattr(auto_model.config, "_attn_implementation", "eager")),
+        attn_implementation=_kernel(auto_model, device),
         architecture=",".join(config.get("architectures") or [config.get("model_type", "?")]),
         trust_remote_code=trust_remote_code,
     )
+
+
+def _kernel(auto_model: object, device: str) -> str:
+    """The attention kernel that will run: a native model says; others report transformers'."""
+    describe = getattr(auto_model, "attention_kernel", None)
+    if callable(describe):
+        return describe(device)
+    return str(getattr(auto_model.config, "_attn_implementation", "eager"))
 
 
 def _build(

@@ -73,6 +73,11 @@ class NeoBERTConfig(PretrainedConfig):
         self.unpadded_attention = unpadded_attention
         self.dim_head = hidden_size // num_attention_heads
 
+    def _get_generation_parameters(self) -> dict:
+        # The hub config names the context length `max_length`, which transformers would take for
+        # a generation setting and refuse to save; NeoBERT generates nothing.
+        return {}
+
     @property
     def swiglu_hidden(self) -> int:
         """F = 8 * ceil(int(2 * intermediate / 3) / 8): 3072 -> 2048 for the hub model."""
@@ -222,6 +227,20 @@ class NeoBERT(NeoBERTPreTrainedModel):
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.encoder = value
+
+    def attention_kernel(self, device: str) -> str:
+        """What actually runs on ``device`` (recorded in run cards)."""
+        mode = getattr(self.config, "unpadded_attention", "auto")
+        if mode == "off" or (mode == "auto" and not device.startswith("cuda")):
+            return "sdpa (padded, key mask)"
+        if not device.startswith("cuda"):
+            return "varlen (per-sequence sdpa reference)"
+        try:
+            import flash_attn  # noqa: F401
+
+            return "varlen (flash-attn)"
+        except ImportError:
+            return "varlen (torch varlen_attn)"
 
     def use_unpadded(self, x: torch.Tensor) -> bool:
         mode = getattr(self.config, "unpadded_attention", "auto")
