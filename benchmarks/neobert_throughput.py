@@ -79,7 +79,8 @@ def main() -> int:
         else f"CPU, {torch.get_num_threads()} threads"
     )
     print(
-        f"NeoBERT {args.size} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params), {where}, "
+        f"NeoBERT {args.size} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params), "
+        f"{where}, "
         f"{dtype}, attention: {model.attention_kernel(args.device)}"
     )
     print(f"{'length':>7} {'best batch':>10} {'tokens/s':>12}   (batch: tokens/s)")
