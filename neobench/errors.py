@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 
 class NeobenchError(Exception):
@@ -37,3 +39,20 @@ def unknown(kind: str, word: str, choices: Iterable[str], hint: str = "") -> str
     if hint:
         msg += f" {hint}"
     return msg
+
+
+def collect(problems: list[str], fn: Callable[..., Any], *args: Any) -> Any:
+    """Call ``fn``; on a NeobenchError keep its problems and return None (to report all at once)."""
+    try:
+        return fn(*args)
+    except NeobenchError as error:
+        problems.extend(error.problems)
+        return None
+
+
+def shipped(folder: str) -> Path:
+    """A top-level data folder of the repository (instructions/, datasets_manifest/), found inside
+    the installed wheel or, in a checkout, beside the package."""
+    package = Path(__file__).parent
+    packaged = package / "_data" / folder
+    return packaged if packaged.is_dir() else package.parent / folder

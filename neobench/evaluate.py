@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neobench import mirror, record
-from neobench.errors import NeobenchError
+from neobench.errors import NeobenchError, collect
 from neobench.instructions import load_profile, mteb_prompts
 from neobench.model import check_spec, load_model, parse_max_seq_length, resolve_device
 from neobench.tasks import DEFAULT_BENCHMARK, load_benchmark, parse_shard, select_tasks, shard
@@ -86,27 +86,19 @@ class Reporter:
     def task_done(self, outcome: TaskOutcome) -> None: ...
 
 
-def _collect(problems: list[str], fn: Any, *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except NeobenchError as error:
-        problems.extend(error.problems)
-        return None
-
-
 def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], Any]:
     """Validate every cheap input at once and return (this shard's tasks, profile)."""
     problems: list[str] = []
-    benchmark = _collect(problems, load_benchmark, cfg.benchmark)
-    profile = _collect(problems, load_profile, cfg.instructions)
-    shard_kn = _collect(problems, parse_shard, cfg.shard)
-    _collect(problems, parse_max_seq_length, cfg.max_seq_length)
-    _collect(problems, resolve_device, cfg.device)
-    _collect(problems, check_spec, cfg.model)
+    benchmark = collect(problems, load_benchmark, cfg.benchmark)
+    profile = collect(problems, load_profile, cfg.instructions)
+    shard_kn = collect(problems, parse_shard, cfg.shard)
+    collect(problems, parse_max_seq_length, cfg.max_seq_length)
+    collect(problems, resolve_device, cfg.device)
+    collect(problems, check_spec, cfg.model)
     if cfg.batch_size < 1:
         problems.append(f"--batch-size {cfg.batch_size}: must be a positive number of texts.")
     selected = (
-        _collect(problems, select_tasks, benchmark, cfg.tasks, cfg.types) if benchmark else None
+        collect(problems, select_tasks, benchmark, cfg.tasks, cfg.types) if benchmark else None
     )
     if problems:
         raise NeobenchError(problems)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from neobench import mirror, record
 from neobench.data import BuiltDataset, build_dataset
-from neobench.errors import NeobenchError, unknown
+from neobench.errors import NeobenchError, collect, unknown
 from neobench.instructions import load_profile, load_train_instructions, mteb_prompts
 from neobench.manifest import load_manifest, validate_manifest
 from neobench.model import check_spec, load_model, resolve_device
@@ -113,16 +113,16 @@ def finetune(
     """Run the recipe. Every input problem is reported before any data or model loads."""
     # 1. Recipe, manifest, instructions, output folder: validate everything cheap at once.
     problems: list[str] = []
-    recipe = _collect(problems, resolve_recipe, cfg)
-    _collect(problems, check_spec, cfg.model)
-    _collect(problems, resolve_device, cfg.device)
+    recipe = collect(problems, resolve_recipe, cfg)
+    collect(problems, check_spec, cfg.model)
+    collect(problems, resolve_device, cfg.device)
     output = Path(cfg.output).expanduser().resolve()
     problems += _output_problems(output, cfg.resume)
     if recipe is None:
         raise NeobenchError(problems)
-    manifest = _collect(problems, load_manifest, recipe.manifest)
-    train_profile = _collect(problems, load_train_instructions, recipe["instructions"])
-    eval_profile = _collect(problems, load_profile, recipe["eval_instructions"])
+    manifest = collect(problems, load_manifest, recipe.manifest)
+    train_profile = collect(problems, load_train_instructions, recipe["instructions"])
+    eval_profile = collect(problems, load_profile, recipe["eval_instructions"])
     rows = []
     if manifest and train_profile:
         problems += validate_manifest(manifest, set(train_profile[1]))
@@ -220,14 +220,6 @@ def finetune(
         curve[-1]["loss"] if curve else None,
         sizes,
     )
-
-
-def _collect(problems: list[str], fn: Callable[..., Any], *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except NeobenchError as error:
-        problems.extend(error.problems)
-        return None
 
 
 def _output_problems(output: Path, resume: bool) -> list[str]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from neobench.errors import NeobenchError, unknown
+from neobench.errors import NeobenchError, shipped, unknown
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -30,9 +30,7 @@ SIDES = ("query", "document")
 
 
 def profiles_dir() -> Path:
-    """Folder of the shipped profiles: inside the wheel, or the repository's instructions/."""
-    packaged = Path(__file__).parent / "_data" / "instructions"
-    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "instructions"
+    return shipped("instructions")
 
 
 def list_profiles() -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from neobench.errors import NeobenchError, did_you_mean, unknown
+from neobench.errors import NeobenchError, did_you_mean, shipped, unknown
 from neobench.recipe import SOURCES
 
 FIELDS = {
@@ -39,8 +39,7 @@ REVISION = re.compile(r"^[0-9a-f]{40}$")
 
 
 def manifests_dir() -> Path:
-    packaged = Path(__file__).parent / "_data" / "datasets_manifest"
-    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "datasets_manifest"
+    return shipped("datasets_manifest")
 
 
 def list_manifests() -> list[str]:
