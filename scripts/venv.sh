@@ -7,10 +7,21 @@ EXTRA="${1:-test}"
 if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
 fi
-PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
+# pip's output without the machine's notes about absent local indexes; a failure still fails.
+pip_quiet() {
+    local log
+    log="$(mktemp)"
+    if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" >"$log" 2>&1; then
+        grep -v "^WARNING: Location" "$log" >&2 || true
+        rm -f "$log"
+        return 1
+    fi
+    grep -v "^WARNING: Location" "$log" || true
+    rm -f "$log"
+}
 if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
-    "${PIP[@]}" "torch==2.13.0"
+    pip_quiet "torch==2.13.0"
 fi
-"${PIP[@]}" -e "$ROOT[$EXTRA]" 2>&1 | grep -v "^WARNING: Location" || true
+pip_quiet -e "$ROOT[$EXTRA]"
 "$VENV/bin/python" -c "import neobench" || { echo "neobench failed to install" >&2; exit 1; }
 export PATH="$VENV/bin:$PATH"
