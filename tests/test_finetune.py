@@ -315,3 +315,21 @@ def test_non_finite_loss_stops_with_step_and_dataset(tmp_path, tiny_bert):
         )
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["checkpoint-2"]
     assert torch.isfinite(torch.tensor([r["loss"] for r in curve(out)])).all()
+
+
+def test_unknown_recipe_name_suggests(tmp_path, minilm):
+    with pytest.raises(
+        NeobenchError, match="Unknown recipe 'neobert-mteb-2kk'. Did you mean 'neobert-mteb-2k'"
+    ):
+        finetune(
+            FinetuneConfig(model=str(minilm), output=str(tmp_path / "o"), recipe="neobert-mteb-2kk")
+        )
+
+
+@pytest.mark.slow
+def test_gradcache_mode_gives_the_same_losses(tmp_path, tiny_bert):
+    common = [*TINY[:2], "max_steps=3", "batch_size=8"]
+    finetune(config(tiny_bert, tmp_path / "plain", *common))
+    finetune(config(tiny_bert, tmp_path / "cached", *common, "gradcache_mini_batch=3"))
+    plain, cached = curve(tmp_path / "plain"), curve(tmp_path / "cached")
+    assert [r["loss"] for r in cached] == pytest.approx([r["loss"] for r in plain], rel=1e-4)
