@@ -319,7 +319,7 @@ def test_non_finite_loss_stops_with_step_and_dataset(tmp_path, tiny_bert):
 
 def test_unknown_recipe_name_suggests(tmp_path, minilm):
     with pytest.raises(
-        NeobenchError, match="Unknown recipe 'neobert-mteb-2kk'. Did you mean 'neobert-mteb-2k'"
+        NeobenchError, match=r"Unknown recipe 'neobert-mteb-2kk'\. Did you mean 'neobert-mteb-2k'"
     ):
         finetune(
             FinetuneConfig(model=str(minilm), output=str(tmp_path / "o"), recipe="neobert-mteb-2kk")
