@@ -542,6 +542,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _silence_tqdm() -> None:
+    """Library progress bars (mteb's scorers, model-card writing) would interleave with rich's.
+
+    tqdm reads TQDM_DISABLE when it is imported, which `import neobench` (through transformers)
+    already did, so the CLI turns the default off on the class itself.
+    """
+    import functools
+
+    import tqdm
+    import tqdm.auto
+
+    for cls in {tqdm.tqdm, tqdm.auto.tqdm}:
+        cls.__init__ = functools.partialmethod(cls.__init__, disable=True)
+
+
 def _quiet_libraries(verbose: bool) -> None:
     level = logging.INFO if verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=console)])
@@ -565,6 +580,7 @@ def _quiet_libraries(verbose: bool) -> None:
 
         datasets.disable_progress_bars()
         transformers.utils.logging.disable_progress_bar()
+        _silence_tqdm()
 
 
 COMMANDS = {
