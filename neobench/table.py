@@ -233,7 +233,7 @@ def build_table(
             raise NeobenchError(
                 f"--strict: the rows were not produced under identical conditions. {described}."
             )
-        notes.append(f"Rows differ in {', '.join(differences)}: {described}.")
+        notes.append(f"Conditions differ between rows. {described}.")
     for row in rows:
         if row.missing:
             shown = ", ".join(row.missing[:12]) + (" ..." if len(row.missing) > 12 else "")
