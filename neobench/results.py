@@ -120,7 +120,7 @@ def _conditions(folder: Path, problems: list[str]) -> tuple[dict[str, Any], dict
         cards[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
         conditions = card.get("conditions") or {}
         values = {
-            "recipe": (card.get("model") or {}).get("recipe_sha256")
+            "recipe": ((card.get("model") or {}).get("recipe_sha256") or "")[:12]
             or "none (not fine-tuned by neobench)",
             "instructions": conditions.get("instructions"),
             "instructions_sha256": (conditions.get("instructions_sha256") or "")[:12] or None,

@@ -100,8 +100,8 @@ def test_incomplete_rows_are_marked_not_averaged(table):
 
 
 def test_conditions_footnote_names_the_differing_field(table):
-    note = next(n for n in table.notes if n.startswith("Rows differ in"))
-    assert note.startswith("Rows differ in max_seq_length:")
+    note = next(n for n in table.notes if n.startswith("Conditions differ"))
+    assert note.startswith("Conditions differ between rows. max_seq_length:")
     assert "512 (org/model-a)" in note and "256 (org/model-b)" in note
 
 
