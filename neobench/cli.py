@@ -194,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     tab.add_argument(
-        "--results", default=".", help="results root given to neobench eval (default .)"
+        "--results",
+        action="append",
+        help="results root given to neobench eval (default .); repeat to combine several",
     )
     tab.add_argument("--models", help="comma-separated model names or row labels (default: all)")
     tab.add_argument("--benchmark", default="MTEB(eng, v1)")
@@ -447,7 +449,11 @@ def cmd_table(args: argparse.Namespace) -> int:
         raise NeobenchError(f"--plot {args.plot}: the chart is written as PNG; name it *.png.")
     benchmark = load_benchmark(args.benchmark)
     tasks = select_tasks(benchmark)
-    runs, problems = load_runs(Path(args.results), tasks)
+    runs, problems = [], []
+    for root in args.results or ["."]:
+        found, trouble = load_runs(Path(root), tasks)
+        runs += found
+        problems += trouble
     for problem in problems:
         console.print(f"[yellow]skipped:[/] {problem}", highlight=False)
     table = tables.build_table(
