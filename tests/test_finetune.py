@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -232,12 +233,19 @@ def _run_cli(output, extra, nproc=1) -> None:
     if nproc == 1:
         command = [sys.executable, "-m", "neobench", "finetune", *args]
     else:
+        with socket.socket() as probe:  # a free port, so parallel runs never collide
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
         command = [
             sys.executable,
             "-m",
             "torch.distributed.run",
             "--nproc_per_node",
             str(nproc),
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(port),
             "-m",
             "neobench",
             "finetune",
