@@ -56,3 +56,19 @@ def shipped(folder: str) -> Path:
     package = Path(__file__).parent
     packaged = package / "_data" / folder
     return packaged if packaged.is_dir() else package.parent / folder
+
+
+def find_yaml(name_or_path: str, folder: Path, kind: str) -> Path:
+    """A shipped YAML by name (folder/<name>.yaml) or any YAML file by path; else a clear error."""
+    path = Path(name_or_path)
+    if path.suffix in {".yaml", ".yml"}:
+        if not path.is_file():
+            raise NeobenchError(f"{kind} file {path}: no such file.")
+        return path
+    shipped_file = folder / f"{name_or_path}.yaml"
+    if not shipped_file.is_file():
+        names = sorted(p.stem for p in folder.glob("*.yaml"))
+        raise NeobenchError(
+            unknown(kind, name_or_path, names, f"Or pass the path of a {kind} YAML file.")
+        )
+    return shipped_file

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from neobench.errors import NeobenchError, shipped, unknown
+from neobench.errors import NeobenchError, find_yaml, shipped, unknown
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -70,20 +70,7 @@ class InstructionProfile:
 
 def load_profile(name_or_path: str) -> InstructionProfile:
     """Load a shipped profile by name (``paper``, ``authors-code``, ``none``) or a YAML file."""
-    path = Path(name_or_path)
-    if path.suffix not in {".yaml", ".yml"}:
-        path = profiles_dir() / f"{name_or_path}.yaml"
-        if not path.is_file():
-            raise NeobenchError(
-                unknown(
-                    "instruction profile",
-                    name_or_path,
-                    list_profiles(),
-                    "Pass one of these names or the path of a profile YAML file.",
-                )
-            )
-    elif not path.is_file():
-        raise NeobenchError(f"Instruction profile file {path} does not exist.")
+    path = find_yaml(name_or_path, profiles_dir(), "instruction profile")
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     problems = _shape_problems(data, path)
     if problems:
@@ -182,15 +169,7 @@ def list_train_profiles() -> list[str]:
 
 def load_train_instructions(name_or_path: str) -> tuple[str, dict[str, str], str]:
     """(profile name, dataset key -> instruction, sha256) of a training instruction profile."""
-    path = Path(name_or_path)
-    if path.suffix not in {".yaml", ".yml"}:
-        path = profiles_dir() / "train" / f"{name_or_path}.yaml"
-        if not path.is_file():
-            raise NeobenchError(
-                unknown("training instruction profile", name_or_path, list_train_profiles())
-            )
-    elif not path.is_file():
-        raise NeobenchError(f"training instruction profile {path}: no such file.")
+    path = find_yaml(name_or_path, profiles_dir() / "train", "training instruction profile")
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     instructions = {str(k): str(v) for k, v in (data.get("instructions") or {}).items()}
     digest = hashlib.sha256(json.dumps(instructions, sort_keys=True).encode()).hexdigest()

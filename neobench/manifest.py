@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from neobench.errors import NeobenchError, did_you_mean, shipped, unknown
+from neobench.errors import NeobenchError, did_you_mean, find_yaml, shipped, unknown
 from neobench.recipe import SOURCES
 
 FIELDS = {
@@ -82,13 +82,7 @@ class Manifest:
 
 
 def load_manifest(name_or_path: str) -> Manifest:
-    path = Path(name_or_path)
-    if path.suffix not in {".yaml", ".yml"}:
-        path = manifests_dir() / f"{name_or_path}.yaml"
-        if not path.is_file():
-            raise NeobenchError(unknown("dataset manifest", name_or_path, list_manifests()))
-    elif not path.is_file():
-        raise NeobenchError(f"manifest {name_or_path}: no such file.")
+    path = find_yaml(name_or_path, manifests_dir(), "dataset manifest")
     data = yaml.safe_load(path.read_text()) or {}
     problems: list[str] = []
     rows = {}

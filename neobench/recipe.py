@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from neobench.errors import NeobenchError, unknown
+from neobench.errors import NeobenchError, find_yaml, unknown
 
 SOURCES = frozenset({"paper", "authors-code", "neobench"})
 # Values that change neither the method nor the numbers (seed: a run parameter reported beside
@@ -76,15 +76,7 @@ class Recipe:
 
 
 def load_recipe(name_or_path: str) -> Recipe:
-    path = Path(name_or_path)
-    if path.suffix not in {".yaml", ".yml"}:
-        path = _recipes_dir() / f"{name_or_path}.yaml"
-        if not path.is_file():
-            raise NeobenchError(
-                unknown("recipe", name_or_path, list_recipes(), "Or pass a recipe YAML file.")
-            )
-    elif not path.is_file():
-        raise NeobenchError(f"--recipe {name_or_path}: no such file.")
+    path = find_yaml(name_or_path, _recipes_dir(), "recipe")
     data = yaml.safe_load(path.read_text()) or {}
     problems = recipe_problems(data, path.name)
     if problems:
