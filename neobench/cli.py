@@ -62,6 +62,10 @@ FINETUNE_EXAMPLE = """examples:
   neobench finetune --model ... --output runs/neobert-2k --resume   # from the last checkpoint
 Overrides (key=value) change recipe values; they are recorded and change the recipe hash."""
 
+CACHE_EXAMPLE = """examples:
+  neobench cache info     # embeddings stored and bytes on disk
+  neobench cache clear"""
+
 TABLE_EXAMPLE = """examples:
   neobench table --results runs/eval --reference paper
   neobench table --results runs/eval --models sentence-transformers/all-MiniLM-L6-v2 --format md \\
@@ -130,6 +134,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--trust-remote-code",
         action="store_true",
         help="allow model code from the model repository",
+    )
+    ev.add_argument(
+        "--cache-dir", help="embedding cache folder (default: $NEOBENCH_CACHE or ~/.cache/neobench)"
+    )
+    ev.add_argument("--no-cache", action="store_true", help="encode everything, store nothing")
+    ev.add_argument(
+        "--token-budget",
+        type=int,
+        help="padded tokens per forward batch (default 2048 on CPU, 32768 on CUDA)",
+    )
+
+    cache = sub.add_parser(
+        "cache",
+        help="the shared embedding cache: size, clear",
+        epilog=CACHE_EXAMPLE,
+        formatter_class=fmt,
+    )
+    cache.add_argument("action", choices=["info", "clear"])
+    cache.add_argument(
+        "--cache-dir", help="cache folder (default: $NEOBENCH_CACHE or ~/.cache/neobench)"
     )
 
     data = sub.add_parser(
@@ -286,6 +310,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         trust_remote_code=args.trust_remote_code,
         model_name=args.model_name,
         revision=args.revision,
+        cache_dir=args.cache_dir,
+        no_cache=args.no_cache,
+        token_budget=args.token_budget,
     )
     reporter = RichReporter()
     try:
@@ -302,6 +329,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out.print(table)
     if summary.run_card:
         console.print(f"run card: {summary.run_card}")
+    if summary.texts_requested:
+        console.print(
+            f"texts: {summary.texts_requested} requested, {summary.texts_encoded} encoded, "
+            f"{summary.texts_requested - summary.texts_encoded} from the embedding cache"
+        )
     if summary.failed:
         console.print(
             f"[red]{len(summary.failed)} task(s) failed[/]; re-run the same command to retry them."
@@ -430,6 +462,18 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         f"[green]done[/]: {summary.steps} steps, final loss {summary.final_loss}, recipe sha256 "
         f"{summary.recipe_sha256[:12]}; model in {summary.output}"
     )
+    return 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from neobench.encode import EmbeddingCache, default_cache_path
+
+    folder = Path(args.cache_dir) if args.cache_dir else default_cache_path().parent
+    cache = EmbeddingCache(folder / "embeddings.sqlite")
+    if args.action == "clear":
+        cache.clear()
+    stats = cache.stats()
+    console.print(f"{cache.path}: {stats['embeddings']} embeddings, {stats['bytes'] / 1e6:.1f} MB")
     return 0
 
 
@@ -592,6 +636,7 @@ def _quiet_libraries(verbose: bool) -> None:
 COMMANDS = {
     "eval": cmd_eval,
     "finetune": cmd_finetune,
+    "cache": cmd_cache,
     "table": cmd_table,
     "data": cmd_data,
     "ls": cmd_ls,

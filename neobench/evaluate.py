@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neobench import mirror, record
+from neobench.encode import EmbeddingCache, FastEncoder, default_cache_path
 from neobench.errors import NeobenchError, collect
 from neobench.instructions import load_profile, mteb_prompts
 from neobench.model import check_spec, load_model, parse_max_seq_length, resolve_device
@@ -55,6 +56,13 @@ class EvalConfig:
     trust_remote_code: bool = False
     model_name: str | None = None  # name in results/ (default: hub id, or local/<folder>)
     revision: str | None = None  # hub revision to load; local folders use a content hash
+    cache_dir: str | None = (
+        None  # embedding cache folder (default: $NEOBENCH_CACHE or ~/.cache/neobench)
+    )
+    no_cache: bool = False
+    token_budget: int | None = (
+        None  # padded tokens per forward batch (default: 2,048 CPU, 32,768 CUDA)
+    )
 
 
 @dataclass
@@ -72,6 +80,8 @@ class EvalSummary:
     results_dir: Path
     run_card: Path | None
     outcomes: list[TaskOutcome] = field(default_factory=list)
+    texts_encoded: int = 0  # texts that went through the model in this run
+    texts_requested: int = 0  # texts mteb asked for (the rest came from the embedding cache)
 
     @property
     def failed(self) -> list[TaskOutcome]:
@@ -143,7 +153,18 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
 
     # 3. Prompts: the profile replaces whatever prompts the model folder carried.
     prompts, without_instruction = mteb_prompts(profile, tasks)
-    encoder = _Encoder(loaded.model, prompts, autocast=dtype == "float16")
+    embedding_cache = None
+    if not cfg.no_cache:
+        folder = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_path().parent
+        embedding_cache = EmbeddingCache(folder / "embeddings.sqlite")
+    fast = FastEncoder(
+        loaded.model,
+        fingerprint=f"{loaded.name}|{loaded.revision}|{loaded.max_seq_length}|{dtype}",
+        cache=embedding_cache,
+        autocast=dtype == "float16",
+        token_budget=cfg.token_budget or (32_768 if device.startswith("cuda") else 2_048),
+    )
+    encoder = _Encoder(loaded.model, prompts, fast)
     conditions = {
         "instructions": profile.name,
         "instructions_sha256": profile.sha256,
@@ -224,6 +245,13 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         if card["status"] == "running":
             card["status"] = "failed" if summary.failed else "complete"
         card["finished"] = record.now()
+        summary.texts_requested, summary.texts_encoded = fast.texts_requested, fast.texts_encoded
+        card["encoding"] = {
+            "embedding_cache": str(embedding_cache.path) if embedding_cache else None,
+            "texts_requested": fast.texts_requested,
+            "texts_encoded": fast.texts_encoded,
+            "token_budget": fast.token_budget,
+        }
         record.write_card(card_path, card)
     return summary
 
@@ -335,28 +363,36 @@ def _data_record(tasks: list[AbsTask], data_dir: Path | None) -> dict[str, dict]
 
 @functools.cache
 def _make_encoder_class() -> type:
-    import torch
+    from mteb.models.abs_encoder import get_prompt_name
     from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
 
     class Encoder(SentenceTransformerEncoderWrapper):
-        """mteb's SentenceTransformer wrapper, with fp16 autocast on CUDA (the paper's dtype)."""
+        """mteb's SentenceTransformer wrapper whose text encoding goes through neobench's
+        FastEncoder (embedding cache, sorted token-budget batches, fp16 autocast on CUDA)."""
 
-        def __init__(self, model: Any, prompts: dict[str, str], autocast: bool) -> None:
+        def __init__(self, model: Any, prompts: dict[str, str], fast: FastEncoder) -> None:
             model.prompts = dict(prompts)
             model.default_prompt_name = None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # mteb nags about missing query/document prompts
                 super().__init__(model, model_prompts=dict(prompts) or None)
-            self.autocast = autocast
+            self.fast = fast
 
-        def encode(self, inputs: Any, **kwargs: Any) -> Any:
-            if not self.autocast:
-                return super().encode(inputs, **kwargs)
-            with torch.autocast("cuda", dtype=torch.float16):
-                return super().encode(inputs, **kwargs)
+        def encode(
+            self, inputs: Any, *, task_metadata: Any, prompt_type: Any = None, **kwargs: Any
+        ) -> Any:
+            features = inputs.dataset.features
+            if set(features) & {"image", "audio", "video"}:  # not text: mteb's own path
+                return super().encode(
+                    inputs, task_metadata=task_metadata, prompt_type=prompt_type, **kwargs
+                )
+            name = get_prompt_name(self.model_prompts, task_metadata, prompt_type)
+            prompt = (self.model_prompts or {}).get(name) if name else None
+            texts = [text for batch in inputs for text in batch["text"]]
+            return self.fast.embed(texts, prompt)
 
     return Encoder
 
 
-def _Encoder(model: Any, prompts: dict[str, str], autocast: bool) -> Any:
-    return _make_encoder_class()(model, prompts, autocast)
+def _Encoder(model: Any, prompts: dict[str, str], fast: FastEncoder) -> Any:
+    return _make_encoder_class()(model, prompts, fast)

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.pop("NEOBENCH_DATA_DIR", None)
+# One embedding cache per test session, never the user's.
+os.environ["NEOBENCH_CACHE"] = tempfile.mkdtemp(prefix="neobench-cache-")
 
 import pytest
 

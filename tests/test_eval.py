@@ -38,20 +38,26 @@ def first_run(minilm, mirror, tmp_path_factory):
 
 
 class EncodeSpy:
-    """Counts SentenceTransformer.encode calls and records the prompt of each."""
+    """Records the prompt of every embed call and counts texts that reach the network."""
 
     def __init__(self, monkeypatch):
+        from neobench.encode import FastEncoder
+
         self.prompts: list[str | None] = []
         self.texts = 0
-        original = SentenceTransformer.encode
+        embed, encode = FastEncoder.embed, FastEncoder._encode
         spy = self
 
-        def encode(model, inputs, *args, **kwargs):
-            spy.prompts.append(kwargs.get("prompt"))
-            spy.texts += len(inputs) if isinstance(inputs, list) else 1
-            return original(model, inputs, *args, **kwargs)
+        def spy_embed(encoder, texts, prompt):
+            spy.prompts.append(prompt)
+            return embed(encoder, texts, prompt)
 
-        monkeypatch.setattr(SentenceTransformer, "encode", encode)
+        def spy_encode(encoder, texts, prompt):
+            spy.texts += len(texts)
+            return encode(encoder, texts, prompt)
+
+        monkeypatch.setattr(FastEncoder, "embed", spy_embed)
+        monkeypatch.setattr(FastEncoder, "_encode", spy_encode)
 
 
 def scores(summary) -> dict[str, float]:
@@ -134,7 +140,8 @@ def test_rerun_does_no_work_and_a_deleted_task_reruns_alone(
         "BIOSSES": "cached",
         "STSBenchmark": "evaluated",
     }
-    assert spy.texts > 0
+    # The task ran again, but its texts came from the shared embedding cache.
+    assert third.texts_requested > 0 and third.texts_encoded == 0 and spy.texts == 0
     assert scores(third) == scores(first_run[1])  # same inputs, same numbers
 
 

@@ -1,0 +1,78 @@
+"""The evaluation encoder: equal to SentenceTransformer.encode, and the shared embedding cache."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from sentence_transformers import SentenceTransformer
+
+from neobench.cli import main
+from neobench.encode import EmbeddingCache, FastEncoder, token_budget_batches
+
+
+@pytest.fixture(scope="module")
+def model(minilm):
+    return SentenceTransformer(str(minilm), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def texts(mirror):
+    corpus = pd.read_parquet(mirror / "mteb/scifact/corpus/corpus-00000-of-00001.parquet")["text"]
+    sts = pd.read_parquet(mirror / "mteb/stsbenchmark-sts/data/test-00000-of-00001.parquet")
+    return list(dict.fromkeys(corpus.tolist()[:120] + sts["sentence1"].tolist()[:120]))  # unique
+
+
+@pytest.mark.parametrize("prompt", [None, "Given a scientific claim, retrieve documents. "])
+def test_embeddings_equal_stock_encode(model, texts, tmp_path, prompt):
+    stock = model.encode(texts, prompt=prompt, batch_size=32)
+    fast = FastEncoder(model, "fp", EmbeddingCache(tmp_path / "c.sqlite")).embed(texts, prompt)
+    assert fast.shape == stock.shape
+    assert np.abs(fast - stock).max() < 1e-5
+
+
+def test_cache_encodes_each_text_once(model, texts, tmp_path):
+    path = tmp_path / "c.sqlite"
+    first = FastEncoder(model, "fp", EmbeddingCache(path))
+    a = first.embed(texts[:100] + texts[:100], None)  # duplicates inside one call
+    assert first.texts_encoded == 100
+    b = first.embed(texts[50:150], None)  # two "tasks" sharing 50 texts
+    assert first.texts_encoded == 150
+    np.testing.assert_array_equal(a[50:100], b[:50])
+    later = FastEncoder(model, "fp", EmbeddingCache(path))  # a later run, same cache on disk
+    later.embed(texts[:150], None)
+    assert later.texts_encoded == 0 and later.forward_calls == 0
+    later.embed(texts[:10], "Query: ")  # another prompt is another embedding
+    assert later.texts_encoded == 10
+    other = FastEncoder(model, "another-model", EmbeddingCache(path))
+    other.embed(texts[:10], None)
+    assert other.texts_encoded == 10
+
+
+def test_a_failed_write_leaves_the_cache_as_it_was(tmp_path):
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    cache.put_many([(b"k1", np.ones(4))])
+
+    def items():
+        yield b"k2", np.ones(4)
+        raise KeyboardInterrupt  # killed in the middle of a batch
+
+    with pytest.raises(KeyboardInterrupt):
+        cache.put_many(items())
+    assert set(EmbeddingCache(tmp_path / "c.sqlite").get_many([b"k1", b"k2"])) == {b"k1"}
+
+
+def test_token_budget_batches():
+    lengths = [5, 300, 17, 120, 120, 8, 256, 64]
+    batches = token_budget_batches(lengths, budget=512)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for batch in batches:
+        assert max(lengths[i] for i in batch) * len(batch) <= 512 or len(batch) == 1
+    firsts = [lengths[b[0]] for b in batches]
+    assert firsts == sorted(firsts, reverse=True)  # longest first
+
+
+def test_cache_info_and_clear(model, texts, tmp_path, capsys):
+    FastEncoder(model, "fp", EmbeddingCache(tmp_path / "embeddings.sqlite")).embed(texts[:20], None)
+    assert main(["cache", "info", "--cache-dir", str(tmp_path)]) == 0
+    assert "20 embeddings" in " ".join(capsys.readouterr().err.split())
+    assert main(["cache", "clear", "--cache-dir", str(tmp_path)]) == 0
+    assert ": 0 embeddings" in " ".join(capsys.readouterr().err.split())
