@@ -62,6 +62,9 @@ FINETUNE_EXAMPLE = """examples:
   neobench finetune --model ... --output runs/neobert-2k --resume   # from the last checkpoint
 Overrides (key=value) change recipe values; they are recorded and change the recipe hash."""
 
+BENCH_EXAMPLE = """example (offline, on the mirror):
+  neobench bench encode --data-dir ../shared/data/hub --tasks SciFact,STSBenchmark"""
+
 CACHE_EXAMPLE = """examples:
   neobench cache info     # embeddings stored and bytes on disk
   neobench cache clear"""
@@ -144,6 +147,28 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="padded tokens per forward batch (default 2048 on CPU, 32768 on CUDA)",
     )
+
+    bench = sub.add_parser("bench", help="throughput measurements")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="WHAT")
+    enc = bench_sub.add_parser(
+        "encode",
+        help="encoding tokens/s of neobench's encoder vs stock encode",
+        epilog=BENCH_EXAMPLE,
+        formatter_class=fmt,
+    )
+    enc.add_argument("--model", help="model (default: the packaged all-MiniLM-L6-v2)")
+    enc.add_argument(
+        "--tasks", default="SciFact,STSBenchmark", help="tasks whose texts are encoded"
+    )
+    enc.add_argument("--benchmark", default="MTEB(eng, v1)")
+    enc.add_argument(
+        "--data-dir", help="offline mirror (default: $NEOBENCH_DATA_DIR, else the hub)"
+    )
+    enc.add_argument("--max-texts", type=int, default=4000)
+    enc.add_argument("--device", default="auto")
+    enc.add_argument("--batch-size", type=int, default=32, help="stock encode's batch size")
+    enc.add_argument("--max-seq-length", default="512")
+    enc.add_argument("--token-budget", type=int)
 
     cache = sub.add_parser(
         "cache",
@@ -465,6 +490,23 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from neobench import bench
+    from neobench.model import parse_max_seq_length
+
+    texts = bench.task_texts(_csv(args.tasks) or [], args.benchmark, args.data_dir, args.max_texts)
+    rates = bench.compare(
+        args.model or bench.default_model(),
+        texts,
+        device=args.device,
+        batch_size=args.batch_size,
+        max_seq_length=parse_max_seq_length(args.max_seq_length),
+        token_budget=args.token_budget,
+    )
+    out.print(bench.report(rates, bench.describe_device(args.device)), highlight=False)
+    return 0
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
     from neobench.encode import EmbeddingCache, default_cache_path
 
@@ -637,6 +679,7 @@ COMMANDS = {
     "eval": cmd_eval,
     "finetune": cmd_finetune,
     "cache": cmd_cache,
+    "bench": cmd_bench,
     "table": cmd_table,
     "data": cmd_data,
     "ls": cmd_ls,

