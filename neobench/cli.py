@@ -124,7 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--results", default=".", help="results root (mteb ResultCache path; default: .)"
     )
     ev.add_argument(
-        "--batch-size", type=int, default=32, help="texts per encoder batch (default 32)"
+        "--batch-size",
+        type=int,
+        default=32,
+        help="texts per mteb data-loader batch (default 32); forward batches follow --token-budget",
     )
     ev.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
     ev.add_argument(
