@@ -159,7 +159,9 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         embedding_cache = EmbeddingCache(folder / "embeddings.sqlite")
     fast = FastEncoder(
         loaded.model,
-        fingerprint=f"{loaded.name}|{loaded.revision}|{loaded.max_seq_length}|{dtype}",
+        # The weights (hub commit or local content hash), not the results name: the same weights
+        # under another --model-name share their embeddings.
+        fingerprint=f"{loaded.source}:{loaded.revision}|{loaded.max_seq_length}|{dtype}",
         cache=embedding_cache,
         autocast=dtype == "float16",
         token_budget=cfg.token_budget or (32_768 if device.startswith("cuda") else 2_048),
