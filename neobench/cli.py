@@ -83,6 +83,23 @@ def _csv(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
+def _model_and_data_args(parser: argparse.ArgumentParser) -> None:
+    """The flags `eval` and `finetune` share, defined once so they read the same in both."""
+    parser.add_argument(
+        "--model", required=True, help="hub id, HF model folder, or SentenceTransformer folder"
+    )
+    parser.add_argument(
+        "--data-dir",
+        help="offline mirror <dir>/<hf repo id>/ (default: $NEOBENCH_DATA_DIR, else the hub)",
+    )
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
+    parser.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow model code from the model repository (off by default)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neobench",
@@ -98,9 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser(
         "eval", help="evaluate an encoder on MTEB", epilog=EVAL_EXAMPLE, formatter_class=fmt
     )
-    ev.add_argument(
-        "--model", required=True, help="hub id, HF model folder, or SentenceTransformer folder"
-    )
+    _model_and_data_args(ev)
     ev.add_argument(
         "--model-name",
         help="name under which results are stored (default: hub id or local/<folder>)",
@@ -117,10 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--instructions", default="paper", help="paper (default) | authors-code | none | FILE.yaml"
     )
     ev.add_argument(
-        "--data-dir",
-        help="offline mirror <dir>/<hf repo id>/ (default: $NEOBENCH_DATA_DIR, else the hub)",
-    )
-    ev.add_argument(
         "--results", default=".", help="results root (mteb ResultCache path; default: .)"
     )
     ev.add_argument(
@@ -129,18 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=32,
         help="texts per mteb data-loader batch (default 32); forward batches follow --token-budget",
     )
-    ev.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
     ev.add_argument(
         "--max-seq-length",
         default="512",
         help="tokens (default 512), or 'model' to keep the folder's own",
     )
     ev.add_argument("--shard", default="1/1", help="K/N: run the K-th of N disjoint task shards")
-    ev.add_argument(
-        "--trust-remote-code",
-        action="store_true",
-        help="allow model code from the model repository",
-    )
     ev.add_argument(
         "--cache-dir", help="embedding cache folder (default: $NEOBENCH_CACHE or ~/.cache/neobench)"
     )
@@ -220,21 +225,16 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=FINETUNE_EXAMPLE,
         formatter_class=fmt,
     )
-    ft.add_argument(
-        "--model", required=True, help="hub id, HF model folder, or SentenceTransformer folder"
-    )
+    _model_and_data_args(ft)
     ft.add_argument(
         "--output", required=True, help="new folder for the fine-tuned SentenceTransformer"
     )
     ft.add_argument("--recipe", default="neobert-mteb-2k", help="recipe name or YAML file")
-    ft.add_argument("--data-dir", help="offline mirror (default: $NEOBENCH_DATA_DIR, else the hub)")
     ft.add_argument("--seed", type=int, help="overrides the recipe's seed")
     ft.add_argument(
         "--resume", action="store_true", help="continue from the last checkpoint in --output"
     )
-    ft.add_argument("--device", default="auto", help="auto | cpu | cuda")
     ft.add_argument("--model-name", help="name recorded for the fine-tuned model")
-    ft.add_argument("--trust-remote-code", action="store_true")
     ft.add_argument(
         "overrides", nargs="*", metavar="key=value", help="recipe overrides, e.g. max_steps=40"
     )

@@ -115,37 +115,21 @@ def test_parts_filters_derive_and_pairing(tmp_path):
         }
     )
     hub_folder(tmp_path, "org/mcq", {"default": {"train": frame}})
-    paired = build_dataset(
-        row(
-            hf_id="org/mcq",
-            derive={"answer": {"pick": ["opa", "opb"], "by": "cop"}},
-            query="{question} {answer}",
-            positive="{question} {answer}",
-            pair_by="subject",
-        ),
-        tmp_path,
-        7,
+    clustered = row(
+        hf_id="org/mcq",
+        derive={"answer": {"pick": ["opa", "opb"], "by": "cop"}},
+        query="{question} {answer}",
+        positive="{question} {answer}",
+        pair_by="subject",
     )
+    paired = build_dataset(clustered, tmp_path, 7)
     records = paired.dataset.to_list()
     assert len(records) == 3  # groups t and u have a single member: no partner
     assert {r["query"] for r in records} == {"q1 A", "q2 B", "q3 A"}
     assert all(
         r["positive"] != r["query"] and r["positive"] in {"q1 A", "q2 B", "q3 A"} for r in records
     )
-    assert (
-        build_dataset(
-            row(
-                hf_id="org/mcq",
-                derive={"answer": {"pick": ["opa", "opb"], "by": "cop"}},
-                query="{question} {answer}",
-                positive="{question} {answer}",
-                pair_by="subject",
-            ),
-            tmp_path,
-            7,
-        ).dataset.to_list()
-        == records
-    )  # fixed seed
+    assert build_dataset(clustered, tmp_path, 7).dataset.to_list() == records  # fixed seed
 
 
 def test_negatives_are_capped_and_fixed_per_dataset(tmp_path):
