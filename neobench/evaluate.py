@@ -27,6 +27,7 @@ from neobench.encode import EmbeddingCache, FastEncoder, default_cache_path
 from neobench.errors import NeobenchError, collect
 from neobench.instructions import load_profile, mteb_prompts
 from neobench.model import check_spec, load_model, parse_max_seq_length, resolve_device
+from neobench.search import RunningTopK
 from neobench.tasks import DEFAULT_BENCHMARK, load_benchmark, parse_shard, select_tasks, shard
 
 if TYPE_CHECKING:
@@ -393,8 +394,119 @@ def _make_encoder_class() -> type:
             texts = [text for batch in inputs for text in batch["text"]]
             return self.fast.embed(texts, prompt)
 
+        # mteb's SearchProtocol: with these two methods mteb hands retrieval to the encoder
+        # instead of its SearchEncoderWrapper (CPU similarity per chunk + Python heap merge).
+        def index(self, corpus: Any, **kwargs: Any) -> None:
+            self.task_corpus = corpus
+
+        def search(
+            self,
+            queries: Any,
+            *,
+            task_metadata: Any,
+            hf_split: str,
+            hf_subset: str,
+            top_k: int,
+            encode_kwargs: dict[str, Any],
+            top_ranked: Any = None,
+            num_proc: int | None = None,
+            timer: Any = None,
+            **kwargs: Any,
+        ) -> dict[str, dict[str, float]]:
+            return _search(
+                self,
+                queries,
+                task_metadata=task_metadata,
+                hf_split=hf_split,
+                hf_subset=hf_subset,
+                top_k=top_k,
+                encode_kwargs=encode_kwargs,
+                top_ranked=top_ranked,
+                num_proc=num_proc,
+                timer=timer,
+            )
+
     return Encoder
 
 
 def _Encoder(model: Any, prompts: dict[str, str], fast: FastEncoder) -> Any:
     return _make_encoder_class()(model, prompts, fast)
+
+
+CORPUS_CHUNK = 200_000  # documents encoded (and held in host memory) at a time during search
+
+
+def _search(
+    encoder: Any,
+    queries: Any,
+    *,
+    task_metadata: Any,
+    hf_split: str,
+    hf_subset: str,
+    top_k: int,
+    encode_kwargs: dict[str, Any],
+    top_ranked: Any,
+    num_proc: int | None,
+    timer: Any,
+) -> dict[str, dict[str, float]]:
+    """Encode queries and corpus with the fast encoder, then blocked top-k on the model's device;
+    reranking tasks (``top_ranked``) go through mteb's own reranking function."""
+    import torch
+    from mteb._create_dataloaders import create_dataloader
+    from mteb.models.search_wrappers import rerank_top_ranked_documents
+    from mteb.timing import TimingStack
+    from mteb.types import PromptType
+
+    corpus = getattr(encoder, "task_corpus", None)
+    if corpus is None:
+        raise ValueError("index() must be called before search()")
+    encoder.task_corpus = None
+    timer = timer or TimingStack()
+    where = {"task_metadata": task_metadata, "hf_split": hf_split, "hf_subset": hf_subset}
+
+    def encode(rows: Any, prompt_type: PromptType) -> Any:
+        loader = create_dataloader(
+            rows,
+            task_metadata=task_metadata,
+            prompt_type=prompt_type,
+            num_proc=num_proc,
+            batch_size=encode_kwargs.get("batch_size", 32),
+        )
+        return encoder.encode(loader, prompt_type=prompt_type, **where, **encode_kwargs)
+
+    with timer("Encoding queries", split=hf_split, subset=hf_subset):
+        query_embeddings = encode(queries, PromptType.query)
+    query_ids = list(queries["id"])
+    if top_ranked is not None:
+        heaps = rerank_top_ranked_documents(
+            task_corpus=corpus,
+            query_idx_to_id=dict(enumerate(query_ids)),
+            query_embeddings=query_embeddings,
+            top_ranked=top_ranked,
+            top_k=top_k,
+            encode_kwargs=encode_kwargs,
+            encode_fn=encoder.encode,
+            similarity_fn=encoder.similarity,
+            num_proc=num_proc,
+            timer=timer,
+            task_metadata=task_metadata,
+            hf_split=hf_split,
+            hf_subset=hf_subset,
+        )
+        return {qid: {doc: score for score, doc in heap} for qid, heap in heaps.items()}
+
+    ranking = RunningTopK(
+        torch.as_tensor(query_embeddings), top_k, encoder.similarity, encoder.model.device
+    )
+    with timer("Searching corpus", split=hf_split, subset=hf_subset):
+        for start in range(0, len(corpus), CORPUS_CHUNK):
+            chunk = corpus.select(range(start, min(start + CORPUS_CHUNK, len(corpus))))
+            ranking.add(torch.as_tensor(encode(chunk, PromptType.document)))
+        scores, indices = ranking.result()
+    doc_ids = list(corpus["id"])
+    return {
+        qid: {doc_ids[i]: s for s, i in zip(row_scores, row_indices, strict=True)}
+        for qid, row_scores, row_indices in zip(
+            query_ids, scores.tolist(), indices.tolist(), strict=True
+        )
+    }

@@ -1,0 +1,137 @@
+"""Retrieval on the device: blocked top-k gives mteb's retrieved lists and scores."""
+
+from pathlib import Path
+
+import mteb
+import pytest
+import torch
+from mteb.models.search_wrappers import SearchEncoderWrapper
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.util import cos_sim
+
+from neobench import mirror as mirror_mod
+from neobench.cli import main
+from neobench.encode import EmbeddingCache, FastEncoder
+from neobench.evaluate import _Encoder
+from neobench.search import RunningTopK, top_k
+
+
+@pytest.mark.parametrize(
+    ("n_queries", "n_docs", "k", "query_block", "doc_block"),
+    [(37, 500, 10, 8, 64), (5, 30, 100, 2, 7), (64, 1000, 1, 64, 1000), (3, 1, 5, 1, 1)],
+)
+def test_blocked_top_k_equals_a_full_sort(n_queries, n_docs, k, query_block, doc_block):
+    g = torch.Generator().manual_seed(0)
+    queries, docs = torch.randn(n_queries, 16, generator=g), torch.randn(n_docs, 16, generator=g)
+    values, indices = top_k(queries, docs, k, cos_sim, "cpu", query_block, doc_block)
+    full = cos_sim(queries, docs)
+    expected_values, expected_indices = full.sort(dim=1, descending=True)
+    keep = min(k, n_docs)
+    assert values.shape == indices.shape == (n_queries, keep)
+    torch.testing.assert_close(values, expected_values[:, :keep], rtol=0, atol=1e-6)
+    assert torch.equal(indices, expected_indices[:, :keep])
+
+
+def test_documents_added_in_pieces_keep_their_corpus_positions():
+    g = torch.Generator().manual_seed(1)
+    queries, docs = torch.randn(9, 8, generator=g), torch.randn(300, 8, generator=g)
+    ranking = RunningTopK(queries, 20, cos_sim, "cpu", query_block=4, doc_block=16)
+    for start in range(0, 300, 70):  # the corpus encoded chunk by chunk
+        ranking.add(docs[start : start + 70])
+    (values, indices), (all_values, all_indices) = (
+        ranking.result(),
+        top_k(queries, docs, 20, cos_sim),
+    )
+    assert torch.equal(indices, all_indices)
+    torch.testing.assert_close(values, all_values, rtol=0, atol=1e-6)  # matmul shapes differ
+
+
+@pytest.fixture(scope="module")
+def scifact(mirror):
+    task = mteb.get_task("SciFact")
+    mirror_mod.point_tasks_at_mirror([task], mirror.resolve(), "MTEB(eng, v1)")
+    task.load_data()
+    split = task.dataset["default"]["test"]
+    # A slice keeps the test quick; 600 documents still span three of the corpus chunks below.
+    return task, split["corpus"].select(range(600)), split["queries"].select(range(60))
+
+
+@pytest.fixture(scope="module")
+def encoder(minilm, tmp_path_factory):
+    model = SentenceTransformer(str(minilm), device="cpu")
+    model.max_seq_length = 128
+    cache = EmbeddingCache(tmp_path_factory.mktemp("search") / "c.sqlite")
+    return _Encoder(model, {}, FastEncoder(model, "minilm-128", cache))
+
+
+def _run(searcher, task, corpus, queries, top_ranked=None, k=100):
+    where = {"task_metadata": task.metadata, "hf_split": "test", "hf_subset": "default"}
+    kwargs = {"batch_size": 32, "show_progress_bar": False}
+    searcher.index(corpus, encode_kwargs=kwargs, **where)
+    return searcher.search(queries, top_k=k, encode_kwargs=kwargs, top_ranked=top_ranked, **where)
+
+
+def test_full_corpus_search_equals_mteb(scifact, encoder):
+    task, corpus, queries = scifact
+    stock = _run(SearchEncoderWrapper(encoder, corpus_chunk_size=250), task, corpus, queries)
+    fast = _run(encoder, task, corpus, queries)
+    assert stock.keys() == fast.keys()
+    for qid in stock:
+        assert len(fast[qid]) == len(stock[qid]) == 100
+        # Same documents with the same scores; only the order of exact ties may differ.
+        boundary = min(stock[qid].values())
+        assert {d for d, s in fast[qid].items() if s > boundary} == {
+            d for d, s in stock[qid].items() if s > boundary
+        }
+        for doc in fast[qid].keys() & stock[qid].keys():
+            assert fast[qid][doc] == pytest.approx(stock[qid][doc], abs=1e-6)
+
+
+def test_reranking_follows_each_querys_own_candidates(scifact, encoder):
+    task, corpus, queries = scifact
+    ids = corpus["id"]
+    top_ranked = {
+        qid: [ids[(7 * i + j) % len(ids)] for j in range(30)] for i, qid in enumerate(queries["id"])
+    }
+    top_ranked.pop(queries["id"][0])  # a query without candidates gets no result, as in mteb
+    stock = _run(SearchEncoderWrapper(encoder), task, corpus, queries, top_ranked, k=10)
+    fast = _run(encoder, task, corpus, queries, top_ranked, k=10)
+    assert fast == stock
+    assert fast[queries["id"][0]] == {}
+    assert all(set(fast[q]) <= set(top_ranked[q]) for q in top_ranked)
+
+
+def test_mteb_hands_retrieval_to_neobench(scifact, encoder, monkeypatch):
+    calls = []
+    original = type(encoder).search
+    monkeypatch.setattr(
+        type(encoder), "search", lambda self, *a, **kw: calls.append(1) or original(self, *a, **kw)
+    )
+    task, corpus, queries = scifact
+    assert isinstance(encoder, mteb.models.models_protocols.SearchProtocol)
+    _run(encoder, task, corpus, queries)
+    assert calls
+
+
+@pytest.mark.parametrize("task_name", ["SciFact", "ArguAna"])
+def test_retrieval_score_equals_stock_mteb(task_name, tiny_bert, mirror, tmp_path):
+    """The whole task (full corpus) through `neobench eval` and through stock mteb + ST."""
+    results = tmp_path / "results"
+    code = main([
+        "eval", "--model", str(tiny_bert), "--tasks", task_name, "--data-dir", str(mirror),
+        "--results", str(results), "--instructions", "none", "--max-seq-length", "128",
+        "--cache-dir", str(tmp_path / "cache"),
+    ])  # fmt: skip
+    assert code == 0
+    ours = (
+        mteb.ResultCache(results)
+        .load_results(load_experiments="match_name")
+        .model_results[0]
+        .task_results[0]
+    )
+    model = SentenceTransformer(str(tiny_bert), device="cpu")
+    model.max_seq_length = 128
+    task = mteb.get_task(task_name)
+    mirror_mod.point_tasks_at_mirror([task], Path(mirror).resolve(), "MTEB(eng, v1)")
+    stock = mteb.evaluate(model, [task], cache=None, show_progress_bar=False)
+    assert round(ours.get_score(), 4) == round(stock.task_results[0].get_score(), 4)
