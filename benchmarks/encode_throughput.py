@@ -4,6 +4,10 @@ The texts are the SciFact corpus and queries and the STSBenchmark sentences (uni
 the offline mirror; both encoders run in one process, alternating, best of N each, cache off.
 
     python benchmarks/encode_throughput.py --data-dir ../shared/data/hub
+    python benchmarks/encode_throughput.py --device cuda --dtypes float16,bfloat16 --max-texts 20000
+
+Each dtype is one comparison (stock and neobench under the same autocast). On CUDA the neobench
+rows also give the fraction of the GPU's dense peak FLOP/s for that dtype.
 """
 
 from __future__ import annotations
@@ -30,12 +34,25 @@ def main() -> int:
     parser.add_argument("--max-texts", type=int, default=4000)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--dtypes", default="auto", help="comma list: auto,float32,float16,bfloat16"
+    )
+    parser.add_argument("--unpadded", default="auto", help="auto (CUDA) | on | off")
+    parser.add_argument("--max-seq-length", type=int, default=512)
     args = parser.parse_args()
     texts = bench.task_texts(args.tasks.split(","), "MTEB(eng, v1)", args.data_dir, args.max_texts)
-    rates = bench.compare(
-        args.model or bench.default_model(), texts, device=args.device, repeats=args.repeats
-    )
-    print(bench.report(rates, bench.describe_device(args.device)))
+    for dtype in args.dtypes.split(","):
+        result = bench.compare(
+            args.model or bench.default_model(),
+            texts,
+            device=args.device,
+            repeats=args.repeats,
+            dtype=dtype,
+            unpadded=args.unpadded,
+            max_seq_length=args.max_seq_length,
+        )
+        print(bench.report(result.rates, bench.describe_device(args.device, dtype, result.packed)))
+        print()
     return 0
 
 

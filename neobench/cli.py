@@ -100,6 +100,20 @@ def _model_and_data_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _speed_args(parser: argparse.ArgumentParser) -> None:
+    """How the evaluation encoder runs: autocast dtype and unpadded attention."""
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        help="auto (float16 autocast on CUDA, float32 elsewhere) | float32 | float16 | bfloat16",
+    )
+    parser.add_argument(
+        "--unpadded",
+        default="auto",
+        help="variable-length attention on real tokens only: auto (on CUDA) | on | off",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neobench",
@@ -155,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="padded tokens per forward batch (default 2048 on CPU, 32768 on CUDA)",
     )
+    _speed_args(ev)
 
     bench = sub.add_parser("bench", help="throughput measurements")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="WHAT")
@@ -177,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("--batch-size", type=int, default=32, help="stock encode's batch size")
     enc.add_argument("--max-seq-length", default="512")
     enc.add_argument("--token-budget", type=int)
+    _speed_args(enc)
 
     cache = sub.add_parser(
         "cache",
@@ -341,6 +357,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         no_cache=args.no_cache,
         token_budget=args.token_budget,
+        dtype=args.dtype,
+        unpadded=args.unpadded,
     )
     reporter = RichReporter()
     try:
@@ -495,8 +513,15 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from neobench import bench
+    from neobench.encode import DTYPE_ALIASES, DTYPES
+    from neobench.errors import check_choice, collect
     from neobench.model import parse_max_seq_length
 
+    problems: list[str] = []
+    collect(problems, check_choice, "--dtype", args.dtype, ["auto", *DTYPES, *DTYPE_ALIASES])
+    collect(problems, check_choice, "--unpadded", args.unpadded, ["auto", "on", "off"])
+    if problems:
+        raise NeobenchError(problems)
     texts = bench.task_texts(_csv(args.tasks) or [], args.benchmark, args.data_dir, args.max_texts)
     rates = bench.compare(
         args.model or bench.default_model(),
@@ -505,8 +530,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         max_seq_length=parse_max_seq_length(args.max_seq_length),
         token_budget=args.token_budget,
+        dtype=args.dtype,
+        unpadded=args.unpadded,
     )
-    out.print(bench.report(rates, bench.describe_device(args.device)), highlight=False)
+    where = bench.describe_device(args.device, args.dtype, rates.packed)
+    out.print(bench.report(rates.rates, where), highlight=False)
     return 0
 
 

@@ -18,11 +18,27 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from neobench.unpad import unpadded
+
 logger = logging.getLogger(__name__)
 
 CACHE_ENV = "NEOBENCH_CACHE"
 DEFAULT_TOKEN_BUDGET = 16_384  # tokens (padded) per forward batch
 MAX_BATCH = 512
+
+
+DTYPES = {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
+
+
+def resolve_dtype(name: str, device: str) -> str:
+    """``auto``: float16 autocast on CUDA (what stock tools use there), float32 elsewhere."""
+    name = DTYPE_ALIASES.get(name, name)
+    if name == "auto":
+        return "float16" if device.startswith("cuda") else "float32"
+    return name
 
 
 def default_cache_path() -> Path:
@@ -100,14 +116,17 @@ class FastEncoder:
         model: object,
         fingerprint: str,
         cache: EmbeddingCache | None,
-        autocast: bool = False,
+        autocast: bool | torch.dtype = False,
         token_budget: int = DEFAULT_TOKEN_BUDGET,
+        packed: bool = False,
     ) -> None:
         self.model = model
         self.fingerprint = fingerprint
         self.cache = cache
-        self.autocast = autocast
+        # True means float16 (the CUDA default); a dtype picks it (torch.bfloat16).
+        self.autocast_dtype = torch.float16 if autocast is True else autocast or None
         self.token_budget = token_budget
+        self.packed = packed  # real tokens only, variable-length attention (unpad.py)
         self.texts_encoded = 0  # texts that went through the network (not served by the cache)
         self.texts_requested = 0
         self.forward_calls = 0
@@ -143,18 +162,20 @@ class FastEncoder:
         out: list[np.ndarray | None] = [None] * len(texts)
         device = model.device
         model.eval()
-        for batch in token_budget_batches(lengths, self.token_budget):
-            features = model.preprocess([texts[i] for i in batch], prompt=prompt or None)
-            features = {k: _to_device(v, device) for k, v in features.items()}
-            with (
-                torch.inference_mode(),
-                torch.autocast(device.type, torch.float16, enabled=self.autocast),
-            ):
-                embeddings = model(features)["sentence_embedding"]
-            self.forward_calls += 1
-            self.texts_encoded += len(batch)
-            for i, vector in zip(batch, embeddings.float().cpu().numpy(), strict=True):
-                out[i] = vector
+        dtype = self.autocast_dtype
+        with unpadded(model, self.packed):
+            for batch in token_budget_batches(lengths, self.token_budget):
+                features = model.preprocess([texts[i] for i in batch], prompt=prompt or None)
+                features = {k: _to_device(v, device) for k, v in features.items()}
+                with (
+                    torch.inference_mode(),
+                    torch.autocast(device.type, dtype or torch.float32, enabled=dtype is not None),
+                ):
+                    embeddings = model(features)["sentence_embedding"]
+                self.forward_calls += 1
+                self.texts_encoded += len(batch)
+                for i, vector in zip(batch, embeddings.float().cpu().numpy(), strict=True):
+                    out[i] = vector
         return out  # type: ignore[return-value]
 
 

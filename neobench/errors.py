@@ -41,6 +41,14 @@ def unknown(kind: str, word: str, choices: Iterable[str], hint: str = "") -> str
     return msg
 
 
+def check_choice(flag: str, value: str, choices: Iterable[str]) -> str:
+    """``value`` if it is one of ``choices``; else the unknown-name message for ``flag``."""
+    choices = list(choices)
+    if value not in choices:
+        raise NeobenchError(unknown(f"{flag} value", value, choices))
+    return value
+
+
 def collect(problems: list[str], fn: Callable[..., Any], *args: Any) -> Any:
     """Call ``fn``; on a NeobenchError keep its problems and return None (to report all at once)."""
     try:

@@ -23,8 +23,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neobench import mirror, record
-from neobench.encode import EmbeddingCache, FastEncoder, default_cache_path
-from neobench.errors import NeobenchError, collect
+from neobench.encode import (
+    DTYPE_ALIASES,
+    DTYPES,
+    EmbeddingCache,
+    FastEncoder,
+    default_cache_path,
+    resolve_dtype,
+)
+from neobench.errors import NeobenchError, check_choice, collect
 from neobench.instructions import load_profile, mteb_prompts
 from neobench.model import check_spec, load_model, parse_max_seq_length, resolve_device
 from neobench.search import RunningTopK
@@ -64,6 +71,8 @@ class EvalConfig:
     token_budget: int | None = (
         None  # padded tokens per forward batch (default: 2,048 CPU, 32,768 CUDA)
     )
+    dtype: str = "auto"  # float32 | float16 | bfloat16 autocast; auto: float16 on CUDA
+    unpadded: str = "auto"  # variable-length attention: auto (CUDA) | on | off
 
 
 @dataclass
@@ -105,6 +114,8 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], Any]:
     shard_kn = collect(problems, parse_shard, cfg.shard)
     collect(problems, parse_max_seq_length, cfg.max_seq_length)
     collect(problems, resolve_device, cfg.device)
+    collect(problems, check_choice, "--dtype", cfg.dtype, ["auto", *DTYPES, *DTYPE_ALIASES])
+    collect(problems, check_choice, "--unpadded", cfg.unpadded, ["auto", "on", "off"])
     collect(problems, check_spec, cfg.model)
     if cfg.batch_size < 1:
         problems.append(f"--batch-size {cfg.batch_size}: must be a positive number of texts.")
@@ -146,8 +157,9 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         trust_remote_code=cfg.trust_remote_code,
         device=device,
         name=cfg.model_name,
+        unpadded=cfg.unpadded,
     )
-    dtype = "float16" if device.startswith("cuda") else "float32"
+    dtype = resolve_dtype(cfg.dtype, device)
     tuned = _finetune_record(Path(loaded.path))
     if tuned.get("name") and not cfg.model_name:
         loaded.name = tuned["name"]
@@ -164,8 +176,9 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         # under another --model-name share their embeddings.
         fingerprint=f"{loaded.source}:{loaded.revision}|{loaded.max_seq_length}|{dtype}",
         cache=embedding_cache,
-        autocast=dtype == "float16",
+        autocast=DTYPES[dtype] or False,
         token_budget=cfg.token_budget or (32_768 if device.startswith("cuda") else 2_048),
+        packed=loaded.packed,
     )
     encoder = _Encoder(loaded.model, prompts, fast)
     conditions = {
@@ -214,7 +227,7 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         "runtime": {
             **record.device_info(device),
             "dtype": dtype,
-            "autocast": dtype == "float16",
+            "autocast": dtype != "float32",
             "torch_threads": torch.get_num_threads(),
             "batch_size": cfg.batch_size,
         },
@@ -371,7 +384,8 @@ def _make_encoder_class() -> type:
 
     class Encoder(SentenceTransformerEncoderWrapper):
         """mteb's SentenceTransformer wrapper whose text encoding goes through neobench's
-        FastEncoder (embedding cache, sorted token-budget batches, fp16 autocast on CUDA)."""
+        FastEncoder (embedding cache, sorted token-budget batches, unpadded attention and
+        fp16/bf16 autocast on CUDA)."""
 
         def __init__(self, model: Any, prompts: dict[str, str], fast: FastEncoder) -> None:
             model.prompts = dict(prompts)

@@ -38,6 +38,8 @@ class LoadedModel:
     attn_implementation: str
     architecture: str
     trust_remote_code: bool
+    # Whether neobench's encoder packs batches (unpad.py); NeoBERT unpads inside its own forward.
+    packed: bool = False
 
 
 def parse_max_seq_length(value: str | int) -> int | str:
@@ -197,6 +199,7 @@ def load_model(
     name: str | None = None,
     attn_implementation: str = "sdpa",
     disable_dropout: bool = False,
+    unpadded: str = "auto",
 ) -> LoadedModel:
     """Load ``spec`` as a SentenceTransformer with mean pooling and a fixed max length."""
     folder, source, resolved_revision = locate(spec, revision)
@@ -230,7 +233,16 @@ def load_model(
             f"--model {spec}: transformers could not load it ({type(error).__name__}: "
             f"{first_line}). Check that the folder holds a complete model and tokenizer."
         ) from None
+    from neobench import unpad
+
     auto_model = model[0].auto_model
+    # "auto": unpadded attention on CUDA only; on the CPU the per-sequence reference is slower
+    # than padded SDPA over length-sorted batches. "on" forces it (tests), "off" never.
+    if hasattr(auto_model.config, "unpadded_attention"):  # native NeoBERT
+        auto_model.config.unpadded_attention = unpadded
+    packed = unpad.supports(auto_model) and (
+        unpadded == "on" or (unpadded == "auto" and device.startswith("cuda"))
+    )
     return LoadedModel(
         model=model,
         name=name or (spec if source == "hub" else f"local/{folder.name}"),
@@ -239,9 +251,10 @@ def load_model(
         kind="sentence-transformers" if is_st else "transformers-encoder",
         path=str(folder),
         max_seq_length=int(model.max_seq_length),
-        attn_implementation=_kernel(auto_model, device),
+        attn_implementation=unpad.kernel_name(device) if packed else _kernel(auto_model, device),
         architecture=",".join(config.get("architectures") or [config.get("model_type", "?")]),
         trust_remote_code=trust_remote_code,
+        packed=packed,
     )
 
 

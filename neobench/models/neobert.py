@@ -162,30 +162,54 @@ class EncoderBlock(nn.Module):
 
 
 def varlen_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, max_len: int
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    max_len: int,
+    scale: float | None = None,
+    window: int | None = None,
 ) -> torch.Tensor:
-    """Attention within each packed sequence: (T, heads, d) -> (T, heads, d)."""
+    """Attention within each packed sequence: (T, heads, d) -> (T, heads, d). ``window``: attend
+    only to keys at most that many positions away (local attention layers)."""
+    bands = (window, window) if window is not None else (-1, -1)
     if q.is_cuda:
         try:
             from flash_attn import flash_attn_varlen_func
 
-            return flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, max_len, max_len)
+            return flash_attn_varlen_func(
+                q, k, v, cu_seqlens, cu_seqlens, max_len, max_len, softmax_scale=scale,
+                window_size=bands,
+            )  # fmt: skip
         except ImportError:
             from torch.nn.attention.varlen import varlen_attn
 
-            return varlen_attn(q, k, v, cu_seqlens, cu_seqlens, max_len, max_len)
-    return varlen_reference(q, k, v, cu_seqlens)
+            return varlen_attn(
+                q, k, v, cu_seqlens, cu_seqlens, max_len, max_len, scale=scale, window_size=bands
+            )
+    return varlen_reference(q, k, v, cu_seqlens, scale, window)
 
 
 def varlen_reference(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    scale: float | None = None,
+    window: int | None = None,
 ) -> torch.Tensor:
-    """Plain-torch variable-length attention: one unmasked SDPA per sequence."""
+    """Plain-torch variable-length attention: one SDPA per sequence (banded if ``window``)."""
     out = torch.empty_like(q)
     bounds = cu_seqlens.tolist()
     for start, end in itertools.pairwise(bounds):
         seq = (t[start:end].transpose(0, 1) for t in (q, k, v))  # (heads, n, d)
-        out[start:end] = F.scaled_dot_product_attention(*seq).transpose(0, 1)
+        band = None
+        if window is not None:
+            pos = torch.arange(end - start, device=q.device)
+            band = (pos[:, None] - pos[None, :]).abs() <= window
+        out[start:end] = F.scaled_dot_product_attention(
+            *seq, attn_mask=band, scale=scale
+        ).transpose(0, 1)
     return out
 
 

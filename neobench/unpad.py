@@ -1,0 +1,154 @@
+"""Unpadded (variable-length) encoding for transformers' own encoders: BERT, RoBERTa, ...
+
+A padded batch spends the embedding, projections and feed-forward on pad tokens too. Here the
+real tokens of a batch are packed into one row of T tokens with per-sequence position ids, the
+backbone runs on that row, and attention stays within each sequence through the cumulative
+sequence lengths (``cu_seq_lens``) that transformers passes down to its attention functions. The
+attention function registered below runs torch's ``varlen_attn`` (or flash-attn's varlen kernel
+when installed) on CUDA, and one SDPA call per sequence elsewhere, the reference used by the
+tests. The last hidden state is scattered back to (batch, length, hidden) with zeros at padding,
+so sentence-transformers' pooling and everything after it see the shapes they expect.
+
+Only model types whose transformers implementation forwards position ids and attention kwargs
+are listed in ``POSITIONS``; anything else (and NeoBERT, which unpads itself) runs padded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from neobench.models.neobert import varlen_attention
+
+KERNEL = "neobench_varlen"
+
+# How each architecture numbers positions: from 0, or after the padding index (RoBERTa family).
+POSITIONS = {
+    "bert": "from_zero",
+    "electra": "from_zero",
+    "nomic_bert": "from_zero",
+    "modernbert": "from_zero",
+    "roberta": "after_padding_idx",
+    "xlm-roberta": "after_padding_idx",
+    "camembert": "after_padding_idx",
+}
+
+
+def _varlen_attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    sliding_window: int | None = None,
+    cu_seq_lens_q: torch.Tensor | None = None,
+    max_length_q: int | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """transformers attention-interface signature: (1, heads, T, d) in, (1, T, heads, d) out."""
+    if cu_seq_lens_q is None:
+        raise RuntimeError(f"{KERNEL} attention needs packed inputs (cu_seq_lens_q)")
+    q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # (T, heads, d)
+    # transformers' sliding_window s means |query - key| <= s - 1 (its flash path passes s - 1).
+    window = sliding_window - 1 if sliding_window is not None else None
+    out = varlen_attention(q, k, v, cu_seq_lens_q, int(max_length_q), scale=scaling, window=window)
+    return out.unsqueeze(0), None
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(KERNEL, _varlen_attention_forward)
+
+
+def supports(auto_model: Any) -> bool:
+    """Whether ``auto_model`` can run packed (its type is listed and it is not NeoBERT)."""
+    return getattr(auto_model.config, "model_type", None) in POSITIONS
+
+
+def kernel_name(device: str) -> str:
+    """What runs for unpadded attention on ``device`` (for run cards)."""
+    if not device.startswith("cuda"):
+        return "varlen (per-sequence sdpa reference)"
+    try:
+        import flash_attn  # noqa: F401
+
+        return "varlen (flash-attn)"
+    except ImportError:
+        return "varlen (torch varlen_attn)"
+
+
+def packed_forward(
+    forward: Any,
+    config: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    token_type_ids: torch.Tensor | None = None,
+    **kwargs: Any,
+) -> Any:
+    """The backbone's ``forward`` on the real tokens only; last_hidden_state comes back as
+    (B, L, H) with zeros at padding."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    mask = attention_mask.bool()
+    batch, length = input_ids.shape
+    lengths = mask.sum(dim=1, dtype=torch.int32)
+    cu_seqlens = F.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))
+    positions = torch.arange(length, device=input_ids.device).expand(batch, length)[mask]
+    if POSITIONS[config.model_type] == "after_padding_idx":
+        positions = positions + config.pad_token_id + 1
+    max_len = int(lengths.max())
+    extra = {"token_type_ids": token_type_ids[mask][None]} if token_type_ids is not None else {}
+    previous = config._attn_implementation
+    config._attn_implementation = KERNEL
+    try:
+        out = forward(
+            input_ids=input_ids[mask][None],
+            position_ids=positions[None],
+            cu_seq_lens_q=cu_seqlens,
+            cu_seq_lens_k=cu_seqlens,
+            max_length_q=max_len,
+            max_length_k=max_len,
+            return_dict=True,
+            **extra,
+        )
+    finally:
+        config._attn_implementation = previous
+    packed = out.last_hidden_state[0]
+    hidden = packed.new_zeros(batch, length, packed.shape[-1])
+    hidden[mask] = packed
+    return BaseModelOutput(last_hidden_state=hidden)
+
+
+@contextlib.contextmanager
+def unpadded(st_model: Any, enabled: bool = True) -> Iterator[bool]:
+    """Within the block the SentenceTransformer's backbone runs packed, if ``enabled`` and its
+    architecture allows; yields whether it does."""
+    auto_model = getattr(st_model[0], "auto_model", None)
+    if not enabled or auto_model is None or not supports(auto_model):
+        yield False
+        return
+    original = auto_model.forward
+
+    def forward(
+        input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any
+    ) -> Any:
+        if attention_mask is None or kwargs.get("output_hidden_states"):
+            return original(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        kwargs.pop("return_dict", None)
+        return packed_forward(original, auto_model.config, input_ids, attention_mask, **kwargs)
+
+    auto_model.forward = forward  # an instance attribute shadows the class method
+    try:
+        yield True
+    finally:
+        del auto_model.forward
+
+
+_register()
