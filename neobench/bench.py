@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from neobench import mirror
-from neobench.encode import DTYPES, FastEncoder, resolve_dtype
+from neobench.encode import DTYPES, FastEncoder, auto_unpadded, resolve_dtype
 from neobench.model import load_model, resolve_device
 from neobench.tasks import load_benchmark, select_tasks
 
@@ -140,7 +140,12 @@ def compare(
     """Stock SentenceTransformer.encode and neobench's encoder (cache off), same texts, same
     autocast dtype; best of ``repeats`` alternating runs each."""
     device = resolve_device(device)
-    loaded = load_model(model_spec, device=device, max_seq_length=max_seq_length, unpadded=unpadded)
+    loaded = load_model(
+        model_spec,
+        device=device,
+        max_seq_length=max_seq_length,
+        unpadded=auto_unpadded(unpadded, resolve_dtype(dtype, device)),
+    )
     model = loaded.model
     lengths = [
         len(x)

@@ -41,6 +41,12 @@ def resolve_dtype(name: str, device: str) -> str:
     return name
 
 
+def auto_unpadded(mode: str, dtype: str) -> str:
+    """``auto`` packs on CUDA in half precision only: the fused varlen kernels take fp16/bf16,
+    and in float32 the per-sequence reference would be slower than padded SDPA."""
+    return "off" if mode == "auto" and dtype == "float32" else mode
+
+
 def default_cache_path() -> Path:
     """$NEOBENCH_CACHE/embeddings.sqlite, else ~/.cache/neobench/embeddings.sqlite."""
     root = os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "neobench"

@@ -28,6 +28,7 @@ from neobench.encode import (
     DTYPES,
     EmbeddingCache,
     FastEncoder,
+    auto_unpadded,
     default_cache_path,
     resolve_dtype,
 )
@@ -150,6 +151,7 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
 
     # 2. Model.
     device = resolve_device(cfg.device)
+    dtype = resolve_dtype(cfg.dtype, device)
     loaded = load_model(
         cfg.model,
         revision=cfg.revision,
@@ -157,9 +159,8 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         trust_remote_code=cfg.trust_remote_code,
         device=device,
         name=cfg.model_name,
-        unpadded=cfg.unpadded,
+        unpadded=auto_unpadded(cfg.unpadded, dtype),
     )
-    dtype = resolve_dtype(cfg.dtype, device)
     tuned = _finetune_record(Path(loaded.path))
     if tuned.get("name") and not cfg.model_name:
         loaded.name = tuned["name"]

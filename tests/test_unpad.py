@@ -103,3 +103,20 @@ def test_bad_dtype_and_unpadded_values_are_named(tiny_bert, mirror, capsys):
 def test_dtype_names():
     assert resolve_dtype("auto", "cpu") == "float32" and resolve_dtype("auto", "cuda") == "float16"
     assert resolve_dtype("bf16", "cuda") == "bfloat16" and resolve_dtype("fp16", "cpu") == "float16"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cuda_varlen_kernel_matches_stock_encode(minilm, mirror, dtype):
+    """Opt-in (-m gpu): torch's fused varlen kernel on real texts vs stock padded encode."""
+    import pandas as pd
+
+    corpus = pd.read_parquet(mirror / "mteb/scifact/corpus/corpus-00000-of-00001.parquet")["text"]
+    texts = corpus.tolist()[:256]
+    loaded = load_model(str(minilm), device="cuda", max_seq_length=512, unpadded="on")
+    assert loaded.packed and "varlen" in loaded.attn_implementation
+    with torch.autocast("cuda", dtype):
+        reference = loaded.model.encode(texts, batch_size=32, convert_to_tensor=True).float()
+    ours = FastEncoder(loaded.model, "fp", None, autocast=dtype, packed=True).embed(texts, None)
+    cosine = torch.nn.functional.cosine_similarity(reference.cpu(), torch.as_tensor(ours))
+    assert cosine.min() > 0.999

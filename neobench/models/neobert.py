@@ -173,7 +173,8 @@ def varlen_attention(
     """Attention within each packed sequence: (T, heads, d) -> (T, heads, d). ``window``: attend
     only to keys at most that many positions away (local attention layers)."""
     bands = (window, window) if window is not None else (-1, -1)
-    if q.is_cuda:
+    # The fused varlen kernels take half precision only; float32 runs the reference.
+    if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
         try:
             from flash_attn import flash_attn_varlen_func
 
