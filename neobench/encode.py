@@ -2,7 +2,8 @@
 
 Every text is looked up in the cache under (model fingerprint, prompt, text) first; only missing
 texts are encoded, deduplicated, longest first, in batches bounded by a token budget rather than a
-fixed count. Features come from sentence-transformers' own `preprocess`, and the embedding from the
+fixed count. Features come from sentence-transformers' own `preprocess`, called once per chunk of
+texts (tokenizing each text once, in the tokenizer's thread pool), and the embedding from the
 model's own forward, so the numbers are those of `SentenceTransformer.encode` (tested to 1e-5).
 """
 
@@ -25,6 +26,9 @@ logger = logging.getLogger(__name__)
 CACHE_ENV = "NEOBENCH_CACHE"
 DEFAULT_TOKEN_BUDGET = 16_384  # tokens (padded) per forward batch
 MAX_BATCH = 512
+# Texts tokenized in one call (and sorted by length together): large enough for the tokenizer's
+# own thread pool and for near-global length sorting, small enough for host memory at 8k tokens.
+TOKENIZE_CHUNK = 8_192
 
 
 DTYPES = {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -156,33 +160,62 @@ class FastEncoder:
 
     def _encode(self, texts: list[str], prompt: str) -> list[np.ndarray]:
         model = self.model
-        tokenizer = model.tokenizer
-        # Lengths from one fast-tokenizer pass; the features themselves come from ST's preprocess.
-        ids = tokenizer(
-            [prompt + t for t in texts],
-            truncation=True,
-            max_length=model.max_seq_length,
-            add_special_tokens=True,
-        )["input_ids"]
-        lengths = [len(x) for x in ids]
-        out: list[np.ndarray | None] = [None] * len(texts)
-        device = model.device
         model.eval()
-        dtype = self.autocast_dtype
+        out: list[np.ndarray] = []
         with unpadded(model, self.packed):
-            for batch in token_budget_batches(lengths, self.token_budget):
-                features = model.preprocess([texts[i] for i in batch], prompt=prompt or None)
-                features = {k: _to_device(v, device) for k, v in features.items()}
-                with (
-                    torch.inference_mode(),
-                    torch.autocast(device.type, dtype or torch.float32, enabled=dtype is not None),
-                ):
-                    embeddings = model(features)["sentence_embedding"]
-                self.forward_calls += 1
-                self.texts_encoded += len(batch)
-                for i, vector in zip(batch, embeddings.float().cpu().numpy(), strict=True):
-                    out[i] = vector
-        return out  # type: ignore[return-value]
+            # Padded features of a chunk take (texts x max length) ids: bound that for 8k models.
+            step = max(64, min(TOKENIZE_CHUNK, 4_194_304 // max(1, int(model.max_seq_length))))
+            for start in range(0, len(texts), step):
+                out.extend(self._encode_chunk(texts[start : start + step], prompt))
+        return out
+
+    def _encode_chunk(self, texts: list[str], prompt: str) -> list[np.ndarray]:
+        """One tokenizer call for the chunk (sentence-transformers' own preprocess, so the
+        features are exactly those of ``encode``), then length-sorted batches cut from it."""
+        model = self.model
+        device = model.device
+        features = model.preprocess(texts, prompt=prompt or None)
+        mask = features["attention_mask"]
+        lengths = mask.sum(dim=1).tolist()
+        # Cutting a batch to its longest row needs right padding (every encoder tokenizer here).
+        right_padded = bool((mask[:, 1:] <= mask[:, :-1]).all())
+        dtype = self.autocast_dtype
+        done: list[tuple[list[int], torch.Tensor]] = []
+        for batch in token_budget_batches(lengths, self.token_budget):
+            if right_padded:
+                batch_features = _rows(features, batch, max(lengths[i] for i in batch))
+            else:
+                batch_features = model.preprocess([texts[i] for i in batch], prompt=prompt or None)
+            batch_features = {k: _to_device(v, device) for k, v in batch_features.items()}
+            with (
+                torch.inference_mode(),
+                torch.autocast(device.type, dtype or torch.float32, enabled=dtype is not None),
+            ):
+                embeddings = model(batch_features)["sentence_embedding"]
+            # Kept on the device until the chunk is done: no host sync per batch, so the host
+            # prepares the next batch while the device computes.
+            done.append((batch, embeddings.float()))
+            self.forward_calls += 1
+            self.texts_encoded += len(batch)
+        vectors: list[np.ndarray | None] = [None] * len(texts)
+        for batch, embeddings in done:
+            for i, vector in zip(batch, embeddings.cpu().numpy(), strict=True):
+                vectors[i] = vector
+        return vectors  # type: ignore[return-value]
+
+
+def _rows(features: dict, rows: list[int], length: int) -> dict:
+    """The features of ``rows``, cut to ``length`` tokens; per-chunk values pass through."""
+    n = features["input_ids"].shape[0]
+    index = torch.as_tensor(rows)
+    picked = {}
+    for key, value in features.items():
+        if isinstance(value, torch.Tensor) and value.ndim >= 1 and value.shape[0] == n:
+            value = value[index]
+            if value.ndim == 2:
+                value = value[:, :length]
+        picked[key] = value
+    return picked
 
 
 def _to_device(value: object, device: torch.device) -> object:

@@ -99,3 +99,23 @@ def test_bench_encode_prints_both_rates_and_the_ratio(tiny_bert, mirror, capsys)
     assert code == 0
     assert "stock SentenceTransformer.encode" in text and "neobench encoder" in text
     assert "tokens/s" in text and "ratio neobench / stock:" in text and "60 texts" in text
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_chunked_tokenization_gives_the_same_embeddings(model, texts, monkeypatch, padding_side):
+    """Texts are tokenized once per chunk and batches cut from it (right padding), or
+    re-tokenized per batch when the tokenizer pads on the left."""
+    import neobench.encode as encode
+
+    monkeypatch.setattr(encode, "TOKENIZE_CHUNK", 64)  # four chunks
+    monkeypatch.setattr(model.tokenizer, "padding_side", padding_side)
+    some = texts if padding_side == "right" else texts[:40]
+    # Left padding shifts BERT's positions, so stock output depends on the batch: compare
+    # unpadded single-text batches there.
+    one_by_one = padding_side == "left"
+    fast = FastEncoder(model, "fp", None, token_budget=1 if one_by_one else 700)
+    stock_batch = 1 if one_by_one else 32
+    for prompt in (None, "query: "):
+        stock = model.encode(some, prompt=prompt, batch_size=stock_batch)
+        assert np.abs(fast.embed(some, prompt) - stock).max() < 1e-5
+    assert fast.forward_calls > 8
