@@ -1,7 +1,5 @@
 """Retrieval on the device: blocked top-k gives mteb's retrieved lists and scores."""
 
-from pathlib import Path
-
 import mteb
 import pytest
 import torch
@@ -10,7 +8,6 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.util import cos_sim
 
 from neobench import mirror as mirror_mod
-from neobench.cli import main
 from neobench.encode import EmbeddingCache, FastEncoder
 from neobench.evaluate import _Encoder
 from neobench.search import RunningTopK, top_k
@@ -111,27 +108,3 @@ def test_mteb_hands_retrieval_to_neobench(scifact, encoder, monkeypatch):
     assert isinstance(encoder, mteb.models.models_protocols.SearchProtocol)
     _run(encoder, task, corpus, queries)
     assert calls
-
-
-@pytest.mark.parametrize("task_name", ["SciFact", "ArguAna"])
-def test_retrieval_score_equals_stock_mteb(task_name, tiny_bert, mirror, tmp_path):
-    """The whole task (full corpus) through `neobench eval` and through stock mteb + ST."""
-    results = tmp_path / "results"
-    code = main([
-        "eval", "--model", str(tiny_bert), "--tasks", task_name, "--data-dir", str(mirror),
-        "--results", str(results), "--instructions", "none", "--max-seq-length", "128",
-        "--cache-dir", str(tmp_path / "cache"),
-    ])  # fmt: skip
-    assert code == 0
-    ours = (
-        mteb.ResultCache(results)
-        .load_results(load_experiments="match_name")
-        .model_results[0]
-        .task_results[0]
-    )
-    model = SentenceTransformer(str(tiny_bert), device="cpu")
-    model.max_seq_length = 128
-    task = mteb.get_task(task_name)
-    mirror_mod.point_tasks_at_mirror([task], Path(mirror).resolve(), "MTEB(eng, v1)")
-    stock = mteb.evaluate(model, [task], cache=None, show_progress_bar=False)
-    assert round(ours.get_score(), 4) == round(stock.task_results[0].get_score(), 4)

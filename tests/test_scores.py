@@ -1,0 +1,49 @@
+"""Scores unchanged: each task type through neobench equals stock mteb + sentence-transformers.
+
+A tiny BERT built from a config keeps these quick enough to run on every task type of the mirror
+(whole tasks, full corpora); tests/test_eval.py does the same with the real MiniLM on STSBenchmark
+(the official 0.8203) and BIOSSES.
+"""
+
+from pathlib import Path
+
+import mteb
+import pytest
+from sentence_transformers import SentenceTransformer
+
+from neobench import mirror as mirror_mod
+from neobench.cli import main
+
+
+def _neobench_vs_stock(task_name: str, model_dir: Path, mirror: Path, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    code = main([
+        "eval", "--model", str(model_dir), "--tasks", task_name, "--data-dir", str(mirror),
+        "--results", str(results), "--instructions", "none", "--max-seq-length", "128",
+        "--cache-dir", str(tmp_path / "cache"),
+    ])  # fmt: skip
+    assert code == 0
+    loaded = mteb.ResultCache(results).load_results(load_experiments="match_name")
+    ours = loaded.model_results[0].task_results[0]
+    model = SentenceTransformer(str(model_dir), device="cpu")
+    model.max_seq_length = 128
+    task = mteb.get_task(task_name)
+    mirror_mod.point_tasks_at_mirror([task], Path(mirror).resolve(), "MTEB(eng, v1)")
+    stock = mteb.evaluate(model, [task], cache=None, show_progress_bar=False)
+    assert round(ours.get_score(), 4) == round(stock.task_results[0].get_score(), 4)
+
+
+@pytest.mark.parametrize(
+    "task_name",
+    [
+        "SciFact",  # Retrieval (neobench's blocked top-k)
+        "ArguAna",  # Retrieval
+        "STS12",  # STS
+        "Banking77Classification",  # Classification
+        "SummEval",  # Summarization
+        "TwentyNewsgroupsClustering",  # Clustering
+        "TwitterURLCorpus",  # PairClassification
+    ],
+)
+def test_main_score_equals_stock_mteb(task_name, tiny_bert, mirror, tmp_path):
+    _neobench_vs_stock(task_name, tiny_bert, mirror, tmp_path)
