@@ -414,32 +414,8 @@ def _make_encoder_class() -> type:
         def index(self, corpus: Any, **kwargs: Any) -> None:
             self.task_corpus = corpus
 
-        def search(
-            self,
-            queries: Any,
-            *,
-            task_metadata: Any,
-            hf_split: str,
-            hf_subset: str,
-            top_k: int,
-            encode_kwargs: dict[str, Any],
-            top_ranked: Any = None,
-            num_proc: int | None = None,
-            timer: Any = None,
-            **kwargs: Any,
-        ) -> dict[str, dict[str, float]]:
-            return _search(
-                self,
-                queries,
-                task_metadata=task_metadata,
-                hf_split=hf_split,
-                hf_subset=hf_subset,
-                top_k=top_k,
-                encode_kwargs=encode_kwargs,
-                top_ranked=top_ranked,
-                num_proc=num_proc,
-                timer=timer,
-            )
+        def search(self, queries: Any, **kwargs: Any) -> dict[str, dict[str, float]]:
+            return _search(self, queries, **kwargs)
 
     return Encoder
 
@@ -460,9 +436,10 @@ def _search(
     hf_subset: str,
     top_k: int,
     encode_kwargs: dict[str, Any],
-    top_ranked: Any,
-    num_proc: int | None,
-    timer: Any,
+    top_ranked: Any = None,
+    num_proc: int | None = None,
+    timer: Any = None,
+    **_: Any,  # mteb's SearchProtocol reserves further keyword arguments
 ) -> dict[str, dict[str, float]]:
     """Encode queries and corpus with the fast encoder, then blocked top-k on the model's device;
     reranking tasks (``top_ranked``) go through mteb's own reranking function."""

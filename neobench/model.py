@@ -234,6 +234,7 @@ def load_model(
             f"{first_line}). Check that the folder holds a complete model and tokenizer."
         ) from None
     from neobench import unpad
+    from neobench.models.neobert import varlen_kernel_name
 
     auto_model = model[0].auto_model
     # "auto": unpadded attention on CUDA only; on the CPU the per-sequence reference is slower
@@ -251,7 +252,7 @@ def load_model(
         kind="sentence-transformers" if is_st else "transformers-encoder",
         path=str(folder),
         max_seq_length=int(model.max_seq_length),
-        attn_implementation=unpad.kernel_name(device) if packed else _kernel(auto_model, device),
+        attn_implementation=varlen_kernel_name(device) if packed else _kernel(auto_model, device),
         architecture=",".join(config.get("architectures") or [config.get("model_type", "?")]),
         trust_remote_code=trust_remote_code,
         packed=packed,

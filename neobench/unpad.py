@@ -72,18 +72,6 @@ def supports(auto_model: Any) -> bool:
     return getattr(auto_model.config, "model_type", None) in POSITIONS
 
 
-def kernel_name(device: str) -> str:
-    """What runs for unpadded attention on ``device`` (for run cards)."""
-    if not device.startswith("cuda"):
-        return "varlen (per-sequence sdpa reference)"
-    try:
-        import flash_attn  # noqa: F401
-
-        return "varlen (flash-attn)"
-    except ImportError:
-        return "varlen (torch varlen_attn)"
-
-
 def packed_forward(
     forward: Any,
     config: Any,

@@ -191,6 +191,18 @@ def varlen_attention(
     return varlen_reference(q, k, v, cu_seqlens, scale, window)
 
 
+def varlen_kernel_name(device: str) -> str:
+    """What ``varlen_attention`` runs on ``device`` in half precision (for run cards)."""
+    if not device.startswith("cuda"):
+        return "varlen (per-sequence sdpa reference)"
+    try:
+        import flash_attn  # noqa: F401
+
+        return "varlen (flash-attn)"
+    except ImportError:
+        return "varlen (torch varlen_attn)"
+
+
 def varlen_reference(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -258,14 +270,7 @@ class NeoBERT(NeoBERTPreTrainedModel):
         mode = getattr(self.config, "unpadded_attention", "auto")
         if mode == "off" or (mode == "auto" and not device.startswith("cuda")):
             return "sdpa (padded, key mask)"
-        if not device.startswith("cuda"):
-            return "varlen (per-sequence sdpa reference)"
-        try:
-            import flash_attn  # noqa: F401
-
-            return "varlen (flash-attn)"
-        except ImportError:
-            return "varlen (torch varlen_attn)"
+        return varlen_kernel_name(device)
 
     def use_unpadded(self, x: torch.Tensor) -> bool:
         mode = getattr(self.config, "unpadded_attention", "auto")
