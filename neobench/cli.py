@@ -80,7 +80,12 @@ VALIDATE_EXAMPLE = """example:
 
 
 def _csv(text: str | None) -> list[str] | None:
-    return [part.strip() for part in text.split(",") if part.strip()] if text else None
+    """Comma-separated names; None when the flag was not given. A given but empty value
+    (``--tasks ""``, ``--tasks ,``) is an empty list, which the commands refuse rather than
+    reading it as "everything"."""
+    if text is None:
+        return None
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def _model_and_data_args(parser: argparse.ArgumentParser) -> None:
@@ -520,6 +525,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     problems: list[str] = []
     collect(problems, check_choice, "--dtype", args.dtype, ["auto", *DTYPES, *DTYPE_ALIASES])
     collect(problems, check_choice, "--unpadded", args.unpadded, ["auto", "on", "off"])
+    for flag, value in (
+        ("--token-budget", args.token_budget),
+        ("--max-texts", args.max_texts),
+        ("--batch-size", args.batch_size),
+    ):
+        if value is not None and value < 1:
+            problems.append(f"{flag} {value}: must be a positive number.")
     if problems:
         raise NeobenchError(problems)
     texts = bench.task_texts(_csv(args.tasks) or [], args.benchmark, args.data_dir, args.max_texts)
@@ -718,15 +730,48 @@ COMMANDS = {
 }
 
 
+def _os_error_message(error: OSError) -> str:
+    from neobench.errors import disk_full
+
+    where = f"{error.filename}: " if error.filename else ""
+    if disk_full(error):
+        return f"{where}the disk is full. Free space or write to another disk, then re-run."
+    reason = error.strerror or str(error)
+    return f"{where}{reason}. Check the path and its permissions, then re-run."
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line. ``finetune`` takes key=value overrides anywhere after the
+    command word, also between options (argparse alone stops at the first option)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "finetune":
+        stray = [item for item in extra if item.startswith("-") or "=" not in item]
+        if stray:
+            parser.error(f"unrecognized arguments: {' '.join(stray)}")
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     _quiet_libraries(args.verbose)
     try:
         return COMMANDS[args.command](args)
     except NeobenchError as error:
         for problem in error.problems:
-            console.print(f"[bold red]error:[/] {problem}", highlight=False)
-        return 2
+            console.print(f"[bold red]error:[/] {problem}", highlight=False, soft_wrap=True)
+        return error.exit_code
+    except OSError as error:
+        # The last guard for a file-system failure no check foresaw: one line that names the
+        # path, not a traceback (-v logs the traceback).
+        logging.getLogger(__name__).debug("unexpected OS error", exc_info=True)
+        console.print(
+            f"[bold red]error:[/] {_os_error_message(error)}", highlight=False, soft_wrap=True
+        )
+        return 1
     except KeyboardInterrupt:
         console.print("interrupted: finished tasks are saved; re-run the same command to resume.")
         return 130

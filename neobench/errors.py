@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import errno
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -15,9 +17,58 @@ class NeobenchError(Exception):
     in one round trip instead of one error at a time.
     """
 
+    exit_code = 2
+
     def __init__(self, problems: str | list[str]) -> None:
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         super().__init__("\n".join(self.problems))
+
+
+class RunFailed(NeobenchError):
+    """The input was fine but the run could not finish (a full disk, a folder gone read-only).
+    The CLI prints the problems and exits with code 1; what finished is kept."""
+
+    exit_code = 1
+
+
+def writable_folder_problems(path: Path, flag: str, fix: str) -> list[str]:
+    """Problems that would stop ``path`` from being used as an output folder, found without
+    creating anything: it is a file, sits under a file, or its nearest existing folder cannot
+    be written (read-only file system, permissions). ``fix`` ends each message."""
+    path = path.expanduser()
+    if path.exists() and not path.is_dir():
+        return [f"{flag} {path}: is a file, not a folder. {fix}"]
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return [f"{flag} {path}: {existing} is a file, so no folder can be made under it. {fix}"]
+    # access(2) honours read-only mounts even for root, and creates nothing.
+    if not os.access(existing, os.W_OK | os.X_OK):
+        why = "read-only file system" if _read_only_mount(existing) else "no write permission"
+        return [f"{flag} {path}: {existing} cannot be written ({why}). {fix}"]
+    return []
+
+
+def _read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether ``error`` (or one it was raised from) says the disk is full."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "database or disk is full" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
@@ -80,3 +131,27 @@ def find_yaml(name_or_path: str, folder: Path, kind: str) -> Path:
             unknown(kind, name_or_path, names, f"Or pass the path of a {kind} YAML file.")
         )
     return shipped_file
+
+
+def read_yaml(
+    path: Path, kind: str, fix: str = "Fix the file, or restore it from version control."
+) -> Any:
+    """Parse a YAML file; a syntax error or an unreadable file is one message naming the file,
+    the line and column, and the fix (instead of a parser traceback)."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise NeobenchError(f"{kind} file {path}: is a folder; pass a YAML file.") from None
+    except UnicodeDecodeError:
+        raise NeobenchError(f"{kind} file {path}: not UTF-8 text; is it really YAML?") from None
+    except OSError as error:
+        raise NeobenchError(f"{kind} file {path}: cannot be read ({error.strerror}).") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise NeobenchError(f"{kind} file {path}: invalid YAML{where} ({problem}). {fix}") from None

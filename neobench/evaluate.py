@@ -11,10 +11,12 @@ decide the folder, so runs under different conditions never share one:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import logging
 import os
+import shutil
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -32,8 +34,20 @@ from neobench.encode import (
     default_cache_path,
     resolve_dtype,
 )
-from neobench.errors import NeobenchError, check_choice, collect
-from neobench.instructions import load_profile, mteb_prompts
+from neobench.errors import (
+    NeobenchError,
+    RunFailed,
+    check_choice,
+    collect,
+    disk_full,
+    writable_folder_problems,
+)
+from neobench.instructions import (
+    all_mteb_task_names,
+    load_profile,
+    mteb_prompts,
+    validate_profile,
+)
 from neobench.model import check_spec, load_model, parse_max_seq_length, resolve_device
 from neobench.search import RunningTopK
 from neobench.tasks import DEFAULT_BENCHMARK, load_benchmark, parse_shard, select_tasks, shard
@@ -45,6 +59,9 @@ logger = logging.getLogger(__name__)
 
 # The neobench standard conditions (recipe.md): paper instructions, 512 tokens for every backbone.
 STANDARD = {"instructions": "paper", "max_seq_length": 512}
+# Per-process staging folder for mteb's writes, inside the results root (same file system, so
+# the final renames are atomic); mteb.ResultCache(root).load_results() never looks there.
+STAGING = ".neobench-staging"
 
 
 @dataclass
@@ -84,6 +101,7 @@ class TaskOutcome:
     main_score: float | None = None
     seconds: float = 0.0
     error: str | None = None
+    disk_full: bool = False  # the results disk filled up: the run stops after this task
 
 
 @dataclass
@@ -120,6 +138,22 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], Any]:
     collect(problems, check_spec, cfg.model)
     if cfg.batch_size < 1:
         problems.append(f"--batch-size {cfg.batch_size}: must be a positive number of texts.")
+    if cfg.token_budget is not None and cfg.token_budget < 1:
+        problems.append(
+            f"--token-budget {cfg.token_budget}: must be a positive number of tokens "
+            "(or leave it out for the device's default)."
+        )
+    for flag, names in (("--tasks", cfg.tasks), ("--types", cfg.types)):
+        if names is not None and not names:
+            problems.append(
+                f"{flag}: the list is empty, so it names nothing to run. Give at least one "
+                f"name, or leave {flag} out to run the whole benchmark."
+            )
+    if profile is not None:
+        problems += validate_profile(profile, all_mteb_task_names())
+    problems += writable_folder_problems(
+        Path(cfg.results), "--results", "Pass a folder you can write, e.g. --results runs/eval."
+    )
     selected = (
         collect(problems, select_tasks, benchmark, cfg.tasks, cfg.types) if benchmark else None
     )
@@ -178,7 +212,9 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         fingerprint=f"{loaded.source}:{loaded.revision}|{loaded.max_seq_length}|{dtype}",
         cache=embedding_cache,
         autocast=DTYPES[dtype] or False,
-        token_budget=cfg.token_budget or (32_768 if device.startswith("cuda") else 2_048),
+        token_budget=cfg.token_budget
+        if cfg.token_budget is not None
+        else (32_768 if device.startswith("cuda") else 2_048),
         packed=loaded.packed,
     )
     encoder = _Encoder(loaded.model, prompts, fast)
@@ -208,6 +244,7 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         "kind": "neobench eval",
         "started": record.now(),
         "status": "running",
+        "owner": record.owner(),
         "config": asdict(cfg),
         "benchmark": cfg.benchmark,
         "shard": {"k": k, "n": n, "tasks": [t.metadata.name for t in tasks]},
@@ -244,7 +281,7 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         "environment": record.environment(),
         "tasks": {},
     }
-    record.write_card(card_path, card)
+    _write_card(card_path, card, results_root)
 
     # 5. Tasks, one at a time, so a kill loses at most the task in flight.
     summary = EvalSummary(results_dir, card_path)
@@ -253,10 +290,19 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         for task in tasks:
             outcome = _run_task(task, encoder, cache, meta, cfg.batch_size, reporter)
             summary.outcomes.append(outcome)
-            card["tasks"][outcome.task] = {k: v for k, v in asdict(outcome).items() if k != "task"}
-            record.write_card(card_path, card)
+            card["tasks"][outcome.task] = {
+                k: v for k, v in asdict(outcome).items() if k not in ("task", "disk_full")
+            }
+            if outcome.disk_full:
+                card["status"] = "failed: results disk full"
+                raise RunFailed(_disk_full_message(results_root, summary))
+            _write_card(card_path, card, results_root, summary)
     except KeyboardInterrupt:
         card["status"] = "interrupted"
+        raise
+    except RunFailed:
+        if card["status"] == "running":
+            card["status"] = "failed"
         raise
     finally:
         if card["status"] == "running":
@@ -269,8 +315,37 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
             "texts_encoded": fast.texts_encoded,
             "token_budget": fast.token_budget,
         }
-        record.write_card(card_path, card)
+        try:
+            record.write_card(card_path, card)
+        except OSError as error:
+            # Nothing more can be written there; the next run marks this card interrupted.
+            logger.warning("could not update the run card %s: %s", card_path, error.strerror)
     return summary
+
+
+def _write_card(
+    path: Path, card: dict[str, Any], root: Path, summary: EvalSummary | None = None
+) -> None:
+    """Write the run card; a folder that cannot take it any more ends the run with one message."""
+    try:
+        record.write_card(path, card)
+    except OSError as error:
+        if disk_full(error):
+            raise RunFailed(_disk_full_message(root, summary)) from None
+        raise RunFailed(
+            f"--results {root}: the run card {path} cannot be written ({error.strerror}). "
+            "Make the folder writable or pass another --results; finished tasks are kept."
+        ) from None
+
+
+def _disk_full_message(root: Path, summary: EvalSummary | None) -> str:
+    done = [o.task for o in summary.outcomes if o.status != "failed"] if summary else []
+    kept = f"the {len(done)} finished task(s) are saved" if done else "no task had finished"
+    return (
+        f"--results {root}: the disk is full, so results cannot be written ({kept}; no "
+        "existing result file was changed). Free space, or pass --results on another disk, "
+        "then re-run the same command: finished tasks are skipped."
+    )
 
 
 def experiment_kwargs(profile: str, max_seq_length: int) -> dict[str, Any] | None:
@@ -292,7 +367,14 @@ def check_same_conditions(results_dir: Path, conditions: dict[str, Any]) -> None
     (another hash) or another dtype, which would otherwise mix silently with earlier tasks.
     """
     for card_path in sorted((results_dir / "neobench").glob("run-*.yaml")):
-        earlier = record.read_card(card_path).get("conditions") or {}
+        card = record.read_card(card_path)
+        if record.mark_orphaned(card_path, card):
+            logger.warning(
+                "%s was left 'running' by a process that no longer exists (killed or crashed); "
+                "marked interrupted",
+                card_path,
+            )
+        earlier = card.get("conditions") or {}
         differing = [k for k in conditions if k in earlier and earlier[k] != conditions[k]]
         if differing:
             raise NeobenchError(
@@ -306,7 +388,6 @@ def check_same_conditions(results_dir: Path, conditions: dict[str, Any]) -> None
 def _run_task(
     task: AbsTask, encoder: Any, cache: Any, meta: Any, batch_size: int, reporter: Reporter
 ) -> TaskOutcome:
-    import mteb
     from mteb.results import TaskResult
 
     name = task.metadata.name
@@ -327,26 +408,70 @@ def _run_task(
     reporter.task_started(name)
     start = time.perf_counter()
     try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*superseded.*")
-            mteb.evaluate(
-                encoder,
-                [task],
-                cache=cache,
-                overwrite_strategy="only-missing",
-                encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
-                show_progress_bar=False,
-            )
+        _evaluate_staged(task, encoder, cache, meta, batch_size)
         # Report what mteb stored (rounded to 6 decimals), so a re-run reports the same number.
         outcome.main_score = float(TaskResult.from_disk(path).get_score())
     except KeyboardInterrupt:
         raise
     except Exception as error:
-        logger.exception("task %s failed", name)
-        outcome.status, outcome.error = "failed", f"{type(error).__name__}: {error}"
+        outcome.status, outcome.error = "failed", _describe(error)
+        outcome.disk_full = disk_full(error)
+        # The traceback is for developers (-v); the user gets the one-line reason.
+        logger.debug("task %s failed", name, exc_info=True)
     outcome.seconds = round(time.perf_counter() - start, 2)
     reporter.task_done(outcome)
     return outcome
+
+
+def _describe(error: BaseException) -> str:
+    """One line: the error's type and first line, with the file it names, if any."""
+    if disk_full(error):
+        return "the disk is full"
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+# Files mteb writes beside a task result without an atomic rename (a full disk would leave
+# them truncated): they are written in a staging folder and moved into place only when whole.
+_MTEB_SIDE_FILES = ("run_settings.jsonl", "model_meta.json")
+
+
+def _evaluate_staged(task: AbsTask, encoder: Any, cache: Any, meta: Any, batch_size: int) -> None:
+    """mteb.evaluate into a private copy of the result folder, then each file renamed into
+    place. A failure (a full disk included) leaves every existing result file as it was and no
+    temporary file behind."""
+    import mteb
+
+    name = task.metadata.name
+    final = cache.get_task_result_path(name, meta)
+    staging_root = Path(cache.cache_path) / STAGING / str(os.getpid())
+    staging = mteb.ResultCache(staging_root)
+    staged = staging.get_task_result_path(name, meta)
+    try:
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        # mteb merges into what exists (earlier splits, run settings of other tasks).
+        for file_name in (final.name, *_MTEB_SIDE_FILES):
+            if (final.parent / file_name).is_file():
+                shutil.copyfile(final.parent / file_name, staged.parent / file_name)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*superseded.*")
+            mteb.evaluate(
+                encoder,
+                [task],
+                cache=staging,
+                overwrite_strategy="only-missing",
+                encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
+                show_progress_bar=False,
+            )
+        final.parent.mkdir(parents=True, exist_ok=True)
+        # Side files first: the task file is what marks the task done.
+        for file_name in (*_MTEB_SIDE_FILES, final.name):
+            if (staged.parent / file_name).is_file():
+                os.replace(staged.parent / file_name, final.parent / file_name)
+    finally:
+        shutil.rmtree(staging_root, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            staging_root.parent.rmdir()  # only when no other process stages there
 
 
 def _finetune_record(folder: Path) -> dict[str, Any]:

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from neobench import mirror, record
 from neobench.data import BuiltDataset, build_dataset
-from neobench.errors import NeobenchError, collect, unknown
+from neobench.errors import (
+    NeobenchError,
+    RunFailed,
+    collect,
+    disk_full,
+    unknown,
+    writable_folder_problems,
+)
 from neobench.instructions import load_profile, load_train_instructions, mteb_prompts
 from neobench.manifest import load_manifest, validate_manifest
 from neobench.model import check_spec, load_model, resolve_device
@@ -166,7 +173,14 @@ def finetune(
     )
     model = loaded.model
 
-    # 4. Run card, before any work.
+    # 4. Run card, before any work. A folder left by a run that failed before its first
+    # checkpoint is started afresh (its loss curve would otherwise be appended to).
+    if not cfg.resume and is_main_process() and _unfinished_without_checkpoint(output):
+        logger.warning(
+            "%s held a run that stopped before any checkpoint; starting it again", output
+        )
+        for name in (CURVE, CURVE_PNG):
+            (output / name).unlink(missing_ok=True)
     sizes = {k: len(b.dataset) for k, b in built.items()}
     card = _card(cfg, recipe, loaded, built, data_dir, train_profile, device, world)
     if is_main_process():
@@ -191,6 +205,18 @@ def finetune(
             f"{error.dataset}. The last good checkpoint is {last or 'none (no checkpoint yet)'}; "
             "lower learning_rate or check that dataset, then re-run with --resume."
         ) from None
+    except KeyboardInterrupt:
+        _end_card(output, card, "interrupted")
+        raise
+    except Exception as error:
+        _end_card(output, card, f"failed: {type(error).__name__}: {error}".splitlines()[0])
+        if disk_full(error):
+            raise RunFailed(
+                f"--output {output}: the disk is full (while writing a checkpoint). Free space, "
+                "then re-run with --resume to continue from the last whole checkpoint "
+                f"({_last_checkpoint(output) or 'none yet: run again without --resume'})."
+            ) from None
+        raise
 
     # 6. Save: a SentenceTransformer folder carrying the evaluation prompts of the recipe.
     from neobench.train_log import plot_curve, read_curve
@@ -223,19 +249,62 @@ def finetune(
 
 
 def _output_problems(output: Path, resume: bool) -> list[str]:
+    problems = writable_folder_problems(
+        output, "--output", "Pass a new folder you can write, e.g. --output runs/my-model."
+    )
+    if problems:
+        return problems
     if resume:
         if _last_checkpoint(output) is None:
             return [
                 f"--resume: {output} holds no checkpoint to resume from (expected "
-                f"{output / CHECKPOINTS}/checkpoint-N/)."
+                f"{output / CHECKPOINTS}/checkpoint-N/). Run again without --resume."
+                + (
+                    " (It holds an unfinished run that can be started again.)"
+                    if _unfinished_without_checkpoint(output)
+                    else ""
+                )
             ]
         return []
     if output.exists() and any(output.iterdir()):
+        if _unfinished_without_checkpoint(output):
+            return []  # nothing of value: the new run replaces the card of the failed one
         return [
             f"--output {output} already exists and is not empty: nothing is overwritten. "
             "Choose a new folder, delete it, or pass --resume to continue its run."
         ]
     return []
+
+
+# What a run leaves before its first checkpoint: nothing a new run would lose by replacing it.
+_EARLY_FILES = frozenset({CARD, CURVE, CURVE_PNG, CHECKPOINTS})
+
+
+def _unfinished_without_checkpoint(output: Path) -> bool:
+    """A folder that holds only the card (and loss curve) of a run that stopped before its
+    first checkpoint: it failed, or its process is gone. Such a folder can be reused."""
+    if not (output / CARD).is_file() or _last_checkpoint(output) is not None:
+        return False
+    if any(p.name not in _EARLY_FILES for p in output.iterdir()):
+        return False
+    try:
+        card = record.read_card(output / CARD)
+    except NeobenchError:
+        return False
+    status = str(card.get("status", ""))
+    return status.startswith(("failed", "stopped", "interrupted")) or record.is_orphaned(card)
+
+
+def _end_card(output: Path, card: dict[str, Any], status: str) -> None:
+    """Say in the card how the run ended; a folder that takes no more writes keeps the old
+    card, which the next run reads as orphaned (its process is gone)."""
+    if not is_main_process():
+        return
+    card.update(status=status, finished=record.now())
+    try:
+        record.write_card(output / CARD, card)
+    except OSError as error:
+        logger.warning("could not update %s: %s", output / CARD, error.strerror)
 
 
 def _last_checkpoint(output: Path) -> str | None:
@@ -454,6 +523,7 @@ def _card(
         "kind": "neobench finetune",
         "started": record.now(),
         "status": "running",
+        "owner": record.owner(),
         "config": asdict(cfg),
         "recipe": recipe.record(),
         "manifest": {"name": manifest.name, "file": manifest.path},

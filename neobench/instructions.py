@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
-
-from neobench.errors import NeobenchError, find_yaml, shipped, unknown
+from neobench.errors import NeobenchError, find_yaml, read_yaml, shipped, unknown
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -71,7 +69,7 @@ class InstructionProfile:
 def load_profile(name_or_path: str) -> InstructionProfile:
     """Load a shipped profile by name (``paper``, ``authors-code``, ``none``) or a YAML file."""
     path = find_yaml(name_or_path, profiles_dir(), "instruction profile")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = read_yaml(path, "instruction profile") or {}
     problems = _shape_problems(data, path)
     if problems:
         raise NeobenchError(problems)
@@ -152,15 +150,26 @@ def validate_profile(profile: InstructionProfile, known_tasks: set[str]) -> list
 
 
 def all_mteb_task_names() -> set[str]:
-    """Every task name mteb knows, superseded and private ones included (profiles may name them)."""
+    """Every task name mteb knows, superseded and private ones included (profiles may name them).
+
+    Read from the task classes mteb registers at import (instant); building every task object
+    through ``mteb.get_tasks`` gives the same names but takes seconds.
+    """
     import warnings
 
     import mteb
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # mteb warns once per beta task
-        tasks = mteb.get_tasks(exclude_superseded=False, exclude_private=False, exclude_beta=False)
-    return {t.metadata.name for t in tasks}
+    try:
+        from mteb.get_tasks import TASK_LIST
+
+        return {cls.metadata.name for cls in TASK_LIST}
+    except (ImportError, AttributeError):  # another mteb layout: the slow public path
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # mteb warns once per beta task
+            tasks = mteb.get_tasks(
+                exclude_superseded=False, exclude_private=False, exclude_beta=False
+            )
+        return {t.metadata.name for t in tasks}
 
 
 def list_train_profiles() -> list[str]:
@@ -170,7 +179,7 @@ def list_train_profiles() -> list[str]:
 def load_train_instructions(name_or_path: str) -> tuple[str, dict[str, str], str]:
     """(profile name, dataset key -> instruction, sha256) of a training instruction profile."""
     path = find_yaml(name_or_path, profiles_dir() / "train", "training instruction profile")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = read_yaml(path, "training instruction profile") or {}
     instructions = {str(k): str(v) for k, v in (data.get("instructions") or {}).items()}
     digest = hashlib.sha256(json.dumps(instructions, sort_keys=True).encode()).hexdigest()
     return str(data.get("name", path.stem)), instructions, digest

@@ -7,9 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from neobench.errors import NeobenchError, did_you_mean, find_yaml, shipped, unknown
+from neobench.errors import NeobenchError, did_you_mean, find_yaml, read_yaml, shipped, unknown
 from neobench.recipe import SOURCES
 
 FIELDS = {
@@ -83,7 +81,7 @@ class Manifest:
 
 def load_manifest(name_or_path: str) -> Manifest:
     path = find_yaml(name_or_path, manifests_dir(), "dataset manifest")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml(path, "manifest") or {}
     problems: list[str] = []
     rows = {}
     for key, spec in (data.get("datasets") or {}).items():

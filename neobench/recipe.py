@@ -13,9 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from neobench.errors import NeobenchError, find_yaml, unknown
+from neobench.errors import NeobenchError, find_yaml, read_yaml, unknown
 
 SOURCES = frozenset({"paper", "authors-code", "neobench"})
 # Values that change neither the method nor the numbers (seed: a run parameter reported beside
@@ -23,6 +21,30 @@ SOURCES = frozenset({"paper", "authors-code", "neobench"})
 NOT_HASHED = frozenset({"seed", "checkpoint_every"})
 # Recipe-level keys that may also be overridden.
 TOP_LEVEL = frozenset({"manifest"})
+# Names other trainers use for recipe keys (transformers, sentence-transformers, torchtune CLI
+# habits): offered as "did you mean", never applied silently.
+ALIASES = {
+    "lr": "learning_rate",
+    "learning-rate": "learning_rate",
+    "bs": "batch_size",
+    "batch": "batch_size",
+    "per_device_train_batch_size": "batch_size",
+    "train_batch_size": "batch_size",
+    "steps": "max_steps",
+    "num_steps": "max_steps",
+    "max_length": "max_seq_length",
+    "seq_len": "max_seq_length",
+    "wd": "weight_decay",
+    "warmup": "warmup_ratio",
+    "temp": "temperature",
+    "tau": "temperature",
+    "negatives": "max_hard_negatives",
+    "hard_negatives": "max_hard_negatives",
+    "alpha": "sampling_alpha",
+    "dataset": "datasets",
+    "grad_clip": "max_grad_norm",
+    "clip": "max_grad_norm",
+}
 
 
 def list_recipes() -> list[str]:
@@ -77,7 +99,7 @@ class Recipe:
 
 def load_recipe(name_or_path: str) -> Recipe:
     path = find_yaml(name_or_path, _recipes_dir(), "recipe")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml(path, "recipe") or {}
     problems = recipe_problems(data, path.name)
     if problems:
         raise NeobenchError(problems)
@@ -136,14 +158,7 @@ def apply_overrides(recipe: Recipe, overrides: dict[str, str]) -> Recipe:
             applied[key] = text
             continue
         if key not in values:
-            problems.append(
-                unknown(
-                    "recipe key",
-                    key,
-                    [*values, *TOP_LEVEL],
-                    f"See the keys of recipe {recipe.name!r} with `neobench validate`.",
-                )
-            )
+            problems.append(_unknown_key(key, [*values, *TOP_LEVEL], recipe))
             continue
         try:
             values[key] = _coerce(text, values[key], key)
@@ -164,11 +179,25 @@ def apply_overrides(recipe: Recipe, overrides: dict[str, str]) -> Recipe:
     )
 
 
+def _unknown_key(key: str, keys: list[str], recipe: Recipe) -> str:
+    alias = ALIASES.get(key.lower())
+    if alias in keys:
+        return f"Unknown recipe key {key!r}. Did you mean {alias!r}?"
+    where = f"the keys under 'values:' in {recipe.path}" if recipe.path else "its values"
+    return unknown("recipe key", key, keys, f"Recipe {recipe.name!r} accepts {where}.")
+
+
 def _coerce(text: str, current: Any, key: str) -> Any:
     if key == "datasets":
-        return (
-            "all" if text == "all" else [part.strip() for part in text.split(",") if part.strip()]
-        )
+        if text == "all":
+            return "all"
+        keys = [part.strip() for part in text.split(",") if part.strip()]
+        if not keys:
+            raise ValueError(
+                f"override datasets={text}: names no dataset. Give manifest keys "
+                "(datasets=STSBENCHMARK,ALLNLI; `neobench ls datasets` lists them) or all."
+            )
+        return keys
     try:
         if isinstance(current, bool):
             if text.lower() not in {"true", "false"}:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import socket
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from pathlib import Path
 import yaml
 
 import neobench
+from neobench.errors import NeobenchError, read_yaml
 
 PACKAGES = (
     "neobench",
@@ -99,12 +101,74 @@ def write_card(path: Path, card: dict) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write a file so that readers see the old or the new content, never half of one."""
+    """Write a file so that readers see the old or the new content, never half of one.
+
+    On any failure (a full disk, a read-only folder) the temporary file is removed and the
+    previous content stays whole; the OSError goes to the caller.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_card(path: Path) -> dict:
-    return yaml.safe_load(path.read_text()) or {}
+    """A run card; an unreadable or invalid one is a NeobenchError naming the file."""
+    data = read_yaml(path, "run card", CARD_FIX)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise NeobenchError(f"run card file {path}: not a YAML mapping. {CARD_FIX}")
+    return data
+
+
+CARD_FIX = (
+    "Repair it, or move it out of that folder: it only describes an earlier run, and the "
+    "result files beside it are unaffected."
+)
+
+
+def owner() -> dict[str, object]:
+    """Which process writes a card: a later run uses it to tell a live run from a dead one."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def is_orphaned(card: dict) -> bool:
+    """A card still marked running whose process is gone (killed, out of memory, power cut).
+
+    Only a process on this host can be checked; a card written elsewhere is left as it is.
+    """
+    who = card.get("owner") or {}
+    if card.get("status") != "running" or who.get("host") != socket.gethostname():
+        return False
+    pid = who.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: an existence check, nothing is sent
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, owned by another user
+    return False
+
+
+def mark_orphaned(path: Path, card: dict) -> bool:
+    """Rewrite an orphaned card as interrupted; True when it was one."""
+    if not is_orphaned(card):
+        return False
+    card["status"] = "interrupted"
+    card["interrupted"] = {
+        "noticed": now(),
+        "by": owner(),
+        "reason": "its process ended without finishing the card (killed or crashed)",
+    }
+    try:
+        write_card(path, card)
+    except OSError:
+        return True  # the folder is read-only or full: the caller still knows
+    return True

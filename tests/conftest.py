@@ -80,3 +80,36 @@ def one_repo_mirror(tmp_path, mirror) -> Path:
 
 def read_json(path: Path) -> dict:
     return json.loads(path.read_text())
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """Mount small tmpfs file systems (read-only, or nearly full) for file-system failure tests.
+
+    Needs root (CI runs as root); elsewhere the test is skipped, but in CI a failed mount fails.
+    Every mount is undone at teardown.
+    """
+    import subprocess
+
+    mounted: list[Path] = []
+
+    def mount(name: str, size_kb: int = 256, read_only: bool = False) -> Path:
+        target = tmp_path / name
+        target.mkdir()
+        options = f"size={size_kb}k" + (",ro" if read_only else "")
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode:
+            message = f"cannot mount a tmpfs ({done.stderr.strip()}); needs root"
+            if os.environ.get("CI"):
+                pytest.fail(message)
+            pytest.skip(message)
+        mounted.append(target)
+        return target
+
+    yield mount
+    for target in reversed(mounted):
+        subprocess.run(["umount", "-l", str(target)], check=False)
