@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -576,6 +577,18 @@ def cmd_table(args: argparse.Namespace) -> int:
         )
     if args.plot and Path(args.plot).suffix.lower() != ".png":
         raise NeobenchError(f"--plot {args.plot}: the chart is written as PNG; name it *.png.")
+    from neobench.errors import writable_folder_problems
+
+    problems = [
+        problem
+        for flag, target in (("--out", args.out), ("--plot", args.plot))
+        if target
+        for problem in writable_folder_problems(
+            Path(target).parent, f"{flag} {target}: its folder", "Write it somewhere else."
+        )
+    ]
+    if problems:
+        raise NeobenchError(problems)
     benchmark = load_benchmark(args.benchmark)
     tasks = select_tasks(benchmark)
     runs, problems = [], []
@@ -733,7 +746,10 @@ COMMANDS = {
 def _os_error_message(error: OSError) -> str:
     from neobench.errors import disk_full
 
-    where = f"{error.filename}: " if error.filename else ""
+    filename = str(error.filename or "")
+    # write_text_atomic's temporary name: the user knows the file it stands for.
+    filename = re.sub(r"\.\d+\.tmp$", "", filename)
+    where = f"{filename}: " if filename else ""
     if disk_full(error):
         return f"{where}the disk is full. Free space or write to another disk, then re-run."
     reason = error.strerror or str(error)

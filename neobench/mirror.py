@@ -48,7 +48,8 @@ def resolve_data_dir(arg: str | Path | None) -> Path | None:
     if not path.is_dir():
         source = "--data-dir" if arg else f"${DATA_DIR_ENV}"
         raise NeobenchError(
-            f"{source} {value}: no such folder. Point it at a mirror made by "
+            f"{source} {value}: {'is a file, not a folder' if path.exists() else 'no such folder'}"
+            ". Point it at a mirror made by "
             "`neobench data prefetch --out DIR`, or leave it unset to load from the hub."
         )
     return path
