@@ -533,6 +533,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     ):
         if value is not None and value < 1:
             problems.append(f"{flag} {value}: must be a positive number.")
+    if not _csv(args.tasks):
+        problems.append("--tasks: the list is empty; name the tasks whose texts are encoded.")
     if problems:
         raise NeobenchError(problems)
     texts = bench.task_texts(_csv(args.tasks) or [], args.benchmark, args.data_dir, args.max_texts)

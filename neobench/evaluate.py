@@ -143,12 +143,6 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], Any]:
             f"--token-budget {cfg.token_budget}: must be a positive number of tokens "
             "(or leave it out for the device's default)."
         )
-    for flag, names in (("--tasks", cfg.tasks), ("--types", cfg.types)):
-        if names is not None and not names:
-            problems.append(
-                f"{flag}: the list is empty, so it names nothing to run. Give at least one "
-                f"name, or leave {flag} out to run the whole benchmark."
-            )
     if profile is not None:
         problems += validate_profile(profile, all_mteb_task_names())
     problems += writable_folder_problems(

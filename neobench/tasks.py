@@ -40,7 +40,12 @@ def select_tasks(
     """
     by_name = {t.metadata.name: t for t in benchmark.tasks}
     known_types = sorted({t.metadata.type for t in benchmark.tasks})
-    problems = []
+    problems = [
+        f"{flag}: the list is empty, so it names nothing to run. Give at least one name, or "
+        f"leave {flag} out to run the whole benchmark."
+        for flag, names in (("--tasks", tasks), ("--types", types))
+        if names is not None and not names
+    ]
     for name in tasks or []:
         if name not in by_name:
             problems.append(
