@@ -50,7 +50,7 @@ CACHE_FILE = "embeddings.sqlite"
 SCHEMA_VERSION = 2  # 1: emb(key, vec) without checksums (neobench 0.1.0)
 COLUMNS = ["key", "vec", "digest"]
 SIDE_FILES = ("-wal", "-shm")
-ASIDE_TAGS = {"corrupt": "damaged", "v1": "written without checksums"}
+ASIDE_TAGS = {"corrupt": "damaged", "v1": "outdated"}
 # quick_check reads the whole file: ~1 s per GB warm, far more on a cold network disk.
 QUICK_CHECK_MAX_BYTES = 2 * 1024**3
 # Shards of one job share the cache and each holds the write lock for one batch at a time.
@@ -147,14 +147,16 @@ def _read_schema(db: sqlite3.Connection, path: Path) -> bool:
     if tables == ["emb"] and columns == COLUMNS and version == SCHEMA_VERSION:
         return True
     if tables == ["emb"] and columns == ["key", "vec"] and version == 0:
-        raise _Damaged("written by neobench 0.1.0 without checksums", tag="v1")
+        raise _Damaged("written by neobench 0.1.0, without checksums to verify it", tag="v1")
     raise _Damaged(f"not a neobench embedding cache: tables {tables}, schema version {version}")
 
 
 def _quick_check(db: sqlite3.Connection) -> None:
-    problems = [row[0] for row in db.execute("PRAGMA quick_check(3)")]  # the first three
-    if problems != ["ok"]:
-        raise _Damaged("; ".join(problems))
+    found = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
+    if found != ["ok"]:
+        # Rows may hold several lines under a "*** in database main ***" heading.
+        lines = [line for row in found for line in row.splitlines() if not line.startswith("***")]
+        raise _Damaged("; ".join(lines[:3]))
 
 
 def _open(path: Path, full_check: bool) -> sqlite3.Connection:
@@ -324,10 +326,13 @@ class EmbeddingCache:
         if self.db is None or _identity(self.path) == self._identity:
             return
         self.close()
+        lost = ""
+        if self.stored:
+            lost = f": the {self.stored} embeddings this run stored are no longer in it"
         self._warn(
-            f"embedding cache {self.path} was deleted or replaced during this run: the "
-            f"{self.stored} embeddings this run stored are no longer in it (texts are encoded "
-            f"again when needed; {NO_EFFECT}). Continuing with a new cache at {self.path}."
+            f"embedding cache {self.path} was deleted or replaced during this run{lost} (texts "
+            f"are encoded again when needed; {NO_EFFECT}). Continuing with a new cache at "
+            f"{self.path}."
         )
         self.stored = 0
         try:
@@ -368,22 +373,26 @@ class EmbeddingCache:
         """Open the cache; a damaged or outdated file is moved aside and a fresh one started."""
         check_folder(self.path.parent)
         try:
-            try:
-                return _open(self.path, full_check=_size(self.path) <= QUICK_CHECK_MAX_BYTES)
-            except _Damaged as damage:
-                aside = self._move_aside_at_open(damage)
-                self._warn(
-                    f"embedding cache {self.path} was {ASIDE_TAGS[damage.tag]} ({damage}): moved "
-                    f"to {aside} (with its -wal/-shm); starting a fresh cache. Delete the old "
-                    "file when you no longer need it (neobench cache clear does)."
-                )
-                return _open(self.path, full_check=False)
-        except sqlite3.DatabaseError as error:
+            return _open(self.path, full_check=_size(self.path) <= QUICK_CHECK_MAX_BYTES)
+        except _Damaged as damage:
+            aside = self._move_aside_at_open(damage)
             self._warn(
-                f"embedding cache {self.path}: {error}; this run continues without the cache "
-                f"({NO_EFFECT})."
+                f"embedding cache {self.path} is {ASIDE_TAGS[damage.tag]} ({damage}): moved to "
+                f"{aside} (with its -wal/-shm); starting a fresh cache. Delete the old file when "
+                "you no longer need it (neobench cache clear does)."
             )
-            return None
+        except sqlite3.DatabaseError as error:
+            return self._without_cache(error)
+        try:
+            return _open(self.path, full_check=False)
+        except (_Damaged, sqlite3.DatabaseError) as error:  # another process got there first
+            return self._without_cache(error)
+
+    def _without_cache(self, error: Exception) -> None:
+        self._warn(
+            f"embedding cache {self.path}: {error}; this run continues without the cache "
+            f"({NO_EFFECT})."
+        )
 
     def _move_aside_at_open(self, damage: _Damaged) -> Path:
         try:
@@ -417,7 +426,10 @@ def inspect_cache(path: Path) -> CacheReport:
     """The state of the cache at ``path``, read-only: creates, moves and repairs nothing. Always
     runs the full quick_check (reads every page), whatever the size."""
     if path.parent.exists() and not path.parent.is_dir():
-        raise NeobenchError(f"embedding cache folder {path.parent} is a file, not a folder.")
+        raise NeobenchError(
+            f"embedding cache folder {path.parent} is a file, not a folder. Pass --cache-dir "
+            "with the folder that holds embeddings.sqlite."
+        )
     report = CacheReport(path, bytes=_size(path), aside=moved_aside(path))
     if not path.exists():
         return report
