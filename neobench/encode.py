@@ -1,10 +1,11 @@
 """The evaluation encoder: length-sorted token-budget batches and a shared embedding cache.
 
-Every text is looked up in the cache under (model fingerprint, prompt, text) first; only missing
-texts are encoded, deduplicated, longest first, in batches bounded by a token budget rather than a
-fixed count. Features come from sentence-transformers' own `preprocess`, called once per chunk of
-texts (tokenizing each text once, in the tokenizer's thread pool), and the embedding from the
-model's own forward, so the numbers are those of `SentenceTransformer.encode` (tested to 1e-5).
+Every text is looked up in the embedding cache (neobench/cache.py) under (model fingerprint,
+prompt, text) first; only missing texts are encoded, deduplicated, longest first, in batches
+bounded by a token budget rather than a fixed count. Features come from sentence-transformers'
+own `preprocess`, called once per chunk of texts (tokenizing each text once, in the tokenizer's
+thread pool), and the embedding from the model's own forward, so the numbers are those of
+`SentenceTransformer.encode` (tested to 1e-5).
 """
 
 from __future__ import annotations
