@@ -67,8 +67,8 @@ BENCH_EXAMPLE = """example (offline, on the mirror):
   neobench bench encode --data-dir ../shared/data/hub --tasks SciFact,STSBenchmark"""
 
 CACHE_EXAMPLE = """examples:
-  neobench cache info     # embeddings stored and bytes on disk
-  neobench cache clear"""
+  neobench cache info     # embeddings stored, bytes on disk, full integrity check (exit 1: damaged)
+  neobench cache clear    # delete the cache files (also damaged ones) and start an empty cache"""
 
 TABLE_EXAMPLE = """examples:
   neobench table --results runs/eval --reference paper
@@ -554,15 +554,33 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from neobench.encode import EmbeddingCache, default_cache_path
+    from neobench.cache import cache_path, clear_cache, inspect_cache
 
-    folder = Path(args.cache_dir) if args.cache_dir else default_cache_path().parent
-    cache = EmbeddingCache(folder / "embeddings.sqlite")
+    path = cache_path(args.cache_dir)
     if args.action == "clear":
-        cache.clear()
-    stats = cache.stats()
-    console.print(f"{cache.path}: {stats['embeddings']} embeddings, {stats['bytes'] / 1e6:.1f} MB")
-    return 0
+        for line in clear_cache(path):
+            console.print(line, highlight=False)
+    report = inspect_cache(path)
+    if report.state == "missing":
+        console.print(f"{path}: no cache yet (neobench eval creates it)", highlight=False)
+    elif report.state == "ok":
+        console.print(
+            f"{path}: {report.embeddings} embeddings, {report.bytes / 1e6:.1f} MB, checked ok",
+            highlight=False,
+        )
+    else:
+        console.print(f"[bold red]{report.state}:[/] {path}: {report.problem}", highlight=False)
+        if report.fix:
+            console.print(f"fix: {report.fix}", highlight=False)
+    if report.aside:
+        size = sum(p.stat().st_size for p in report.aside) / 1e6
+        console.print(
+            f"{len(report.aside)} damaged or outdated cache(s) moved aside, {size:.1f} MB: "
+            + ", ".join(p.name for p in report.aside)
+            + " (neobench cache clear deletes them)",
+            highlight=False,
+        )
+    return 0 if report.state in ("missing", "ok") else 1
 
 
 def cmd_table(args: argparse.Namespace) -> int:

@@ -1,29 +1,25 @@
 """The evaluation encoder: length-sorted token-budget batches and a shared embedding cache.
 
-Every text is looked up in the cache under (model fingerprint, prompt, text) first; only missing
-texts are encoded, deduplicated, longest first, in batches bounded by a token budget rather than a
-fixed count. Features come from sentence-transformers' own `preprocess`, called once per chunk of
-texts (tokenizing each text once, in the tokenizer's thread pool), and the embedding from the
-model's own forward, so the numbers are those of `SentenceTransformer.encode` (tested to 1e-5).
+Every text is looked up in the embedding cache (neobench/cache.py) under (model fingerprint,
+prompt, text) first; only missing texts are encoded, deduplicated, longest first, in batches
+bounded by a token budget rather than a fixed count. Features come from sentence-transformers'
+own `preprocess`, called once per chunk of texts (tokenizing each text once, in the tokenizer's
+thread pool), and the embedding from the model's own forward, so the numbers are those of
+`SentenceTransformer.encode` (tested to 1e-5).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
-import sqlite3
-from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from neobench.cache import EmbeddingCache
 from neobench.unpad import unpadded
 
 logger = logging.getLogger(__name__)
 
-CACHE_ENV = "NEOBENCH_CACHE"
 DEFAULT_TOKEN_BUDGET = 16_384  # tokens (padded) per forward batch
 MAX_BATCH = 512
 # Texts tokenized in one call (and sorted by length together): large enough for the tokenizer's
@@ -49,55 +45,6 @@ def auto_unpadded(mode: str, dtype: str) -> str:
     """``auto`` packs on CUDA in half precision only: the fused varlen kernels take fp16/bf16,
     and in float32 the per-sequence reference would be slower than padded SDPA."""
     return "off" if mode == "auto" and dtype == "float32" else mode
-
-
-def default_cache_path() -> Path:
-    """$NEOBENCH_CACHE/embeddings.sqlite, else ~/.cache/neobench/embeddings.sqlite."""
-    root = os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "neobench"
-    return Path(root) / "embeddings.sqlite"
-
-
-class EmbeddingCache:
-    """Embeddings on disk in SQLite (WAL): a killed run leaves every committed batch intact."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
-
-    @staticmethod
-    def key(fingerprint: str, prompt: str, text: str) -> bytes:
-        return hashlib.sha256("\x00".join((fingerprint, prompt, text)).encode()).digest()
-
-    def get_many(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        found: dict[bytes, np.ndarray] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for key, vec in self.db.execute(
-                f"SELECT key, vec FROM emb WHERE key IN ({marks})", chunk
-            ):
-                found[key] = np.frombuffer(vec, dtype=np.float32)
-        return found
-
-    def put_many(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
-        with self.db:  # one transaction: all of the batch or none of it
-            self.db.executemany(
-                "INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)",
-                ((k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items),
-            )
-
-    def stats(self) -> dict[str, int]:
-        (count,) = self.db.execute("SELECT COUNT(*) FROM emb").fetchone()
-        size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*"))
-        return {"embeddings": int(count), "bytes": int(size)}
-
-    def clear(self) -> None:
-        with self.db:
-            self.db.execute("DELETE FROM emb")
-        self.db.execute("VACUUM")
 
 
 def token_budget_batches(

@@ -25,15 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neobench import mirror, record
-from neobench.encode import (
-    DTYPE_ALIASES,
-    DTYPES,
-    EmbeddingCache,
-    FastEncoder,
-    auto_unpadded,
-    default_cache_path,
-    resolve_dtype,
-)
+from neobench.cache import EmbeddingCache, cache_path
+from neobench.encode import DTYPE_ALIASES, DTYPES, FastEncoder, auto_unpadded, resolve_dtype
 from neobench.errors import (
     NeobenchError,
     RunFailed,
@@ -177,7 +170,11 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
     else:
         mirror.check_hub_access(tasks, cfg.benchmark)
 
-    # 2. Model.
+    # 2. Embedding cache, before the model: a folder that cannot hold it is an error of the
+    # command (fixed in seconds); a damaged file is moved aside here with a warning.
+    embedding_cache = None if cfg.no_cache else EmbeddingCache(cache_path(cfg.cache_dir))
+
+    # 3. Model.
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device)
     loaded = load_model(
@@ -193,12 +190,8 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
     if tuned.get("name") and not cfg.model_name:
         loaded.name = tuned["name"]
 
-    # 3. Prompts: the profile replaces whatever prompts the model folder carried.
+    # 4. Prompts: the profile replaces whatever prompts the model folder carried.
     prompts, without_instruction = mteb_prompts(profile, tasks)
-    embedding_cache = None
-    if not cfg.no_cache:
-        folder = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_path().parent
-        embedding_cache = EmbeddingCache(folder / "embeddings.sqlite")
     fast = FastEncoder(
         loaded.model,
         # The weights (hub commit or local content hash), not the results name: the same weights
@@ -230,7 +223,7 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
     results_dir = cache.get_task_result_path("_", meta).parent
     check_same_conditions(results_dir, conditions)
 
-    # 4. Run card, written before any work.
+    # 5. Run card, written before any work.
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     k, n = parse_shard(cfg.shard)
     card_path = results_dir / "neobench" / f"run-{stamp}-shard{k}of{n}-{os.getpid()}.yaml"
@@ -277,7 +270,7 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
     }
     _write_card(card_path, card, results_root)
 
-    # 5. Tasks, one at a time, so a kill loses at most the task in flight.
+    # 6. Tasks, one at a time, so a kill loses at most the task in flight.
     summary = EvalSummary(results_dir, card_path)
     reporter.start(len(tasks), results_dir)
     try:
@@ -309,6 +302,10 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
             "texts_encoded": fast.texts_encoded,
             "token_budget": fast.token_budget,
         }
+        if embedding_cache:
+            embedding_cache.close()
+            card["encoding"]["cache_damaged_entries"] = embedding_cache.bad_entries
+            card["encoding"]["cache_warnings"] = embedding_cache.events
         try:
             record.write_card(card_path, card)
         except OSError as error:
