@@ -227,6 +227,11 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     k, n = parse_shard(cfg.shard)
     card_path = results_dir / "neobench" / f"run-{stamp}-shard{k}of{n}-{os.getpid()}.yaml"
+    # Two runs of one process within a second (library use, tests) must not share a card.
+    serial = 1
+    while card_path.exists():
+        serial += 1
+        card_path = card_path.with_name(f"run-{stamp}-shard{k}of{n}-{os.getpid()}-{serial}.yaml")
     card = {
         "kind": "neobench eval",
         "started": record.now(),
