@@ -12,10 +12,17 @@ import hashlib
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from safetensors import SafetensorError
+
+from neobench import attention
 from neobench.errors import NeobenchError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +47,11 @@ class LoadedModel:
     trust_remote_code: bool
     # Whether neobench's encoder packs batches (unpad.py); NeoBERT unpads inside its own forward.
     packed: bool = False
+    # What the backbone's own forward runs (training, stock encode); attn_implementation is what
+    # neobench's encoder runs, the packed kernel when packed.
+    forward_attn_implementation: str = ""
+    # Tokenizer class, padding side, pad token, and what neobench adjusted (settle_tokenizer).
+    tokenizer: dict[str, object] = field(default_factory=dict)
 
 
 def parse_max_seq_length(value: str | int) -> int | str:
@@ -197,11 +209,16 @@ def load_model(
     trust_remote_code: bool = False,
     device: str = "cpu",
     name: str | None = None,
-    attn_implementation: str = "sdpa",
+    attn_implementation: str = "auto",
+    half: bool = False,
     disable_dropout: bool = False,
     unpadded: str = "auto",
 ) -> LoadedModel:
-    """Load ``spec`` as a SentenceTransformer with mean pooling and a fixed max length."""
+    """Load ``spec`` as a SentenceTransformer with mean pooling and a fixed max length.
+
+    ``attn_implementation``: ``auto`` takes the fastest implementation the backbone's class
+    supports (attention.py); ``half``: the forward runs in fp16/bf16 (flash kernels need it).
+    """
     folder, source, resolved_revision = locate(spec, revision)
     backbone_dir = transformer_folder(folder)
     config = check_encoder(backbone_dir, spec)
@@ -211,28 +228,21 @@ def load_model(
             f"--max-seq-length {max_seq_length} exceeds the {positions} position embeddings "
             f"of {spec}; use --max-seq-length {positions} or less."
         )
+    check_weights([folder, backbone_dir], spec)
     is_st = (folder / "modules.json").is_file()
+    overrides = dropout_overrides(config) if disable_dropout else {}
     try:
-        model = _build(
-            folder,
-            is_st,
-            max_seq_length,
-            trust_remote_code,
-            device,
-            attn_implementation,
-            dropout_overrides(config) if disable_dropout else {},
-        )
-    except (ValueError, OSError, KeyError) as error:
-        if "trust_remote_code" in str(error):
-            raise NeobenchError(
-                f"--model {spec}: its code lives in the model repository (model_type "
-                f"{config.get('model_type')!r}). Review that code, then pass --trust-remote-code."
-            ) from None
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-        raise NeobenchError(
-            f"--model {spec}: transformers could not load it ({type(error).__name__}: "
-            f"{first_line}). Check that the folder holds a complete model and tokenizer."
-        ) from None
+        cls = attention.backbone_class(backbone_dir, trust_remote_code)
+        options = attention.candidates(attn_implementation, cls, device, half, spec)
+        model = _build_first(
+            options, attn_implementation, spec,
+            lambda impl: _build(
+                folder, is_st, max_seq_length, trust_remote_code, device, impl, overrides
+            ),
+        )  # fmt: skip
+    except (ValueError, OSError, KeyError, ImportError, RuntimeError, SafetensorError) as error:
+        raise _load_error(spec, config, error, trust_remote_code) from None
+    tokenizer = settle_tokenizer(model, config, spec)
     from neobench import unpad
     from neobench.models.neobert import varlen_kernel_name
 
@@ -241,9 +251,19 @@ def load_model(
     # than padded SDPA over length-sorted batches. "on" forces it (tests), "off" never.
     if hasattr(auto_model.config, "unpadded_attention"):  # native NeoBERT
         auto_model.config.unpadded_attention = unpadded
-    packed = unpad.supports(auto_model) and (
-        unpadded == "on" or (unpadded == "auto" and device.startswith("cuda"))
-    )
+    wanted = unpadded == "on" or (unpadded == "auto" and device.startswith("cuda"))
+    packed = wanted and unpad.supports(auto_model)
+    if unpadded == "on" and not packed and not hasattr(auto_model.config, "unpadded_attention"):
+        # A benchmark over many backbones with --unpadded on must not stop at the one that
+        # cannot pack: it runs padded, and the run card says so (attn_implementation, unpadded).
+        logger.warning(
+            "--unpadded on: %s.%s cannot run unpadded (neobench packs transformers' own %s "
+            "only); it runs padded.",
+            type(auto_model).__module__,
+            type(auto_model).__name__,
+            ", ".join(sorted(unpad.POSITIONS)),
+        )
+    forward_kernel = _kernel(auto_model, device)
     return LoadedModel(
         model=model,
         name=name or (spec if source == "hub" else f"local/{folder.name}"),
@@ -252,11 +272,149 @@ def load_model(
         kind="sentence-transformers" if is_st else "transformers-encoder",
         path=str(folder),
         max_seq_length=int(model.max_seq_length),
-        attn_implementation=varlen_kernel_name(device) if packed else _kernel(auto_model, device),
+        attn_implementation=varlen_kernel_name(device) if packed else forward_kernel,
         architecture=",".join(config.get("architectures") or [config.get("model_type", "?")]),
         trust_remote_code=trust_remote_code,
         packed=packed,
+        forward_attn_implementation=forward_kernel,
+        tokenizer=tokenizer,
     )
+
+
+def _build_first(
+    options: list[str], requested: str, spec: str, build: Callable[[str], object]
+) -> object:
+    """``build`` with the first implementation transformers accepts (several are tried only for
+    remote code under ``auto``, whose support is unknown until its class is built)."""
+    for index, impl in enumerate(options):
+        try:
+            return build(impl)
+        except ValueError as error:
+            if not attention.refused(error):
+                raise
+            if requested != attention.AUTO:
+                raise attention.remote_refusal(spec, requested, error) from None
+            if index == len(options) - 1:
+                raise
+            logger.info("%s refused %s; trying %s", spec, impl, options[index + 1])
+    raise AssertionError("unreachable: candidates() returns at least one implementation")
+
+
+def _load_error(
+    spec: str, config: dict, error: Exception, trust_remote_code: bool
+) -> NeobenchError:
+    """One clear message for what transformers or sentence-transformers raised while loading."""
+    text = str(error)
+    if "trust_remote_code" in text or (
+        # transformers has its own code for some model types whose repositories also ship code
+        # (nomic_bert): without the flag it takes its own, which may not fit the weights.
+        "AutoModel" in (config.get("auto_map") or {}) and not trust_remote_code
+    ):
+        return NeobenchError(
+            f"--model {spec}: its code lives in the model repository (model_type "
+            f"{config.get('model_type')!r}). Review that code, then pass --trust-remote-code."
+        )
+    if isinstance(error, SafetensorError):
+        return NeobenchError(
+            f"--model {spec}: a weights file cannot be read ({text}). The download is incomplete "
+            "or damaged: delete the folder (or its hub cache entry) and download it again."
+        )
+    first_line = text.strip().splitlines()[0] if text.strip() else repr(error)
+    hint = "Check that the folder holds a complete model and tokenizer."
+    if isinstance(error, ImportError):
+        hint = "Install the package it names (pip install ...) or pick another option."
+    return NeobenchError(
+        f"--model {spec}: transformers could not load it ({type(error).__name__}: "
+        f"{first_line}). {hint}"
+    )
+
+
+def check_weights(folders: list[Path], spec: str) -> None:
+    """Refuse a cut-off ``*.safetensors`` file (an interrupted download) before loading: its
+    header says how many bytes it holds, so a short file is found without reading the tensors."""
+    problems = []
+    for file in sorted({f for folder in folders for f in folder.glob("*.safetensors")}):
+        problem = _safetensors_problem(file)
+        if problem:
+            problems.append(
+                f"--model {spec}: weights file {file.name} {problem} (in {file.parent}). The "
+                "download or copy was interrupted: download the model again (`hf download REPO "
+                "--local-dir DIR`, or delete the folder or its hub cache entry and fetch it anew)."
+            )
+    if problems:
+        raise NeobenchError(problems)
+
+
+def _safetensors_problem(file: Path) -> str | None:
+    """Why ``file`` is not a complete safetensors file, or None.
+
+    Layout: 8 bytes little-endian header length n, n bytes of JSON mapping every tensor to
+    ``data_offsets`` [begin, end) in the byte buffer that follows."""
+    size = file.stat().st_size
+    with file.open("rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            return f"is {size} bytes long, shorter than a safetensors header"
+        length = int.from_bytes(head, "little")
+        if 8 + length > size:
+            return f"is truncated: {size} bytes, but its header alone needs {8 + length}"
+        try:
+            header = json.loads(handle.read(length))
+        except ValueError:
+            return "has an unreadable header (not a safetensors file, or damaged)"
+    ends = [
+        entry["data_offsets"][1]
+        for key, entry in header.items()
+        if key != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry
+    ]
+    expected = 8 + length + max(ends, default=0)
+    if size < expected:
+        return f"is truncated: {size} bytes of the {expected} its header describes"
+    return None
+
+
+def settle_tokenizer(model: object, config: dict, spec: str) -> dict[str, object]:
+    """Right padding and a pad token, whatever the tokenizer folder said; returns the record.
+
+    Right padding: absolute positions (BERT) count from the first column, so left padding would
+    shift every real token and change the embeddings; the packed path numbers positions the same
+    way. A missing pad token (some BPE tokenizers) takes the token of the config's
+    pad_token_id, else eos, sep or unk: padding is masked out of attention and pooling, so any
+    token the model knows serves."""
+    tokenizer = model[0].tokenizer
+    if tokenizer is None:
+        raise NeobenchError(f"--model {spec}: it has no text tokenizer; neobench embeds text.")
+    adjusted = []
+    if tokenizer.padding_side != "right":
+        adjusted.append(f"padding_side {tokenizer.padding_side!r} -> 'right'")
+        tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:
+        source, token = _pad_token(tokenizer, config)
+        if token is None:
+            raise NeobenchError(
+                f"--model {spec}: its tokenizer has no pad token, and no eos, sep or unk token "
+                "to pad with. Add one to the tokenizer (tokenizer.add_special_tokens("
+                "{'pad_token': '[PAD]'}), then save_pretrained) and pass that folder."
+            )
+        tokenizer.pad_token = token
+        adjusted.append(f"pad_token set to {token!r} (from {source})")
+    return {
+        "class": type(tokenizer).__name__,
+        "padding_side": tokenizer.padding_side,
+        "pad_token": str(tokenizer.pad_token),
+        "adjusted": adjusted,
+    }
+
+
+def _pad_token(tokenizer: object, config: dict) -> tuple[str, str | None]:
+    pad_id = config.get("pad_token_id")
+    if isinstance(pad_id, int) and 0 <= pad_id < len(tokenizer):
+        return "the config's pad_token_id", tokenizer.convert_ids_to_tokens(pad_id)
+    for name in ("eos_token", "sep_token", "unk_token"):
+        token = getattr(tokenizer, name, None)
+        if token is not None:
+            return name, str(token)
+    return "", None
 
 
 def _kernel(auto_model: object, device: str) -> str:
