@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from neobench.errors import NeobenchError, check_choice
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
@@ -128,3 +132,22 @@ def remote_refusal(spec: str, requested: str, error: BaseException) -> NeobenchE
         "Pass --attn-implementation auto to take the fastest implementation it accepts, or "
         "eager, which every class supports."
     )
+
+
+def build_first(
+    options: list[str], requested: str, spec: str, build: Callable[[str], object]
+) -> object:
+    """``build`` with the first implementation transformers accepts (several are tried only for
+    remote code under ``auto``, whose support is unknown until its class is built)."""
+    for index, impl in enumerate(options):
+        try:
+            return build(impl)
+        except ValueError as error:
+            if not refused(error):
+                raise
+            if requested != AUTO:
+                raise remote_refusal(spec, requested, error) from None
+            if index == len(options) - 1:
+                raise
+            logger.info("%s refused %s; trying %s", spec, impl, options[index + 1])
+    raise AssertionError("unreachable: candidates() returns at least one implementation")

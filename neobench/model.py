@@ -14,15 +14,12 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from safetensors import SafetensorError
 
 from neobench import attention
+from neobench.backbone import check_weights, settle_tokenizer
 from neobench.errors import NeobenchError
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
@@ -234,7 +231,7 @@ def load_model(
     try:
         cls = attention.backbone_class(backbone_dir, trust_remote_code)
         options = attention.candidates(attn_implementation, cls, device, half, spec)
-        model = _build_first(
+        model = attention.build_first(
             options, attn_implementation, spec,
             lambda impl: _build(
                 folder, is_st, max_seq_length, trust_remote_code, device, impl, overrides
@@ -243,26 +240,10 @@ def load_model(
     except (ValueError, OSError, KeyError, ImportError, RuntimeError, SafetensorError) as error:
         raise _load_error(spec, config, error, trust_remote_code) from None
     tokenizer = settle_tokenizer(model, config, spec)
-    from neobench import unpad
     from neobench.models.neobert import varlen_kernel_name
 
     auto_model = model[0].auto_model
-    # "auto": unpadded attention on CUDA only; on the CPU the per-sequence reference is slower
-    # than padded SDPA over length-sorted batches. "on" forces it (tests), "off" never.
-    if hasattr(auto_model.config, "unpadded_attention"):  # native NeoBERT
-        auto_model.config.unpadded_attention = unpadded
-    wanted = unpadded == "on" or (unpadded == "auto" and device.startswith("cuda"))
-    packed = wanted and unpad.supports(auto_model)
-    if unpadded == "on" and not packed and not hasattr(auto_model.config, "unpadded_attention"):
-        # A benchmark over many backbones with --unpadded on must not stop at the one that
-        # cannot pack: it runs padded, and the run card says so (attn_implementation, unpadded).
-        logger.warning(
-            "--unpadded on: %s.%s cannot run unpadded (neobench packs transformers' own %s "
-            "only); it runs padded.",
-            type(auto_model).__module__,
-            type(auto_model).__name__,
-            ", ".join(sorted(unpad.POSITIONS)),
-        )
+    packed = _packs(auto_model, unpadded, device)
     forward_kernel = _kernel(auto_model, device)
     return LoadedModel(
         model=model,
@@ -281,23 +262,29 @@ def load_model(
     )
 
 
-def _build_first(
-    options: list[str], requested: str, spec: str, build: Callable[[str], object]
-) -> object:
-    """``build`` with the first implementation transformers accepts (several are tried only for
-    remote code under ``auto``, whose support is unknown until its class is built)."""
-    for index, impl in enumerate(options):
-        try:
-            return build(impl)
-        except ValueError as error:
-            if not attention.refused(error):
-                raise
-            if requested != attention.AUTO:
-                raise attention.remote_refusal(spec, requested, error) from None
-            if index == len(options) - 1:
-                raise
-            logger.info("%s refused %s; trying %s", spec, impl, options[index + 1])
-    raise AssertionError("unreachable: candidates() returns at least one implementation")
+def _packs(auto_model: object, unpadded: str, device: str) -> bool:
+    """Whether neobench's encoder packs batches for this backbone (unpad.py).
+
+    "auto": on CUDA only; on the CPU the per-sequence reference is slower than padded SDPA over
+    length-sorted batches. "on" forces it where the architecture allows; elsewhere the model runs
+    padded, so a benchmark over many backbones with --unpadded on does not stop at the one that
+    cannot pack, and the run card says what ran (attn_implementation, unpadded).
+    """
+    from neobench import unpad
+
+    if hasattr(auto_model.config, "unpadded_attention"):  # native NeoBERT unpads itself
+        auto_model.config.unpadded_attention = unpadded
+        return False
+    packs = unpad.supports(auto_model)
+    if unpadded == "on" and not packs:
+        logger.warning(
+            "--unpadded on: %s.%s cannot run unpadded (neobench packs transformers' own %s "
+            "only); it runs padded.",
+            type(auto_model).__module__,
+            type(auto_model).__name__,
+            ", ".join(sorted(unpad.POSITIONS)),
+        )
+    return packs and (unpadded == "on" or (unpadded == "auto" and device.startswith("cuda")))
 
 
 def _load_error(
@@ -305,11 +292,7 @@ def _load_error(
 ) -> NeobenchError:
     """One clear message for what transformers or sentence-transformers raised while loading."""
     text = str(error)
-    if "trust_remote_code" in text or (
-        # transformers has its own code for some model types whose repositories also ship code
-        # (nomic_bert): without the flag it takes its own, which may not fit the weights.
-        "AutoModel" in (config.get("auto_map") or {}) and not trust_remote_code
-    ):
+    if "trust_remote_code" in text:
         return NeobenchError(
             f"--model {spec}: its code lives in the model repository (model_type "
             f"{config.get('model_type')!r}). Review that code, then pass --trust-remote-code."
@@ -323,98 +306,18 @@ def _load_error(
     hint = "Check that the folder holds a complete model and tokenizer."
     if isinstance(error, ImportError):
         hint = "Install the package it names (pip install ...) or pick another option."
+    elif "AutoModel" in (config.get("auto_map") or {}) and not trust_remote_code:
+        # transformers has its own code for some model types whose repositories also ship code
+        # (nomic_bert); without the flag it takes its own, which may not fit these weights.
+        hint = (
+            f"The folder's config also maps AutoModel to code in the repository "
+            f"({config['auto_map']['AutoModel']}), which transformers did not use: review that "
+            "code, then pass --trust-remote-code."
+        )
     return NeobenchError(
         f"--model {spec}: transformers could not load it ({type(error).__name__}: "
         f"{first_line}). {hint}"
     )
-
-
-def check_weights(folders: list[Path], spec: str) -> None:
-    """Refuse a cut-off ``*.safetensors`` file (an interrupted download) before loading: its
-    header says how many bytes it holds, so a short file is found without reading the tensors."""
-    problems = []
-    for file in sorted({f for folder in folders for f in folder.glob("*.safetensors")}):
-        problem = _safetensors_problem(file)
-        if problem:
-            problems.append(
-                f"--model {spec}: weights file {file.name} {problem} (in {file.parent}). The "
-                "download or copy was interrupted: download the model again (`hf download REPO "
-                "--local-dir DIR`, or delete the folder or its hub cache entry and fetch it anew)."
-            )
-    if problems:
-        raise NeobenchError(problems)
-
-
-def _safetensors_problem(file: Path) -> str | None:
-    """Why ``file`` is not a complete safetensors file, or None.
-
-    Layout: 8 bytes little-endian header length n, n bytes of JSON mapping every tensor to
-    ``data_offsets`` [begin, end) in the byte buffer that follows."""
-    size = file.stat().st_size
-    with file.open("rb") as handle:
-        head = handle.read(8)
-        if len(head) < 8:
-            return f"is {size} bytes long, shorter than a safetensors header"
-        length = int.from_bytes(head, "little")
-        if 8 + length > size:
-            return f"is truncated: {size} bytes, but its header alone needs {8 + length}"
-        try:
-            header = json.loads(handle.read(length))
-        except ValueError:
-            return "has an unreadable header (not a safetensors file, or damaged)"
-    ends = [
-        entry["data_offsets"][1]
-        for key, entry in header.items()
-        if key != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry
-    ]
-    expected = 8 + length + max(ends, default=0)
-    if size < expected:
-        return f"is truncated: {size} bytes of the {expected} its header describes"
-    return None
-
-
-def settle_tokenizer(model: object, config: dict, spec: str) -> dict[str, object]:
-    """Right padding and a pad token, whatever the tokenizer folder said; returns the record.
-
-    Right padding: absolute positions (BERT) count from the first column, so left padding would
-    shift every real token and change the embeddings; the packed path numbers positions the same
-    way. A missing pad token (some BPE tokenizers) takes the token of the config's
-    pad_token_id, else eos, sep or unk: padding is masked out of attention and pooling, so any
-    token the model knows serves."""
-    tokenizer = model[0].tokenizer
-    if tokenizer is None:
-        raise NeobenchError(f"--model {spec}: it has no text tokenizer; neobench embeds text.")
-    adjusted = []
-    if tokenizer.padding_side != "right":
-        adjusted.append(f"padding_side {tokenizer.padding_side!r} -> 'right'")
-        tokenizer.padding_side = "right"
-    if tokenizer.pad_token is None:
-        source, token = _pad_token(tokenizer, config)
-        if token is None:
-            raise NeobenchError(
-                f"--model {spec}: its tokenizer has no pad token, and no eos, sep or unk token "
-                "to pad with. Add one to the tokenizer (tokenizer.add_special_tokens("
-                "{'pad_token': '[PAD]'}), then save_pretrained) and pass that folder."
-            )
-        tokenizer.pad_token = token
-        adjusted.append(f"pad_token set to {token!r} (from {source})")
-    return {
-        "class": type(tokenizer).__name__,
-        "padding_side": tokenizer.padding_side,
-        "pad_token": str(tokenizer.pad_token),
-        "adjusted": adjusted,
-    }
-
-
-def _pad_token(tokenizer: object, config: dict) -> tuple[str, str | None]:
-    pad_id = config.get("pad_token_id")
-    if isinstance(pad_id, int) and 0 <= pad_id < len(tokenizer):
-        return "the config's pad_token_id", tokenizer.convert_ids_to_tokens(pad_id)
-    for name in ("eos_token", "sep_token", "unk_token"):
-        token = getattr(tokenizer, name, None)
-        if token is not None:
-            return name, str(token)
-    return "", None
 
 
 def _kernel(auto_model: object, device: str) -> str:
