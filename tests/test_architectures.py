@@ -449,14 +449,12 @@ def test_left_padding_tokenizer_gives_the_right_padded_embeddings(tiny, tmp_path
     assert np.abs(a - b).max() < 1e-5
 
 
-@pytest.mark.parametrize(
-    ("config_pad_id", "expected"),
-    [(True, "'[PAD]' (from the config's pad_token_id)"), (False, "'[SEP]' (from sep_token)")],
-)
-def test_missing_pad_token_is_set_and_recorded(tiny, tmp_path, config_pad_id, expected):
-    """A BPE tokenizer saved without a pad token (ModernBERT's tokenizer class is the generic
-    one): the token of the config's pad_token_id, else eos / sep / unk, and the card says so."""
-    folder = _copy_with_tokenizer_config(tiny("modernbert"), tmp_path / "nopad", pad_token=None)
+def _without_pad(tiny, dest: Path, config_pad_id: bool, *tokens: str) -> Path:
+    """A copy of the ModernBERT folder (the generic BPE tokenizer class) whose tokenizer has no
+    pad token (nor ``tokens``), optionally without the config's pad_token_id."""
+    folder = _copy_with_tokenizer_config(
+        tiny("modernbert"), dest, pad_token=None, **dict.fromkeys(tokens)
+    )
     tokenizer_json = json.loads((folder / "tokenizer.json").read_text())
     tokenizer_json["padding"] = None
     (folder / "tokenizer.json").write_text(json.dumps(tokenizer_json))
@@ -467,11 +465,27 @@ def test_missing_pad_token_is_set_and_recorded(tiny, tmp_path, config_pad_id, ex
     from transformers import AutoTokenizer
 
     assert AutoTokenizer.from_pretrained(folder).pad_token is None  # the quirk is real
-    loaded = load_model(str(folder), max_seq_length=128)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("config_pad_id", "expected"),
+    [(True, "'[PAD]' (from the config's pad_token_id)"), (False, "'[SEP]' (from sep_token)")],
+)
+def test_missing_pad_token_is_set_and_recorded(tiny, tmp_path, config_pad_id, expected):
+    """The token of the config's pad_token_id, else eos / sep / unk, and the card says which."""
+    loaded = load_model(str(_without_pad(tiny, tmp_path / "nopad", config_pad_id)))
     assert loaded.tokenizer["adjusted"] == [f"pad_token set to {expected}"]
-    reference = load_model(str(tiny("modernbert")), max_seq_length=128)
+    reference = load_model(str(tiny("modernbert")))
     a, b = (FastEncoder(m.model, "fp", None).embed(TEXTS, None) for m in (reference, loaded))
     assert np.abs(a - b).max() < 1e-5
+
+
+def test_no_token_to_pad_with_is_a_clear_error(tiny, tmp_path):
+    tokens = ("eos_token", "sep_token", "unk_token", "cls_token", "bos_token")
+    folder = _without_pad(tiny, tmp_path / "bare", False, *tokens)
+    with pytest.raises(NeobenchError, match="no pad token, and no eos, sep or unk token"):
+        load_model(str(folder))
 
 
 # ----------------------------------------------------------------- damaged weights
