@@ -227,7 +227,7 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
             "max_seq_length": loaded.max_seq_length,
             "attn_implementation": loaded.attn_implementation,
             "attn_implementation_requested": cfg.attn_implementation,
-            "unpadded": loaded.packed or loaded.attn_implementation.startswith("varlen"),
+            "unpadded": loaded.unpadded,
             "tokenizer": loaded.tokenizer,
             "trust_remote_code": loaded.trust_remote_code,
             "pooling": _pooling(loaded.model),

@@ -50,6 +50,12 @@ class LoadedModel:
     # Tokenizer class, padding side, pad token, and what neobench adjusted (settle_tokenizer).
     tokenizer: dict[str, object] = field(default_factory=dict)
 
+    @property
+    def unpadded(self) -> bool:
+        """Batches run on real tokens only: neobench packs them, or the model unpads itself
+        (native NeoBERT, whose kernel name then says varlen)."""
+        return self.packed or self.attn_implementation.startswith("varlen")
+
 
 def parse_max_seq_length(value: str | int) -> int | str:
     """'512' -> 512, 'model' -> 'model'; anything else is an error."""

@@ -33,8 +33,7 @@ from neobench.model import load_model
 FIXTURES = Path(__file__).parent / "fixtures"
 NOMIC_CODE = FIXTURES / "nomic_bert" / "modeling_nomic_bert.py"
 VOCAB = 2000  # trained vocabularies: small, so a model builds in well under a second
-TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2}
-TINY["intermediate_size"] = 64
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 # 3 steps of 8 pairs from the real STS-B sample, 64 tokens: the recipe's code path, in seconds.
 TINY_RUN = ["manifest=sample-local", "datasets=STSB", "max_steps=3", "batch_size=8"]
 TINY_RUN += ["max_seq_length=64", "checkpoint_every=100"]
@@ -45,7 +44,7 @@ REFERENCE = "varlen (per-sequence sdpa reference)"  # the packed kernel on the C
 class Arch:
     name: str
     model_type: str
-    tokenizer: str  # key of TOKENIZERS
+    tokenizer: str  # a recipe of make_tokenizer
     cpu_attention: str  # what the run cards must name on the CPU under --attn-implementation auto
     unpadded: str  # "packed" (unpad.py), "native" (the model unpads itself) or "no"
     config: dict = field(default_factory=dict)
