@@ -104,6 +104,12 @@ def _model_and_data_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allow model code from the model repository (off by default)",
     )
+    parser.add_argument(
+        "--attn-implementation",
+        default="auto",
+        help="auto (default: the fastest the backbone supports: flash_attention_2 on CUDA in half "
+        "precision, else sdpa, else eager) | eager | sdpa | flash_attention_2 | flex_attention",
+    )
 
 
 def _speed_args(parser: argparse.ArgumentParser) -> None:
@@ -365,6 +371,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         token_budget=args.token_budget,
         dtype=args.dtype,
         unpadded=args.unpadded,
+        attn_implementation=args.attn_implementation,
     )
     reporter = RichReporter()
     try:
@@ -483,6 +490,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         device=args.device,
         trust_remote_code=args.trust_remote_code,
         model_name=args.model_name,
+        attn_implementation=args.attn_implementation,
     )
     progress = Progress(
         TextColumn("[bold]step"),

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neobench import mirror, record
+from neobench import attention, mirror, record
 from neobench.cache import EmbeddingCache, cache_path
 from neobench.encode import DTYPE_ALIASES, DTYPES, FastEncoder, auto_unpadded, resolve_dtype
 from neobench.errors import (
@@ -84,6 +84,8 @@ class EvalConfig:
     )
     dtype: str = "auto"  # float32 | float16 | bfloat16 autocast; auto: float16 on CUDA
     unpadded: str = "auto"  # variable-length attention: auto (CUDA) | on | off
+    # auto: the fastest the backbone's class supports (flash_attention_2 > sdpa > eager)
+    attn_implementation: str = "auto"
 
 
 @dataclass
@@ -128,6 +130,7 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], Any]:
     collect(problems, resolve_device, cfg.device)
     collect(problems, check_choice, "--dtype", cfg.dtype, ["auto", *DTYPES, *DTYPE_ALIASES])
     collect(problems, check_choice, "--unpadded", cfg.unpadded, ["auto", "on", "off"])
+    collect(problems, attention.check, cfg.attn_implementation)
     collect(problems, check_spec, cfg.model)
     if cfg.batch_size < 1:
         problems.append(f"--batch-size {cfg.batch_size}: must be a positive number of texts.")
@@ -184,6 +187,8 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         trust_remote_code=cfg.trust_remote_code,
         device=device,
         name=cfg.model_name,
+        attn_implementation=cfg.attn_implementation,
+        half=dtype != "float32",
         unpadded=auto_unpadded(cfg.unpadded, dtype),
     )
     tuned = _finetune_record(Path(loaded.path))
@@ -250,6 +255,9 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
             "architecture": loaded.architecture,
             "max_seq_length": loaded.max_seq_length,
             "attn_implementation": loaded.attn_implementation,
+            "attn_implementation_requested": cfg.attn_implementation,
+            "unpadded": loaded.unpadded,
+            "tokenizer": loaded.tokenizer,
             "trust_remote_code": loaded.trust_remote_code,
             "pooling": _pooling(loaded.model),
             "recipe_sha256": tuned.get("recipe_sha256"),

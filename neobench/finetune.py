@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neobench import mirror, record
+from neobench import attention, mirror, record
 from neobench.data import BuiltDataset, build_dataset
 from neobench.errors import (
     NeobenchError,
@@ -57,6 +57,8 @@ class FinetuneConfig:
     device: str = "auto"
     trust_remote_code: bool = False
     model_name: str | None = None  # results name of the output model (default: neobench/<folder>)
+    # auto: the fastest the backbone's class supports (flash_attention_2 > sdpa > eager)
+    attn_implementation: str = "auto"
 
 
 @dataclass
@@ -123,6 +125,7 @@ def finetune(
     recipe = collect(problems, resolve_recipe, cfg)
     collect(problems, check_spec, cfg.model)
     collect(problems, resolve_device, cfg.device)
+    collect(problems, attention.check, cfg.attn_implementation)
     output = Path(cfg.output).expanduser().resolve()
     problems += _output_problems(output, cfg.resume)
     if recipe is None:
@@ -168,7 +171,9 @@ def finetune(
         max_seq_length=recipe["max_seq_length"],
         trust_remote_code=cfg.trust_remote_code,
         device=device,
-        attn_implementation=_attention(device),
+        attn_implementation=cfg.attn_implementation,
+        # The trainer autocasts to bf16 on CUDA: flash kernels can run there.
+        half=device.startswith("cuda") and recipe["mixed_precision"] == "bf16",
         disable_dropout=recipe["dropout"] == 0.0,
     )
     model = loaded.model
@@ -354,17 +359,6 @@ def _check_sources(rows: list, data_dir: Path | None, recipe: Recipe) -> None:
         )
 
 
-def _attention(device: str) -> str:
-    if device.startswith("cuda"):
-        try:
-            import flash_attn  # noqa: F401
-
-            return "flash_attention_2"
-        except ImportError:
-            return "sdpa"
-    return "sdpa"
-
-
 def _benchmark_tasks() -> list:
     from neobench.tasks import load_benchmark
 
@@ -544,7 +538,10 @@ def _card(
             "revision": loaded.revision,
             "architecture": loaded.architecture,
             "max_seq_length": loaded.max_seq_length,
-            "attn_implementation": loaded.attn_implementation,
+            # The trainer runs the backbone's own forward (never neobench's packed encoder).
+            "attn_implementation": loaded.forward_attn_implementation,
+            "attn_implementation_requested": cfg.attn_implementation,
+            "tokenizer": loaded.tokenizer,
             "pooling": "mean",
             "recipe_sha256": recipe.sha256,
         },

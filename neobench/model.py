@@ -12,9 +12,13 @@ import hashlib
 import json
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from safetensors import SafetensorError
+
+from neobench import attention
+from neobench.backbone import check_weights, settle_tokenizer
 from neobench.errors import NeobenchError
 
 logger = logging.getLogger(__name__)
@@ -40,6 +44,17 @@ class LoadedModel:
     trust_remote_code: bool
     # Whether neobench's encoder packs batches (unpad.py); NeoBERT unpads inside its own forward.
     packed: bool = False
+    # What the backbone's own forward runs (training, stock encode); attn_implementation is what
+    # neobench's encoder runs, the packed kernel when packed.
+    forward_attn_implementation: str = ""
+    # Tokenizer class, padding side, pad token, and what neobench adjusted (settle_tokenizer).
+    tokenizer: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def unpadded(self) -> bool:
+        """Batches run on real tokens only: neobench packs them, or the model unpads itself
+        (native NeoBERT, whose kernel name then says varlen)."""
+        return self.packed or self.attn_implementation.startswith("varlen")
 
 
 def parse_max_seq_length(value: str | int) -> int | str:
@@ -197,11 +212,16 @@ def load_model(
     trust_remote_code: bool = False,
     device: str = "cpu",
     name: str | None = None,
-    attn_implementation: str = "sdpa",
+    attn_implementation: str = "auto",
+    half: bool = False,
     disable_dropout: bool = False,
     unpadded: str = "auto",
 ) -> LoadedModel:
-    """Load ``spec`` as a SentenceTransformer with mean pooling and a fixed max length."""
+    """Load ``spec`` as a SentenceTransformer with mean pooling and a fixed max length.
+
+    ``attn_implementation``: ``auto`` takes the fastest implementation the backbone's class
+    supports (attention.py); ``half``: the forward runs in fp16/bf16 (flash kernels need it).
+    """
     folder, source, resolved_revision = locate(spec, revision)
     backbone_dir = transformer_folder(folder)
     config = check_encoder(backbone_dir, spec)
@@ -211,39 +231,26 @@ def load_model(
             f"--max-seq-length {max_seq_length} exceeds the {positions} position embeddings "
             f"of {spec}; use --max-seq-length {positions} or less."
         )
+    check_weights([folder, backbone_dir], spec)
     is_st = (folder / "modules.json").is_file()
+    overrides = dropout_overrides(config) if disable_dropout else {}
     try:
-        model = _build(
-            folder,
-            is_st,
-            max_seq_length,
-            trust_remote_code,
-            device,
-            attn_implementation,
-            dropout_overrides(config) if disable_dropout else {},
-        )
-    except (ValueError, OSError, KeyError) as error:
-        if "trust_remote_code" in str(error):
-            raise NeobenchError(
-                f"--model {spec}: its code lives in the model repository (model_type "
-                f"{config.get('model_type')!r}). Review that code, then pass --trust-remote-code."
-            ) from None
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-        raise NeobenchError(
-            f"--model {spec}: transformers could not load it ({type(error).__name__}: "
-            f"{first_line}). Check that the folder holds a complete model and tokenizer."
-        ) from None
-    from neobench import unpad
+        cls = attention.backbone_class(backbone_dir, trust_remote_code)
+        options = attention.candidates(attn_implementation, cls, device, half, spec)
+        model = attention.build_first(
+            options, attn_implementation, spec,
+            lambda impl: _build(
+                folder, is_st, max_seq_length, trust_remote_code, device, impl, overrides
+            ),
+        )  # fmt: skip
+    except (ValueError, OSError, KeyError, ImportError, RuntimeError, SafetensorError) as error:
+        raise _load_error(spec, config, error, trust_remote_code) from None
+    tokenizer = settle_tokenizer(model, config, spec)
     from neobench.models.neobert import varlen_kernel_name
 
     auto_model = model[0].auto_model
-    # "auto": unpadded attention on CUDA only; on the CPU the per-sequence reference is slower
-    # than padded SDPA over length-sorted batches. "on" forces it (tests), "off" never.
-    if hasattr(auto_model.config, "unpadded_attention"):  # native NeoBERT
-        auto_model.config.unpadded_attention = unpadded
-    packed = unpad.supports(auto_model) and (
-        unpadded == "on" or (unpadded == "auto" and device.startswith("cuda"))
-    )
+    packed = _packs(auto_model, unpadded, device)
+    forward_kernel = _kernel(auto_model, device)
     return LoadedModel(
         model=model,
         name=name or (spec if source == "hub" else f"local/{folder.name}"),
@@ -252,10 +259,70 @@ def load_model(
         kind="sentence-transformers" if is_st else "transformers-encoder",
         path=str(folder),
         max_seq_length=int(model.max_seq_length),
-        attn_implementation=varlen_kernel_name(device) if packed else _kernel(auto_model, device),
+        attn_implementation=varlen_kernel_name(device) if packed else forward_kernel,
         architecture=",".join(config.get("architectures") or [config.get("model_type", "?")]),
         trust_remote_code=trust_remote_code,
         packed=packed,
+        forward_attn_implementation=forward_kernel,
+        tokenizer=tokenizer,
+    )
+
+
+def _packs(auto_model: object, unpadded: str, device: str) -> bool:
+    """Whether neobench's encoder packs batches for this backbone (unpad.py).
+
+    "auto": on CUDA only; on the CPU the per-sequence reference is slower than padded SDPA over
+    length-sorted batches. "on" forces it where the architecture allows; elsewhere the model runs
+    padded, so a benchmark over many backbones with --unpadded on does not stop at the one that
+    cannot pack, and the run card says what ran (attn_implementation, unpadded).
+    """
+    from neobench import unpad
+
+    if hasattr(auto_model.config, "unpadded_attention"):  # native NeoBERT unpads itself
+        auto_model.config.unpadded_attention = unpadded
+        return False
+    packs = unpad.supports(auto_model)
+    if unpadded == "on" and not packs:
+        logger.warning(
+            "--unpadded on: %s.%s cannot run unpadded (neobench packs transformers' own %s "
+            "only); it runs padded.",
+            type(auto_model).__module__,
+            type(auto_model).__name__,
+            ", ".join(sorted(unpad.POSITIONS)),
+        )
+    return packs and (unpadded == "on" or (unpadded == "auto" and device.startswith("cuda")))
+
+
+def _load_error(
+    spec: str, config: dict, error: Exception, trust_remote_code: bool
+) -> NeobenchError:
+    """One clear message for what transformers or sentence-transformers raised while loading."""
+    text = str(error)
+    if "trust_remote_code" in text:
+        return NeobenchError(
+            f"--model {spec}: its code lives in the model repository (model_type "
+            f"{config.get('model_type')!r}). Review that code, then pass --trust-remote-code."
+        )
+    if isinstance(error, SafetensorError):
+        return NeobenchError(
+            f"--model {spec}: a weights file cannot be read ({text}). The download is incomplete "
+            "or damaged: delete the folder (or its hub cache entry) and download it again."
+        )
+    first_line = text.strip().splitlines()[0] if text.strip() else repr(error)
+    hint = "Check that the folder holds a complete model and tokenizer."
+    if isinstance(error, ImportError):
+        hint = "Install the package it names (pip install ...) or pick another option."
+    elif "AutoModel" in (config.get("auto_map") or {}) and not trust_remote_code:
+        # transformers has its own code for some model types whose repositories also ship code
+        # (nomic_bert); without the flag it takes its own, which may not fit these weights.
+        hint = (
+            f"The folder's config also maps AutoModel to code in the repository "
+            f"({config['auto_map']['AutoModel']}), which transformers did not use: review that "
+            "code, then pass --trust-remote-code."
+        )
+    return NeobenchError(
+        f"--model {spec}: transformers could not load it ({type(error).__name__}: "
+        f"{first_line}). {hint}"
     )
 
 

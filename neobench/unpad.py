@@ -10,7 +10,8 @@ tests. The last hidden state is scattered back to (batch, length, hidden) with z
 so sentence-transformers' pooling and everything after it see the shapes they expect.
 
 Only model types whose transformers implementation forwards position ids and attention kwargs
-are listed in ``POSITIONS``; anything else (and NeoBERT, which unpads itself) runs padded.
+are listed in ``POSITIONS``; anything else (remote code included, and NeoBERT, which unpads
+itself) runs padded, also under ``--unpadded on``: the run card then records the padded kernel.
 """
 
 from __future__ import annotations
@@ -68,8 +69,11 @@ def _register() -> None:
 
 
 def supports(auto_model: Any) -> bool:
-    """Whether ``auto_model`` can run packed (its type is listed and it is not NeoBERT)."""
-    return getattr(auto_model.config, "model_type", None) in POSITIONS
+    """Whether ``auto_model`` can run packed: its type is listed and its class is transformers'
+    own. Remote code of a listed type (nomic-ai's NomicBERT) has other forward arguments."""
+    return getattr(auto_model.config, "model_type", None) in POSITIONS and type(
+        auto_model
+    ).__module__.startswith("transformers.")
 
 
 def packed_forward(

@@ -15,6 +15,8 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.pop("NEOBENCH_DATA_DIR", None)
 # One embedding cache per test session, never the user's.
 os.environ["NEOBENCH_CACHE"] = tempfile.mkdtemp(prefix="neobench-cache-")
+# Remote code (tests/fixtures/nomic_bert) is copied here by transformers, not into ~/.cache.
+os.environ["HF_MODULES_CACHE"] = tempfile.mkdtemp(prefix="neobench-hf-modules-")
 
 import pytest
 

@@ -14,9 +14,10 @@ No biases in the encoder, no token-type or absolute position embeddings; RoPE is
 (complex pairs (2i, 2i+1)), theta 10000, computed on the fly in float32 (never a loaded or
 persistent buffer, so nothing is left uninitialised on meta devices).
 
-Attention: torch SDPA with the key-padding mask (default), or an unpadded path that packs the
-real tokens of every row and runs variable-length attention: torch's varlen_attn / flash-attn on
-CUDA, a per-sequence SDPA loop elsewhere (the reference the CUDA path is tested against).
+Attention: torch SDPA with the key-padding mask (default; the explicit softmax when loaded with
+attn_implementation="eager"), or an unpadded path that packs the real tokens of every row and
+runs variable-length attention: torch's varlen_attn / flash-attn on CUDA, a per-sequence SDPA loop
+elsewhere (the reference the CUDA path is tested against).
 """
 
 from __future__ import annotations
@@ -143,11 +144,17 @@ class EncoderBlock(nn.Module):
         return apply_rope(q, rotation), apply_rope(k, rotation), v
 
     def forward_padded(
-        self, x: torch.Tensor, rotation: torch.Tensor, keep: torch.Tensor | None
+        self, x: torch.Tensor, rotation: torch.Tensor, keep: torch.Tensor | None, eager: bool
     ) -> torch.Tensor:
         # x: (B, L, H); rotation: (L, d/2); keep: (B, 1, 1, L) bool, True = attend to that key.
         q, k, v = (t.transpose(1, 2) for t in self.project(x, rotation))  # (B, heads, L, d)
-        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        if eager:  # the explicit softmax, for --attn-implementation eager
+            scores = q @ k.transpose(-1, -2) / math.sqrt(self.dim_head)  # (B, heads, L, L)
+            if keep is not None:
+                scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+            attended = torch.softmax(scores.float(), dim=-1).type_as(v) @ v
+        else:
+            attended = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
         x = x + self.wo(attended.transpose(1, 2).reshape(x.shape))
         return x + self.ffn(self.ffn_norm(x))
 
@@ -269,8 +276,13 @@ class NeoBERT(NeoBERTPreTrainedModel):
         """What actually runs on ``device`` (recorded in run cards)."""
         mode = getattr(self.config, "unpadded_attention", "auto")
         if mode == "off" or (mode == "auto" and not device.startswith("cuda")):
-            return "sdpa (padded, key mask)"
+            return "eager (padded, key mask)" if self._eager() else "sdpa (padded, key mask)"
         return varlen_kernel_name(device)
+
+    def _eager(self) -> bool:
+        """The padded path runs the explicit softmax when transformers was asked for eager;
+        sdpa and flash requests run SDPA (the packed path covers flash-attn)."""
+        return getattr(self.config, "_attn_implementation", None) == "eager"
 
     def use_unpadded(self, x: torch.Tensor) -> bool:
         mode = getattr(self.config, "unpadded_attention", "auto")
@@ -313,8 +325,9 @@ class NeoBERT(NeoBERTPreTrainedModel):
                 torch.arange(length, device=x.device), self.config.dim_head, self.config.rope_theta
             )
             keep = None if bool(mask.all()) else mask[:, None, None, :]
+            eager = self._eager()
             for block in self.transformer_encoder:
-                x = block.forward_padded(x, rotation, keep)
+                x = block.forward_padded(x, rotation, keep, eager)
                 if output_hidden_states:
                     hidden_states.append(x)
             out = self.layer_norm(x)
