@@ -15,11 +15,11 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.logging import RichHandler
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from neobench import __version__
 from neobench.errors import NeobenchError
+from neobench.progress import EvalProgress, StepProgress
 
 console = Console(stderr=True)
 out = Console()
@@ -45,6 +45,7 @@ LS_EXAMPLE = """examples:
   neobench ls tasks --benchmark "MTEB(eng, v2)"
   neobench ls profiles
   neobench ls recipes
+  neobench ls keys --recipe neobert-mteb-2k      # every recipe value, its source and note
   neobench ls datasets --recipe neobert-mteb-2k"""
 
 MAIN_EXAMPLE = """examples:
@@ -299,8 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=LS_EXAMPLE,
         formatter_class=fmt,
     )
-    ls.add_argument("what", choices=["tasks", "profiles", "recipes", "datasets"])
-    ls.add_argument("--recipe", default="neobert-mteb-2k", help="for `ls datasets`")
+    ls.add_argument("what", choices=["tasks", "profiles", "recipes", "keys", "datasets"])
+    ls.add_argument("--recipe", default="neobert-mteb-2k", help="for `ls keys` and `ls datasets`")
     ls.add_argument("--benchmark", default="MTEB(eng, v1)")
 
     sub.add_parser(
@@ -310,42 +311,6 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     return parser
-
-
-class RichReporter:
-    """Progress over tasks, one line per finished task."""
-
-    def __init__(self) -> None:
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-        )
-        self.bar = None
-
-    def start(self, total: int, results_dir: Path) -> None:
-        console.print(f"results: {results_dir}")
-        self.progress.start()
-        self.bar = self.progress.add_task("tasks", total=total)
-
-    def task_started(self, task: str) -> None:
-        self.progress.update(self.bar, description=f"running {task}")
-
-    def task_done(self, outcome: object) -> None:
-        score = "" if outcome.main_score is None else f"{outcome.main_score:.4f}"
-        style = {"cached": "dim", "evaluated": "green", "failed": "red"}[outcome.status]
-        self.progress.console.print(
-            f"[{style}]{outcome.status:>9}[/] {outcome.task:<40} {score:>8}"
-            + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "evaluated" else "")
-            + (f"  {outcome.error}" if outcome.error else "")
-        )
-        self.progress.advance(self.bar)
-
-    def stop(self) -> None:
-        self.progress.stop()
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -373,7 +338,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         unpadded=args.unpadded,
         attn_implementation=args.attn_implementation,
     )
-    reporter = RichReporter()
+    reporter = EvalProgress(console)
     try:
         summary = run_eval(cfg, reporter)
     finally:
@@ -492,35 +457,17 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         model_name=args.model_name,
         attn_implementation=args.attn_implementation,
     )
-    progress = Progress(
-        TextColumn("[bold]step"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        console=console,
-    )
-    bar = None
-
-    def on_step(entry: dict) -> None:
-        nonlocal bar
-        if bar is None:
-            progress.start()
-            bar = progress.add_task("", total=None)
-        rate = f"{entry['tokens_per_s']:.0f} tok/s" if entry.get("tokens_per_s") else ""
-        progress.update(
-            bar,
-            completed=entry["step"],
-            description=f"loss {entry['loss']:.4f}  {entry['dataset']}  {rate}",
-        )
-
+    progress = StepProgress(console)
     try:
-        summary = finetune(cfg, on_step=on_step)
+        summary = finetune(cfg, on_step=progress)
     finally:
         progress.stop()
+    loss = "n/a" if summary.final_loss is None else f"{summary.final_loss:.4f}"
     console.print(
-        f"[green]done[/]: {summary.steps} steps, final loss {summary.final_loss}, recipe sha256 "
-        f"{summary.recipe_sha256[:12]}; model in {summary.output}"
+        f"[green]done[/]: {summary.steps} steps, final loss {loss}, recipe sha256 "
+        f"{summary.recipe_sha256[:12]}. Model: {summary.output}",
+        soft_wrap=True,
+        highlight=False,
     )
     return 0
 
@@ -653,6 +600,17 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
+    if args.what == "keys":
+        from neobench.recipe import load_recipe
+
+        recipe = load_recipe(args.recipe)
+        table = Table(title=f"recipe {recipe.name} v{recipe.version}: key=value overrides")
+        for column in ("key", "value", "source", "note"):
+            table.add_column(column, overflow="fold")
+        for key, value in recipe.values.items():
+            table.add_row(key, str(value), recipe.sources.get(key, ""), recipe.notes.get(key, ""))
+        out.print(table)
+        return 0
     if args.what in ("recipes", "datasets"):
         from neobench.manifest import load_manifest
         from neobench.recipe import list_recipes, load_recipe

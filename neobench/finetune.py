@@ -235,15 +235,21 @@ def finetune(
         plot_curve(
             output / CURVE,
             output / CURVE_PNG,
-            f"{loaded.name} | {recipe.name} {recipe.sha256[:12]}",
+            f"{card['output_model']['name']} | {recipe.name} {recipe.sha256[:12]}",
         )
+        keep = bool(recipe.values.get("keep_checkpoints", False))  # older recipe files lack it
         card.update(
             status="complete",
             finished=record.now(),
             steps=trainer.state.global_step,
             final_loss=curve[-1]["loss"] if curve else None,
+            checkpoints="kept" if keep else "removed (run complete)",
         )
         record.write_card(output / CARD, card)
+        # The model is saved and the card says complete: the checkpoints (weights + optimizer
+        # state, several times the model's size) are only needed to resume an unfinished run.
+        if not keep:
+            remove_checkpoints(output)
     return FinetuneSummary(
         output,
         recipe.sha256,

@@ -18,7 +18,7 @@ from neobench.errors import NeobenchError, find_yaml, read_yaml, unknown
 SOURCES = frozenset({"paper", "authors-code", "neobench"})
 # Values that change neither the method nor the numbers (seed: a run parameter reported beside
 # the hash, like an lm-eval seed; checkpoints: bookkeeping).
-NOT_HASHED = frozenset({"seed", "checkpoint_every"})
+NOT_HASHED = frozenset({"seed", "checkpoint_every", "keep_checkpoints"})
 # Recipe-level keys that may also be overridden.
 TOP_LEVEL = frozenset({"manifest"})
 # Names other trainers use for recipe keys (transformers, sentence-transformers, torchtune CLI
@@ -64,6 +64,9 @@ class Recipe:
     sources: dict[str, str]
     overrides: dict[str, Any] = field(default_factory=dict)
     path: str = ""
+    # The values as the recipe file has them, before any override (kept for the run card).
+    defaults: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # why a value is what it is
 
     @property
     def sha256(self) -> str:
@@ -82,6 +85,17 @@ class Recipe:
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
+    def _value_record(self, key: str, value: Any) -> dict[str, Any]:
+        """An overridden value says so, with the recipe's own value and source beside it."""
+        if key in self.overrides and key in self.defaults:
+            return {
+                "value": value,
+                "source": "override",
+                "recipe_value": self.defaults[key],
+                "recipe_source": self.sources.get(key),
+            }
+        return {"value": value, "source": self.sources.get(key)}
+
     def record(self) -> dict[str, Any]:
         """What a run card stores: identity, hash, every value with its source, the overrides."""
         return {
@@ -90,9 +104,7 @@ class Recipe:
             "file": self.path,
             "sha256": self.sha256,
             "manifest": self.manifest,
-            "values": {
-                k: {"value": v, "source": self.sources.get(k)} for k, v in self.values.items()
-            },
+            "values": {k: self._value_record(k, v) for k, v in self.values.items()},
             "overrides": self.overrides,
         }
 
@@ -106,7 +118,14 @@ def load_recipe(name_or_path: str) -> Recipe:
     values = {k: spec["value"] for k, spec in data["values"].items()}
     sources = {k: spec["source"] for k, spec in data["values"].items()}
     return Recipe(
-        data["name"], int(data["version"]), data["manifest"], values, sources, path=str(path)
+        data["name"],
+        int(data["version"]),
+        data["manifest"],
+        values,
+        sources,
+        path=str(path),
+        defaults=dict(values),
+        notes={k: str(spec["note"]) for k, spec in data["values"].items() if spec.get("note")},
     )
 
 
@@ -176,6 +195,8 @@ def apply_overrides(recipe: Recipe, overrides: dict[str, str]) -> Recipe:
         recipe.sources,
         {**recipe.overrides, **applied},
         recipe.path,
+        recipe.defaults or dict(recipe.values),
+        recipe.notes,
     )
 
 
@@ -183,8 +204,9 @@ def _unknown_key(key: str, keys: list[str], recipe: Recipe) -> str:
     alias = ALIASES.get(key.lower())
     if alias in keys:
         return f"Unknown recipe key {key!r}. Did you mean {alias!r}?"
-    where = f"the keys under 'values:' in {recipe.path}" if recipe.path else "its values"
-    return unknown("recipe key", key, keys, f"Recipe {recipe.name!r} accepts {where}.")
+    return unknown(
+        "recipe key", key, keys, f"List them with `neobench ls keys --recipe {recipe.name}`."
+    )
 
 
 def _coerce(text: str, current: Any, key: str) -> Any:

@@ -111,7 +111,8 @@ class LossCurve(TrainerCallback):
             with self.path.open("a") as handle:
                 handle.write(json.dumps(entry) + "\n")
             if self.on_step:
-                self.on_step(entry)
+                # For progress display only (not in the curve file): the run's length and clock.
+                self.on_step({**entry, "max_steps": state.max_steps, "elapsed_s": elapsed})
 
 
 def read_curve(path: Path) -> list[dict[str, Any]]:

@@ -142,6 +142,8 @@ def test_validate_and_ls(capsys):
     assert code == 0 and "neobert-mteb-2k" in text
     code, text = run(capsys, "ls", "datasets")
     assert code == 0 and "22 datasets" in text
+    code, text = run(capsys, "ls", "keys")
+    assert code == 0 and "learning_rate" in text and "authors-code" in text
 
 
 @pytest.mark.parametrize(

@@ -55,6 +55,15 @@ def test_recipe_values_carry_sources_and_overrides_change_the_hash(tmp_path):
     assert (
         resolve_recipe(config("m", tmp_path, seed=5)).sha256 == base.sha256
     )  # seed: reported apart
+    # The run card says which values were overridden, with the recipe's own beside them.
+    values = changed.record()["values"]
+    assert values["max_steps"] == {
+        "value": 40,
+        "source": "override",
+        "recipe_value": 2000,
+        "recipe_source": "paper",
+    }
+    assert values["temperature"] == {"value": 0.07, "source": "paper"}
 
 
 @pytest.mark.parametrize(
@@ -290,6 +299,9 @@ class StopAt:
 def test_resume_ends_with_the_same_weights(tmp_path, tiny_bert):
     overrides = [*TINY[:2], "max_steps=6", "batch_size=8", "checkpoint_every=3"]
     finetune(config(tiny_bert, tmp_path / "full", *overrides))
+    # A completed run keeps the model, not its checkpoints (weights + optimizer state).
+    assert not (tmp_path / "full" / "checkpoints").exists()
+    assert not list((tmp_path / "full").rglob("optimizer.pt"))
     with pytest.raises(KeyboardInterrupt):
         finetune(config(tiny_bert, tmp_path / "cut", *overrides), extra_callbacks=[StopAt(4)])
     assert (tmp_path / "cut" / "checkpoints" / "checkpoint-3").is_dir()
