@@ -352,7 +352,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
     out.print(table)
     if summary.run_card:
-        console.print(f"run card: {summary.run_card}")
+        console.print(f"run card: {summary.run_card}", soft_wrap=True, highlight=False)
     if summary.texts_requested:
         console.print(
             f"texts: {summary.texts_requested} requested, {summary.texts_encoded} encoded, "

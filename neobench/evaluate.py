@@ -435,14 +435,17 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-# Files mteb writes beside a task result without an atomic rename (a full disk would leave
-# them truncated): they are written in a staging folder and moved into place only when whole.
-_MTEB_SIDE_FILES = ("run_settings.jsonl", "model_meta.json")
+# mteb writes its files without an atomic rename (a full disk would leave them truncated), so it
+# writes into a staging folder and each file is moved into place only when whole. The task file
+# is the task's own; model_meta.json is the same for every task of a model; run_settings.jsonl is
+# shared by all tasks (and by concurrent shards), so it is merged at publication, not copied in
+# before the task runs (a shard's entries written meanwhile would be lost).
+RUN_SETTINGS = "run_settings.jsonl"
 
 
 def _evaluate_staged(task: AbsTask, encoder: Any, cache: Any, meta: Any, batch_size: int) -> None:
-    """mteb.evaluate into a private copy of the result folder, then each file renamed into
-    place. A failure (a full disk included) leaves every existing result file as it was and no
+    """mteb.evaluate into a private staging folder, then the files published into the results
+    folder. A failure (a full disk included) leaves every existing result file as it was and no
     temporary file behind."""
     import mteb
 
@@ -453,10 +456,8 @@ def _evaluate_staged(task: AbsTask, encoder: Any, cache: Any, meta: Any, batch_s
     staged = staging.get_task_result_path(name, meta)
     try:
         staged.parent.mkdir(parents=True, exist_ok=True)
-        # mteb merges into what exists (earlier splits, run settings of other tasks).
-        for file_name in (final.name, *_MTEB_SIDE_FILES):
-            if (final.parent / file_name).is_file():
-                shutil.copyfile(final.parent / file_name, staged.parent / file_name)
+        if final.is_file():  # mteb completes a task from its earlier splits
+            shutil.copyfile(final, staged)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*superseded.*")
             mteb.evaluate(
@@ -469,13 +470,31 @@ def _evaluate_staged(task: AbsTask, encoder: Any, cache: Any, meta: Any, batch_s
             )
         final.parent.mkdir(parents=True, exist_ok=True)
         # Side files first: the task file is what marks the task done.
-        for file_name in (*_MTEB_SIDE_FILES, final.name):
+        if (staged.parent / RUN_SETTINGS).is_file():
+            _merge_run_settings(staged.parent / RUN_SETTINGS, final.parent / RUN_SETTINGS)
+        for file_name in ("model_meta.json", final.name):
             if (staged.parent / file_name).is_file():
                 os.replace(staged.parent / file_name, final.parent / file_name)
     finally:
         shutil.rmtree(staging_root, ignore_errors=True)
         with contextlib.suppress(OSError):
             staging_root.parent.rmdir()  # only when no other process stages there
+
+
+def _merge_run_settings(new: Path, final: Path) -> None:
+    """This task's entries merged into the shared run_settings.jsonl by mteb's own merge (same
+    format as mteb writes it), on a copy renamed over the original: the original stays whole
+    if anything fails."""
+    from mteb.results.task_result import _read_run_settings_from_file, _write_and_merge_keyed_json
+
+    merged = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+    try:
+        if final.is_file():
+            shutil.copyfile(final, merged)
+        _write_and_merge_keyed_json(merged, _read_run_settings_from_file(new))
+        os.replace(merged, final)
+    finally:
+        merged.unlink(missing_ok=True)
 
 
 def _finetune_record(folder: Path) -> dict[str, Any]:

@@ -108,7 +108,8 @@ class EvalProgress:
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):
             running = self._task
-            if running:
+            # Only for a task that has been running a while: a quick one gets no heartbeat.
+            if running and time.monotonic() - running[1] >= self.heartbeat_s:
                 task, since = running
                 plain(f"  running {task}: {clock(time.monotonic() - since)}", self.console.file)
 

@@ -248,3 +248,32 @@ def test_a_run_that_failed_before_any_checkpoint_can_be_started_again(tiny_bert,
     assert card["status"] == "complete"
     steps = [row["step"] for row in map(yaml.safe_load, (out / "neobench_loss_curve.jsonl").open())]
     assert steps == [1, 2]  # the failed run's curve was not appended to
+
+
+def test_run_settings_written_by_a_concurrent_shard_are_kept(tiny_bert, mirror, tmp_path):
+    """Another shard adds its entry to run_settings.jsonl while this task runs: both survive."""
+    from mteb.results.task_result import _read_run_settings_from_file, _write_and_merge_keyed_json
+
+    from neobench.evaluate import EvalConfig, Reporter, run_eval
+
+    res = tmp_path / "res"
+
+    def cfg(task):
+        return EvalConfig(
+            model=str(tiny_bert), tasks=[task], data_dir=str(mirror), results=str(res),
+            device="cpu", cache_dir=str(tmp_path / "cache"),
+        )  # fmt: skip
+
+    run_eval(cfg("BIOSSES"))
+    (settings,) = res.rglob("run_settings.jsonl")
+
+    class OtherShard(Reporter):
+        def task_started(self, task):
+            entry = {"task": "STS13", "splits": ["test"], "subsets": ["default"]}
+            _write_and_merge_keyed_json(settings, [{**entry, "version": {}, "encode_kwargs": {}}])
+
+    summary = run_eval(cfg("STS16"), OtherShard())
+    assert [o.status for o in summary.outcomes] == ["evaluated"]
+    tasks = {entry["task"] for entry in _read_run_settings_from_file(settings)}
+    assert tasks == {"BIOSSES", "STS13", "STS16"}
+    assert not list(res.rglob("*.tmp")) and not (res / ".neobench-staging").exists()
