@@ -201,9 +201,7 @@ def finetune(
         trainer.train(resume_from_checkpoint=_last_checkpoint(output) if cfg.resume else None)
     except NonFiniteLoss as error:
         last = _last_checkpoint(output)
-        card["status"] = f"stopped: non-finite loss at step {error.step}"
-        if is_main_process():
-            record.write_card(output / CARD, card)
+        _end_card(output, card, f"stopped: non-finite loss at step {error.step}")
         raise NeobenchError(
             f"training stopped: the loss or its gradient became {error.loss} at step {error.step} "
             "on dataset "

@@ -1,13 +1,10 @@
 """The embedding cache never costs a score or a run: damaged vectors, damaged files, a full disk,
 a file deleted mid-run, unusable folders. The real all-MiniLM-L6-v2 on BIOSSES from the mirror."""
 
-import contextlib
-import os
 import random
 import re
 import shutil
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -90,27 +87,6 @@ def damage(path: Path, kind: str) -> None:
         path.write_bytes(data[:page] + rng.randbytes(len(data) - page))
     else:
         path.write_bytes(rng.randbytes(len(data)))
-
-
-@contextlib.contextmanager
-def tmpfs(folder: Path, options: str):
-    """A tmpfs mounted at ``folder`` (root only): read-only, or small enough to fill up."""
-    folder.mkdir(parents=True, exist_ok=True)
-    command = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)]
-    try:
-        mounted = subprocess.run(command, capture_output=True, text=True)
-        why = mounted.stderr.strip() if mounted.returncode else None
-    except OSError as error:
-        why = str(error)
-    if why is not None:
-        message = f"cannot mount a tmpfs at {folder} ({why}); this test needs root"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
 
 
 @pytest.fixture(scope="module")
@@ -218,12 +194,12 @@ def test_damage_met_in_the_middle_of_a_run(
 
 
 def test_a_full_disk_stores_nothing_more_and_the_task_succeeds(
-    healthy, minilm, mirror, tmp_path, capsys, caplog
+    healthy, minilm, mirror, tmp_path, capsys, caplog, tmpfs
 ):
     # 128 kB: room for an empty cache (32 kB -shm, the WAL), not for a batch of 100 vectors.
-    with tmpfs(tmp_path / "small", "size=128k") as folder:
-        code, output = eval_cli(capsys, minilm, mirror, tmp_path, folder)
-        left = sorted(p.name for p in folder.iterdir())
+    folder = tmpfs("small", size_kb=128)
+    code, output = eval_cli(capsys, minilm, mirror, tmp_path, folder)
+    left = sorted(p.name for p in folder.iterdir())
     assert code == 0 and biosses_score(tmp_path) == healthy[1]
     assert_no_traceback(output, caplog)
     assert cache_warnings(caplog).count("the disk is full") == 1
@@ -285,17 +261,18 @@ def test_a_cache_deleted_during_a_run_is_noticed(
     ],
 )
 def test_an_unusable_cache_folder_is_one_error_before_the_model_loads(
-    kind, why, mirror, tmp_path, capsys, caplog
+    kind, why, mirror, tmp_path, capsys, caplog, tmpfs
 ):
     # No model loads from an empty folder: the cache error coming alone shows it came first.
     model = tmp_path / "model-never-loaded"
     model.mkdir()
     (tmp_path / "notes").write_text("a file")
     folders = {"a file": tmp_path / "notes", "below a file": tmp_path / "notes" / "cache"}
-    place = tmpfs(tmp_path / "ro", "ro,size=1m") if kind == "read-only" else None
-    with place or contextlib.nullcontext(folders.get(kind)) as folder:
-        code, output = eval_cli(capsys, model, mirror, tmp_path, folder)
-        left = list(folder.iterdir()) if kind == "read-only" else []
+    if kind == "read-only":
+        folders[kind] = tmpfs("ro", size_kb=1024, read_only=True)
+    folder = folders[kind]
+    code, output = eval_cli(capsys, model, mirror, tmp_path, folder)
+    left = list(folder.iterdir()) if kind == "read-only" else []
     assert code == 2
     assert output.count("error:") == 1
     assert squash(f"embedding cache folder {folder} {why}") in squash(output)
