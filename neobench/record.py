@@ -7,14 +7,18 @@ before work starts and rewritten (atomically) when the work ends.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import importlib.metadata
 import os
 import platform
 import socket
 import subprocess
 import sys
+import typing
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import yaml
 
@@ -172,3 +176,56 @@ def mark_orphaned(path: Path, card: dict) -> bool:
     except OSError:
         return True  # the folder is read-only or full: the caller still knows
     return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed run cards. A card is a dataclass written as YAML; the reader is tolerant of cards
+# written by earlier versions: a key they lack takes the field's default, a key this version
+# does not know is kept in `extra` (and written back), so nothing is lost on a rewrite.
+
+T = TypeVar("T")
+
+
+def card_to_dict(card: Any) -> dict[str, Any]:
+    """A card dataclass as the mapping written to YAML (its `extra` keys at their level)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(card):
+        value = getattr(card, f.name)
+        if f.name == "extra":
+            out.update(value or {})
+        elif dataclasses.is_dataclass(value):
+            out[f.name] = card_to_dict(value)
+        else:
+            out[f.name] = copy.deepcopy(value)
+    return out
+
+
+def card_from_dict(cls: type[T], data: Any) -> T:
+    """Build a card dataclass from a mapping read from YAML (see above for old layouts)."""
+    data = data if isinstance(data, dict) else {}
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    names = {f.name for f in dataclasses.fields(cls)}
+    for f in dataclasses.fields(cls):
+        if f.name == "extra" or f.name not in data:
+            continue
+        nested = _dataclass_in(hints[f.name])
+        value = data[f.name]
+        kwargs[f.name] = card_from_dict(nested, value) if nested and value is not None else value
+    if "extra" in names:
+        kwargs["extra"] = {k: v for k, v in data.items() if k not in names}
+    return cls(**kwargs)
+
+
+def _dataclass_in(hint: Any) -> type | None:
+    """The dataclass of a field typed `Card` or `Card | None`, else None."""
+    for candidate in (hint, *typing.get_args(hint)):
+        if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
+            return candidate
+    return None
+
+
+# --- The evaluation card (neobench eval) ------------------------------------------------------
+
+
+# --- The fine-tuning card (neobench finetune) -------------------------------------------------

@@ -1,0 +1,218 @@
+"""The one source of defaults: typed configs of the commands and the shape of a recipe.
+
+Each field carries its default and a short doc; the command line is built from these fields
+(neobench/flags.py), YAML recipes and key=value overrides only override. The numbers of the
+standard protocol (max length, instruction profile) live in the standard recipe file alone;
+everything here that depends on them reads them from there (`standard()`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Literal
+
+DEFAULT_BENCHMARK = "MTEB(eng, v1)"
+# The recipe whose evaluation settings define the standard conditions (docs/recipe.md).
+STANDARD_RECIPE = "neobert-mteb-2k"
+# Padded tokens per forward batch when --token-budget is not given: small enough for CPU
+# caches, large enough to fill a GPU (docs/performance.md).
+TOKEN_BUDGET = {"cpu": 2_048, "cuda": 32_768}
+DTYPE_CHOICES = ("auto", "float32", "float16", "bfloat16", "fp32", "fp16", "bf16")
+UNPADDED_CHOICES = ("auto", "on", "off")
+
+
+def opt(default: Any = MISSING, help: str = "", **cli: Any) -> Any:
+    """A config field: its default, the one-line doc that is also the flag's help, and optional
+    command-line details (``metavar``, ``choices``, ``positional``, ``flag``, ``csv``)."""
+    meta = {"help": help, **cli}
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def default_token_budget(device: str) -> int:
+    return TOKEN_BUDGET["cuda" if device.startswith("cuda") else "cpu"]
+
+
+@dataclass(frozen=True)
+class Standard:
+    """The evaluation conditions under which results count as standard (mteb's plain folder)."""
+
+    recipe: str
+    instructions: str  # evaluation instruction profile
+    max_seq_length: int
+
+
+@functools.cache
+def standard() -> Standard:
+    """Derived from the standard recipe, so a change to it moves every default with it."""
+    from neobench.recipe import load_recipe
+
+    recipe = load_recipe(STANDARD_RECIPE)
+    return Standard(STANDARD_RECIPE, recipe["eval_instructions"], recipe["max_seq_length"])
+
+
+def _standard_instructions() -> str:
+    return standard().instructions
+
+
+def _standard_length() -> int:
+    return standard().max_seq_length
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+
+
+@dataclass(kw_only=True)
+class ModelInputs:
+    """What `eval` and `finetune` share: the model, the data source, the device."""
+
+    model: str = opt(help="hub id, HF model folder, or SentenceTransformer folder")
+    data_dir: str | None = opt(
+        None, "offline mirror <dir>/<hf repo id>/ (default: $NEOBENCH_DATA_DIR, else the hub)"
+    )
+    device: str = opt("auto", "auto | cpu | cuda | cuda:N")
+    trust_remote_code: bool = opt(
+        False, "allow model code from the model repository (off by default)"
+    )
+    attn_implementation: str = opt(
+        "auto",
+        "auto (the fastest the backbone supports: flash_attention_2 on CUDA in half precision, "
+        "else sdpa, else eager) | eager | sdpa | flash_attention_2 | flex_attention",
+    )
+
+
+@dataclass(kw_only=True)
+class EvalConfig(ModelInputs):
+    """Inputs of one evaluation (`neobench eval`)."""
+
+    model_name: str | None = opt(
+        None, "name under which results are stored (default: hub id or local/<folder>)"
+    )
+    revision: str | None = opt(
+        None, "hub revision to load (default: the branch head, recorded as its commit)"
+    )
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark")
+    tasks: list[str] | None = opt(None, "comma-separated task names of the benchmark", csv=True)
+    types: list[str] | None = opt(None, "comma-separated task types, e.g. STS,Retrieval", csv=True)
+    instructions: str = field(
+        default_factory=_standard_instructions,
+        metadata={"help": "instruction profile: paper | authors-code | none | FILE.yaml"},
+    )
+    results: str = opt(".", "results root (mteb ResultCache path)")
+    batch_size: int = opt(
+        32, "texts per mteb data-loader batch; forward batches follow --token-budget"
+    )
+    max_seq_length: int | str = field(
+        default_factory=_standard_length,
+        metadata={"help": "tokens, or 'model' to keep the folder's own"},
+    )
+    shard: str = opt("1/1", "K/N: run the K-th of N disjoint task shards")
+    cache_dir: str | None = opt(
+        None, "embedding cache folder (default: $NEOBENCH_CACHE or ~/.cache/neobench)"
+    )
+    no_cache: bool = opt(False, "encode everything, store nothing")
+    token_budget: int | None = opt(
+        None,
+        f"padded tokens per forward batch (default {TOKEN_BUDGET['cpu']} on CPU, "
+        f"{TOKEN_BUDGET['cuda']} on CUDA)",
+    )
+    dtype: str = opt(
+        "auto",
+        "auto (float16 autocast on CUDA, float32 elsewhere) | float32 | float16 | bfloat16",
+        choices=DTYPE_CHOICES,
+    )
+    unpadded: str = opt(
+        "auto",
+        "variable-length attention on real tokens only: auto (on CUDA) | on | off",
+        choices=UNPADDED_CHOICES,
+    )
+
+
+@dataclass(kw_only=True)
+class FinetuneConfig(ModelInputs):
+    """Inputs of one fine-tuning run (`neobench finetune`); the recipe holds the training values."""
+
+    output: str = opt(help="new folder for the fine-tuned SentenceTransformer")
+    recipe: str = opt(STANDARD_RECIPE, "recipe name or YAML file")
+    overrides: list[str] = opt(
+        [], "recipe overrides, e.g. max_steps=40", positional=True, metavar="key=value"
+    )
+    seed: int | None = opt(None, "overrides the recipe's seed")
+    resume: bool = opt(False, "continue from the last checkpoint in --output")
+    model_name: str | None = opt(
+        None, "name recorded for the fine-tuned model (default: neobench/<output folder>)"
+    )
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's one-line doc (for listings and error messages)."""
+    return {f.name: f.metadata.get("help", "") for f in fields(cls)}
+
+
+# ---------------------------------------------------------------------------------------------
+# The recipe: which keys exist, their types, and what range each accepts. The values themselves
+# live in neobench/recipes/*.yaml, each with its source (paper | authors-code | neobench).
+
+
+def _positive(v: Any) -> bool:
+    return v > 0
+
+
+def _non_negative(v: Any) -> bool:
+    return v >= 0
+
+
+def value(help: str, valid: Any = None, *, hashed: bool = True, default: Any = MISSING) -> Any:
+    """A recipe key: its doc, an optional range check, and whether it enters the recipe hash."""
+    meta = {"help": help, "valid": valid, "hashed": hashed}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecipeValues:
+    """Every value of a fine-tuning recipe. A YAML recipe must give each key without a default;
+    `Literal` types are the values this neobench version implements (one, for some keys)."""
+
+    datasets: str | list[str] = value(
+        "manifest keys to train on, or 'all' (every row of the manifest)"
+    )
+    max_steps: int = value("optimisation steps", _positive)
+    batch_size: int = value(
+        "global batch: queries per step, split evenly across devices", _positive
+    )
+    max_hard_negatives: int = value("hard negatives per query, at most", _non_negative)
+    sampling_alpha: float = value("dataset drawn with probability size^alpha", _non_negative)
+    temperature: float = value("InfoNCE temperature (loss scale = 1 / temperature)", _positive)
+    similarity: Literal["cosine"] = value("similarity of query and candidate embeddings")
+    loss_direction: Literal["query_to_doc"] = value("which side's candidates the loss ranks")
+    loss_reduction: Literal["mean"] = value("how per-query losses are combined")
+    pooling: Literal["mean"] = value("token embeddings -> text embedding")
+    learning_rate: float = value("peak learning rate (AdamW)", _positive)
+    adam_beta1: float = value("AdamW beta1")
+    adam_beta2: float = value("AdamW beta2")
+    adam_epsilon: float = value("AdamW epsilon", _positive)
+    weight_decay: float = value("AdamW weight decay", _non_negative)
+    max_grad_norm: float = value("gradient clipping threshold", _positive)
+    lr_schedule: Literal["linear"] = value("learning-rate schedule after warm-up")
+    warmup_ratio: float = value("share of max_steps spent warming up", lambda v: 0 <= v < 1)
+    max_seq_length: int = value("tokens per text, training and evaluation", lambda v: v >= 8)
+    instructions: str = value("training instruction profile (instructions/train/), or none")
+    eval_instructions: str = value("evaluation profile whose prompts the output model carries")
+    instruction_separator: str = value("text between an instruction and the query")
+    dropout: float = value("dropout during fine-tuning (0 turns it off)", lambda v: 0 <= v < 1)
+    mixed_precision: str = value("bf16 = bfloat16 autocast on CUDA; anything else runs fp32")
+    gradcache_mini_batch: int = value(
+        "0 = plain loss; N > 0 = GradCache chunks of N texts", _non_negative
+    )
+    seed: int = value("seed of the sampler, the data order and initialisation", hashed=False)
+    checkpoint_every: int = value("steps between checkpoints", _positive, hashed=False)
+    # Recipe files written before this key existed: a completed run drops its checkpoints.
+    keep_checkpoints: bool = value(
+        "keep the checkpoints of a completed run", hashed=False, default=False
+    )
+
+
+NOT_HASHED = frozenset(f.name for f in fields(RecipeValues) if not f.metadata["hashed"])
