@@ -10,12 +10,13 @@ import pytest
 import yaml
 from mteb.models.model_meta import ModelMeta
 from mteb.results import TaskResult
+from rich.console import Console
 
 from neobench import record
 from neobench.cli import main
 from neobench.errors import NeobenchError
 from neobench.results import load_runs
-from neobench.table import build_table, plot, to_csv, to_latex, to_markdown
+from neobench.table import build_table, plot, print_rich, to_csv, to_latex, to_markdown
 from neobench.tasks import load_benchmark, select_tasks
 
 MISSING_B = ["SciFact", "STS12", "SummEval"]
@@ -209,3 +210,60 @@ def test_cli_writes_every_format(root, tmp_path, capsys):
     assert main(["table", "--results", str(root), "--plot", str(tmp_path / "t.png")]) == 0
     assert {p.name for p in tmp_path.iterdir()} == {"t.md", "t.csv", "t.tex", "t.png"}
     assert main(["table", "--results", str(root), "--strict"]) == 2
+
+
+LONG_NAMES = ["sentence-transformers/all-MiniLM-L6-v2", "local/some-very-long-folder-name-xyz"]
+
+
+@pytest.fixture(scope="module")
+def long_runs(tmp_path_factory, v1_tasks):
+    root = tmp_path_factory.mktemp("long")
+    write_model(root, v1_tasks, LONG_NAMES[0], 512)
+    write_model(root, v1_tasks, LONG_NAMES[1], 256, skip=MISSING_B)
+    return load_runs(root, v1_tasks)[0]
+
+
+def rendered(table, *, terminal: bool, width: int = 100) -> str:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=terminal, color_system=None)
+    print_rich(table, console)
+    return buffer.getvalue()
+
+
+def score_cells(table) -> set[str]:
+    return {cell for row in table.rows for cell in table.cells(row)[1:] if cell}
+
+
+@pytest.mark.parametrize("per_task", [False, True])
+def test_piped_rich_table_prints_every_name_whole(long_runs, v1_tasks, per_task):
+    table = build_table(long_runs, v1_tasks, "MTEB(eng, v1)", reference="paper", per_task=per_task)
+    text = rendered(table, terminal=False, width=80)
+    assert "…" not in text
+    lines = text.splitlines()
+    rows = {line.split("  ")[0] for line in lines}
+    assert set(LONG_NAMES) <= rows  # each name whole, on the line of its scores
+    header = next(line for line in lines if line.startswith("Model "))
+    assert all(name in header for name in table.header())
+    assert all(note in lines for note in table.notes)  # notes one line each, unwrapped
+
+
+def test_terminal_rich_table_fits_100_columns(long_runs, v1_tasks):
+    table = build_table(long_runs, v1_tasks, "MTEB(eng, v1)", reference="paper")
+    text = rendered(table, terminal=True)
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert all(cell in text for cell in score_cells(table))  # scores never cut or wrapped
+    flat = "".join(text.split())
+    assert all(name in flat for name in LONG_NAMES)  # names wrap, nothing is dropped
+
+
+@pytest.mark.parametrize("width", [100, 60])
+def test_terminal_per_task_table_is_readable(long_runs, v1_tasks, width):
+    table = build_table(long_runs, v1_tasks, "MTEB(eng, v1)", per_task=True)
+    text = rendered(table, terminal=True, width=width)
+    assert "…" not in text
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    rows = {line.split("  ")[0] for line in lines}
+    assert set(table.task_names) <= rows  # one row per task, its name whole
+    assert all(cell in text for cell in score_cells(table))
