@@ -80,7 +80,7 @@ def _collect_strings(node: Any, out: list[str], limit: int) -> None:
 
 
 def forward_flops(model: Any, lengths: list[int]) -> float:
-    """~2 x non-embedding parameters per token + 4 x hidden x layers x context (performance.md)."""
+    """~2 x non-embedding params per token + 4 x hidden x layers x context (docs/performance.md)."""
     backbone = model[0].auto_model
     params = sum(
         p.numel()

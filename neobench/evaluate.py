@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# The neobench standard conditions (recipe.md): paper instructions, 512 tokens for every backbone.
+# The neobench standard conditions (docs/recipe.md): paper instructions, 512 tokens, any backbone.
 STANDARD = {"instructions": "paper", "max_seq_length": 512}
 # Per-process staging folder for mteb's writes, inside the results root (same file system, so
 # the final renames are atomic); mteb.ResultCache(root).load_results() never looks there.

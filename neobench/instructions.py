@@ -1,7 +1,7 @@
 """Instruction profiles (instructions/*.yaml) -> mteb prompts.
 
 A profile maps task names to instructions. How an instruction reaches the model follows the
-neobench format of recipe.md: the prompt is ``instruction + separator``; a plain string goes on
+neobench format of docs/recipe.md: the prompt is ``instruction + separator``; a plain string goes on
 the queries of asymmetric tasks (Retrieval, Reranking) and on every text of symmetric ones; a
 ``{query, document}`` pair puts each string on its own side. The result is a dict in mteb's
 prompt-key vocabulary (``Task``, ``Task-query``, ``Task-document``), handed to mteb as the

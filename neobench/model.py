@@ -1,7 +1,7 @@
 """Any encoder (hub id, HF folder, SentenceTransformer folder) -> a SentenceTransformer.
 
 A plain encoder becomes Transformer + mean pooling. Every model gets one max sequence length
-(default 512 for every backbone, recipe.md) unless the caller keeps a SentenceTransformer
+(default 512 for every backbone, docs/recipe.md) unless the caller keeps a SentenceTransformer
 folder's own setting with ``"model"``. What was resolved (name, revision, length, attention
 kernel) is returned so the run card can record it.
 """
