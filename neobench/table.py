@@ -492,7 +492,7 @@ def _fit(grid: _Grid, width: int) -> list[tuple[list[int], list[int]]]:
         # A terminal narrower than one column plus the names: fold the names rather than fail.
         key = max(_KEY_FLOOR, min(key_natural, spare))
         parts.append(([key, *compact], group))
-    return parts
+    return parts or [([min(key_natural, width)], [])]  # no value columns: the names alone
 
 
 def _table_width(widths: list[int], columns: list[int]) -> int:
