@@ -280,6 +280,8 @@ class BaseModelRecord:
 
 @dataclasses.dataclass
 class FinetuneCard:
+    """neobench_run_card.yaml of a fine-tuned folder; fields in the order they are written."""
+
     kind: str = "neobench finetune"
     started: str | None = None
     status: str | None = None  # running | complete | failed: ... | stopped: ... | interrupted
@@ -326,4 +328,4 @@ def finetuned_model(folder: Path) -> OutputModel | None:
     if not path.is_file():
         return None
     card = read_finetune_card(path)
-    return card.output_model if card.kind == "neobench finetune" else None
+    return card.output_model if card.kind == "neobench finetune" and card.output_model else None
