@@ -92,11 +92,6 @@ class Recipe:
         )
         return hashlib.sha256(canonical.encode()).hexdigest()
 
-    def __getitem__(self, key: str) -> Any:
-        """A value by its key name, for code that walks the keys; the recipe code itself reads
-        `recipe.values.<key>`."""
-        return getattr(self.values, key)
-
     def _value_record(self, key: str, value: Any) -> dict[str, Any]:
         """An overridden value says so, with the recipe's own value and source beside it."""
         if key in self.overrides and key in self.defaults:

@@ -51,10 +51,11 @@ def test_every_shipped_recipe_manifest_and_profile_validates_offline():
 
 def test_recipe_values_carry_sources_and_overrides_change_the_hash(tmp_path):
     base = resolve_recipe(config("m", tmp_path))
-    assert base["max_steps"] == 2000 and base["temperature"] == 0.07 and base["batch_size"] == 128
+    values = base.values
+    assert values.max_steps == 2000 and values.temperature == 0.07 and values.batch_size == 128
     assert set(base.sources.values()) == {"paper", "authors-code", "neobench"}
     changed = resolve_recipe(config("m", tmp_path, "max_steps=40", "datasets=STSBENCHMARK"))
-    assert changed["max_steps"] == 40 and changed["datasets"] == ["STSBENCHMARK"]
+    assert changed.values.max_steps == 40 and changed.values.datasets == ["STSBENCHMARK"]
     assert changed.overrides == {"max_steps": 40, "datasets": ["STSBENCHMARK"]}
     assert changed.sha256 != base.sha256
     assert (
