@@ -49,8 +49,8 @@ def standard() -> Standard:
     """Derived from the standard recipe, so a change to it moves every default with it."""
     from neobench.recipe import load_recipe
 
-    recipe = load_recipe(STANDARD_RECIPE)
-    return Standard(STANDARD_RECIPE, recipe["eval_instructions"], recipe["max_seq_length"])
+    values = load_recipe(STANDARD_RECIPE).values
+    return Standard(STANDARD_RECIPE, values.eval_instructions, values.max_seq_length)
 
 
 def _standard_instructions() -> str:
@@ -157,12 +157,28 @@ def field_docs(cls: type) -> dict[str, str]:
 # live in neobench/recipes/*.yaml, each with its source (paper | authors-code | neobench).
 
 
-def _positive(v: Any) -> bool:
-    return v > 0
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric recipe key accepts; callable as the check, printed in messages."""
+
+    low: float
+    high: float | None = None  # excluded
+    low_excluded: bool = False
+
+    def __call__(self, v: float) -> bool:
+        if v < self.low or (self.low_excluded and v == self.low):
+            return False
+        return self.high is None or v < self.high
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_excluded else '>='} {self.low:g}"
+        return f"in [{self.low:g}, {self.high:g})"
 
 
-def _non_negative(v: Any) -> bool:
-    return v >= 0
+_positive = Range(0, low_excluded=True)
+_non_negative = Range(0)
+_fraction = Range(0, 1)  # 0 <= v < 1
 
 
 def value(help: str, valid: Any = None, *, hashed: bool = True, default: Any = MISSING) -> Any:
@@ -191,18 +207,18 @@ class RecipeValues:
     loss_reduction: Literal["mean"] = value("how per-query losses are combined")
     pooling: Literal["mean"] = value("token embeddings -> text embedding")
     learning_rate: float = value("peak learning rate (AdamW)", _positive)
-    adam_beta1: float = value("AdamW beta1")
-    adam_beta2: float = value("AdamW beta2")
+    adam_beta1: float = value("AdamW beta1", _fraction)
+    adam_beta2: float = value("AdamW beta2", _fraction)
     adam_epsilon: float = value("AdamW epsilon", _positive)
     weight_decay: float = value("AdamW weight decay", _non_negative)
     max_grad_norm: float = value("gradient clipping threshold", _positive)
     lr_schedule: Literal["linear"] = value("learning-rate schedule after warm-up")
-    warmup_ratio: float = value("share of max_steps spent warming up", lambda v: 0 <= v < 1)
-    max_seq_length: int = value("tokens per text, training and evaluation", lambda v: v >= 8)
+    warmup_ratio: float = value("share of max_steps spent warming up", _fraction)
+    max_seq_length: int = value("tokens per text, training and evaluation", Range(8))
     instructions: str = value("training instruction profile (instructions/train/), or none")
     eval_instructions: str = value("evaluation profile whose prompts the output model carries")
     instruction_separator: str = value("text between an instruction and the query")
-    dropout: float = value("dropout during fine-tuning (0 turns it off)", lambda v: 0 <= v < 1)
+    dropout: float = value("dropout during fine-tuning (0 turns it off)", _fraction)
     mixed_precision: str = value("bf16 = bfloat16 autocast on CUDA; anything else runs fp32")
     gradcache_mini_batch: int = value(
         "0 = plain loss; N > 0 = GradCache chunks of N texts", _non_negative

@@ -28,11 +28,18 @@ PAIRING_SEED = 0
 
 @dataclass
 class BuiltDataset:
-    key: str
+    """One manifest row built for training; it carries its row so that no caller has to look
+    the row up in the manifest again."""
+
+    row: Row
     dataset: Dataset
     rows_raw: int
     num_negatives: int
-    source: str
+    source: str  # hub | mirror:<dir> | local:<dir>
+
+    @property
+    def key(self) -> str:
+        return self.row.key
 
 
 def extract(expression: str, record: dict[str, Any]) -> Any:
@@ -211,4 +218,4 @@ def build_dataset(row: Row, data_dir: Path | None, max_negatives: int) -> BuiltD
         if data_dir and not row.data_files
         else (f"local:{data_dir}" if row.data_files else "hub")
     )
-    return BuiltDataset(row.key, Dataset.from_dict(columns), raw, k, source)
+    return BuiltDataset(row, Dataset.from_dict(columns), raw, k, source)

@@ -176,10 +176,19 @@ def list_train_profiles() -> list[str]:
     return sorted(p.stem for p in (profiles_dir() / "train").glob("*.yaml"))
 
 
-def load_train_instructions(name_or_path: str) -> tuple[str, dict[str, str], str]:
-    """(profile name, dataset key -> instruction, sha256) of a training instruction profile."""
+@dataclass(frozen=True)
+class TrainProfile:
+    """A training instruction profile: the manifest's instruction keys -> instruction text."""
+
+    name: str
+    instructions: dict[str, str]
+    sha256: str  # of the instructions, as the run card records it
+
+
+def load_train_instructions(name_or_path: str) -> TrainProfile:
+    """A training instruction profile (instructions/train/) by name or YAML file."""
     path = find_yaml(name_or_path, profiles_dir() / "train", "training instruction profile")
     data = read_yaml(path, "training instruction profile") or {}
     instructions = {str(k): str(v) for k, v in (data.get("instructions") or {}).items()}
     digest = hashlib.sha256(json.dumps(instructions, sort_keys=True).encode()).hexdigest()
-    return str(data.get("name", path.stem)), instructions, digest
+    return TrainProfile(str(data.get("name", path.stem)), instructions, digest)

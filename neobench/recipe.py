@@ -1,24 +1,26 @@
 """Recipes as data: a versioned YAML of tagged values, key=value overrides, and a content hash.
 
-Defaults live in the recipe file alone; flags and overrides only override. Every problem with
-the overrides is reported at once, with "did you mean".
+Which keys exist, their types and the ranges they accept is `config.RecipeValues`; the values
+and where each comes from live in the recipe file alone; flags and overrides only override.
+Every problem with a file or with the overrides is reported at once, with "did you mean".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import types
+import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from neobench.config import NOT_HASHED, RecipeValues
 from neobench.errors import NeobenchError, find_yaml, read_yaml, unknown
 
 SOURCES = frozenset({"paper", "authors-code", "neobench"})
-# Values that change neither the method nor the numbers (seed: a run parameter reported beside
-# the hash, like an lm-eval seed; checkpoints: bookkeeping).
-NOT_HASHED = frozenset({"seed", "checkpoint_every", "keep_checkpoints"})
 # Recipe-level keys that may also be overridden.
 TOP_LEVEL = frozenset({"manifest"})
 # Names other trainers use for recipe keys (transformers, sentence-transformers, torchtune CLI
@@ -45,6 +47,10 @@ ALIASES = {
     "grad_clip": "max_grad_norm",
     "clip": "max_grad_norm",
 }
+KEYS = {f.name: f for f in dataclasses.fields(RecipeValues)}
+TYPES = typing.get_type_hints(RecipeValues)
+# A key a recipe file may leave out takes the dataclass default: a neobench decision.
+DEFAULT_SOURCE = "neobench"
 
 
 def list_recipes() -> list[str]:
@@ -60,17 +66,21 @@ class Recipe:
     name: str
     version: int
     manifest: str
-    values: dict[str, Any]
-    sources: dict[str, str]
+    values: RecipeValues
+    sources: dict[str, str]  # key -> paper | authors-code | neobench
     overrides: dict[str, Any] = field(default_factory=dict)
     path: str = ""
     # The values as the recipe file has them, before any override (kept for the run card).
     defaults: dict[str, Any] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)  # why a value is what it is
 
+    def as_dict(self) -> dict[str, Any]:
+        """key -> value, in the order of config.RecipeValues."""
+        return dataclasses.asdict(self.values)
+
     @property
     def sha256(self) -> str:
-        hashed = {k: v for k, v in self.values.items() if k not in NOT_HASHED}
+        hashed = {k: v for k, v in self.as_dict().items() if k not in NOT_HASHED}
         canonical = json.dumps(
             {
                 "name": self.name,
@@ -81,9 +91,6 @@ class Recipe:
             sort_keys=True,
         )
         return hashlib.sha256(canonical.encode()).hexdigest()
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
 
     def _value_record(self, key: str, value: Any) -> dict[str, Any]:
         """An overridden value says so, with the recipe's own value and source beside it."""
@@ -104,7 +111,7 @@ class Recipe:
             "file": self.path,
             "sha256": self.sha256,
             "manifest": self.manifest,
-            "values": {k: self._value_record(k, v) for k, v in self.values.items()},
+            "values": {k: self._value_record(k, v) for k, v in self.as_dict().items()},
             "overrides": self.overrides,
         }
 
@@ -115,8 +122,9 @@ def load_recipe(name_or_path: str) -> Recipe:
     problems = recipe_problems(data, path.name)
     if problems:
         raise NeobenchError(problems)
-    values = {k: spec["value"] for k, spec in data["values"].items()}
-    sources = {k: spec["source"] for k, spec in data["values"].items()}
+    specs = data["values"]
+    values = RecipeValues(**{k: spec["value"] for k, spec in specs.items()})
+    sources = {k: specs[k]["source"] if k in specs else DEFAULT_SOURCE for k in KEYS}
     return Recipe(
         data["name"],
         int(data["version"]),
@@ -124,13 +132,14 @@ def load_recipe(name_or_path: str) -> Recipe:
         values,
         sources,
         path=str(path),
-        defaults=dict(values),
-        notes={k: str(spec["note"]) for k, spec in data["values"].items() if spec.get("note")},
+        defaults=dataclasses.asdict(values),
+        notes={k: str(spec["note"]) for k, spec in specs.items() if spec.get("note")},
     )
 
 
 def recipe_problems(data: object, where: str) -> list[str]:
-    """Shape checks: every value is {value, source[, note]} with a known source."""
+    """Every problem of a recipe file: its shape ({value, source[, note]} per key, a known
+    source), then each value against config.RecipeValues (missing, unknown, type, range)."""
     if not isinstance(data, dict):
         return [f"{where}: a recipe is a mapping with name, version, manifest and values."]
     problems = [
@@ -138,7 +147,10 @@ def recipe_problems(data: object, where: str) -> list[str]:
         for k in ("name", "version", "manifest", "values")
         if k not in data
     ]
-    for key, spec in (data.get("values") or {}).items():
+    specs = data.get("values") or {}
+    if not isinstance(specs, dict):
+        return [*problems, f"{where}: 'values' maps each key to {{value: ..., source: ...}}."]
+    for key, spec in specs.items():
         if not isinstance(spec, dict) or "value" not in spec:
             problems.append(f"{where}: {key}: write it as {{value: ..., source: ...}}.")
         elif spec.get("source") not in SOURCES:
@@ -146,7 +158,63 @@ def recipe_problems(data: object, where: str) -> list[str]:
                 f"{where}: {key}: source must be one of {sorted(SOURCES)}, "
                 f"not {spec.get('source')!r}."
             )
+    return problems + [f"{where}: {p}" for p in _values_problems(specs)]
+
+
+def _values_problems(specs: dict[str, Any]) -> list[str]:
+    problems = [
+        f"missing recipe key {key!r} ({f.metadata['help']})."
+        for key, f in KEYS.items()
+        if key not in specs and f.default is dataclasses.MISSING
+    ]
+    for key, spec in specs.items():
+        if key not in KEYS:
+            problems.append(_unknown_key(key, list(KEYS), "`neobench ls keys`"))
+        elif isinstance(spec, dict) and "value" in spec:
+            problems += value_problems(key, spec["value"])
     return problems
+
+
+def value_problems(key: str, value: Any) -> list[str]:
+    """What is wrong with one value of a known key: its type, its range, or a value this
+    version does not implement (the `Literal` types of config.RecipeValues)."""
+    hint, valid = TYPES[key], KEYS[key].metadata.get("valid")
+    if typing.get_origin(hint) is Literal:
+        if value not in typing.get_args(hint):
+            return [
+                f"recipe value {key}={value!r}: this neobench version implements "
+                f"{_type_name(hint)} only."
+            ]
+    elif not _matches(value, hint):
+        return [f"recipe value {key}={value!r}: expected {_type_name(hint)}."]
+    elif valid is not None and not valid(value):
+        return [f"recipe value {key}={value!r} is out of range (it must be {valid})."]
+    return []
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """isinstance for the types recipe keys use; an int is a valid float, a bool is neither."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in args)
+    if origin is list:
+        return isinstance(value, list) and all(_matches(v, args[0]) for v in value)
+    if isinstance(value, bool):
+        return hint is bool
+    if hint is float:
+        return isinstance(value, int | float)
+    return isinstance(value, hint)
+
+
+def _type_name(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return " or ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if origin is list:
+        return f"a list of {_type_name(args[0])}"
+    return hint.__name__
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
@@ -164,73 +232,72 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
 
 
 def apply_overrides(recipe: Recipe, overrides: dict[str, str]) -> Recipe:
-    """A new recipe with the overrides applied, typed like the values they replace.
-
-    Every problem is reported at once.
-    """
-    values = dict(recipe.values)
-    manifest = recipe.manifest
-    problems, applied = [], {}
+    """A new recipe with the overrides applied: each text is read as its key's type and
+    checked like a value of the recipe file. Every problem is reported at once."""
+    problems: list[str] = []
+    applied: dict[str, Any] = {}
     for key, text in overrides.items():
         if key in TOP_LEVEL:
-            manifest = text
             applied[key] = text
-            continue
-        if key not in values:
-            problems.append(_unknown_key(key, [*values, *TOP_LEVEL], recipe))
-            continue
-        try:
-            values[key] = _coerce(text, values[key], key)
-        except ValueError as error:
-            problems.append(str(error))
-            continue
-        applied[key] = values[key]
+        elif key not in KEYS:
+            hint = f"`neobench ls keys --recipe {recipe.name}`"
+            problems.append(_unknown_key(key, [*KEYS, *TOP_LEVEL], hint))
+        else:
+            try:
+                value = _coerce(text, key, getattr(recipe.values, key))
+            except ValueError as error:
+                problems.append(str(error))
+                continue
+            found = value_problems(key, value)
+            problems += found
+            if not found:
+                applied[key] = value
     if problems:
         raise NeobenchError(problems)
-    return Recipe(
-        recipe.name,
-        recipe.version,
-        manifest,
-        values,
-        recipe.sources,
-        {**recipe.overrides, **applied},
-        recipe.path,
-        recipe.defaults or dict(recipe.values),
-        recipe.notes,
+    values = {k: v for k, v in applied.items() if k not in TOP_LEVEL}
+    return dataclasses.replace(
+        recipe,
+        manifest=applied.get("manifest", recipe.manifest),
+        values=dataclasses.replace(recipe.values, **values),
+        overrides={**recipe.overrides, **applied},
+        defaults=recipe.defaults or recipe.as_dict(),
     )
 
 
-def _unknown_key(key: str, keys: list[str], recipe: Recipe) -> str:
+def _unknown_key(key: str, keys: list[str], listing: str) -> str:
     alias = ALIASES.get(key.lower())
     if alias in keys:
         return f"Unknown recipe key {key!r}. Did you mean {alias!r}?"
-    return unknown(
-        "recipe key", key, keys, f"List them with `neobench ls keys --recipe {recipe.name}`."
-    )
+    return unknown("recipe key", key, keys, f"List them with {listing}.")
 
 
-def _coerce(text: str, current: Any, key: str) -> Any:
-    if key == "datasets":
-        if text == "all":
-            return "all"
-        keys = [part.strip() for part in text.split(",") if part.strip()]
-        if not keys:
+def _coerce(text: str, key: str, current: Any) -> Any:
+    """An override's text as a value of the key's declared type (not of the current value's)."""
+    hint = TYPES[key]
+    if hint == str | list[str]:
+        return _keys_or_all(text, key)
+    if hint is bool:
+        if text.lower() not in {"true", "false"}:
+            raise ValueError(f"override {key}={text}: expected true or false.")
+        return text.lower() == "true"
+    if hint in (int, float):
+        try:
+            return hint(text)
+        except ValueError:
             raise ValueError(
-                f"override datasets={text}: names no dataset. Give manifest keys "
-                "(datasets=STSBENCHMARK,ALLNLI; `neobench ls datasets` lists them) or all."
-            )
-        return keys
-    try:
-        if isinstance(current, bool):
-            if text.lower() not in {"true", "false"}:
-                raise ValueError
-            return text.lower() == "true"
-        if isinstance(current, int):
-            return int(text)
-        if isinstance(current, float):
-            return float(text)
-    except ValueError:
-        raise ValueError(
-            f"override {key}={text}: expected a {type(current).__name__} like {current!r}."
-        ) from None
+                f"override {key}={text}: expected a {hint.__name__} like {current!r}."
+            ) from None
     return text
+
+
+def _keys_or_all(text: str, key: str) -> str | list[str]:
+    """`all`, or a comma-separated list of manifest keys (the one key typed this way)."""
+    if text == "all":
+        return "all"
+    keys = [part.strip() for part in text.split(",") if part.strip()]
+    if not keys:
+        raise ValueError(
+            f"override {key}={text}: names no dataset. Give manifest keys "
+            "(datasets=STSBENCHMARK,ALLNLI; `neobench ls datasets` lists them) or all."
+        )
+    return keys

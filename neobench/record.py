@@ -229,3 +229,103 @@ def _dataclass_in(hint: Any) -> type | None:
 
 
 # --- The fine-tuning card (neobench finetune) -------------------------------------------------
+# The card a fine-tuning run writes into its output folder before training, and completes at
+# the end. Sections with fixed keys are dataclasses; sections whose keys vary (one entry per
+# dataset, the device, the environment) stay mappings.
+
+FINETUNE_CARD = "neobench_run_card.yaml"
+
+
+@dataclasses.dataclass
+class OutputModel:
+    """What an evaluation of the fine-tuned folder records about it."""
+
+    name: str | None = None
+    recipe_sha256: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class ManifestRecord:
+    name: str | None = None
+    file: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class InstructionsRecord:
+    train_profile: str | None = None
+    train_sha256: str | None = None
+    eval_profile: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class BaseModelRecord:
+    """The model the run started from, as loaded for training."""
+
+    base: str | None = None  # what --model said
+    name: str | None = None
+    revision: str | None = None
+    architecture: str | None = None
+    max_seq_length: int | None = None
+    # The trainer runs the backbone's own forward (never neobench's packed encoder).
+    attn_implementation: str | None = None
+    attn_implementation_requested: str | None = None
+    tokenizer: dict[str, Any] = dataclasses.field(default_factory=dict)
+    pooling: str | None = None
+    recipe_sha256: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class FinetuneCard:
+    """neobench_run_card.yaml of a fine-tuned folder; fields in the order they are written."""
+
+    kind: str = "neobench finetune"
+    started: str | None = None
+    status: str | None = None  # running | complete | failed: ... | stopped: ... | interrupted
+    owner: dict[str, Any] = dataclasses.field(default_factory=dict)
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)  # the FinetuneConfig as given
+    recipe: dict[str, Any] = dataclasses.field(default_factory=dict)  # Recipe.record()
+    manifest: ManifestRecord = dataclasses.field(default_factory=ManifestRecord)
+    data: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # per dataset key
+    sampling_probabilities: dict[str, float] = dataclasses.field(default_factory=dict)
+    instructions: InstructionsRecord = dataclasses.field(default_factory=InstructionsRecord)
+    output_model: OutputModel = dataclasses.field(default_factory=OutputModel)
+    model: BaseModelRecord = dataclasses.field(default_factory=BaseModelRecord)
+    runtime: dict[str, Any] = dataclasses.field(default_factory=dict)
+    seed: int | None = None
+    environment: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Set when the run ends (finished) or completes (all four).
+    finished: str | None = None
+    steps: int | None = None
+    final_loss: float | None = None
+    checkpoints: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+_ENDING = ("finished", "steps", "final_loss", "checkpoints")
+
+
+def write_finetune_card(path: Path, card: FinetuneCard) -> None:
+    """Write atomically. A run that has not ended has no ending keys (not even as null), as
+    cards have always been written; a complete one has all of them."""
+    data = card_to_dict(card)
+    if card.status != "complete":
+        data = {k: v for k, v in data.items() if k not in _ENDING or v is not None}
+    write_card(path, data)
+
+
+def read_finetune_card(path: Path) -> FinetuneCard:
+    """A fine-tuning card, whichever version wrote it; an unreadable one is a NeobenchError."""
+    return card_from_dict(FinetuneCard, read_card(path))
+
+
+def finetuned_model(folder: Path) -> OutputModel | None:
+    """Name and recipe hash that `neobench finetune` recorded in a model folder, if it did."""
+    path = Path(folder) / FINETUNE_CARD
+    if not path.is_file():
+        return None
+    card = read_finetune_card(path)
+    return card.output_model if card.kind == "neobench finetune" and card.output_model else None

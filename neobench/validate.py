@@ -23,7 +23,9 @@ def validate_all() -> tuple[str, list[str]]:
         problems += _guard(lambda n=name: validate_profile(load_profile(n), known_tasks))
     train_keys: set[str] = set()
     for name in list_train_profiles():
-        train_keys |= set(_value(problems, lambda n=name: load_train_instructions(n)[1]) or {})
+        train_keys |= set(
+            _value(problems, lambda n=name: load_train_instructions(n).instructions) or {}
+        )
     for name in list_manifests():
         manifest = _value(problems, lambda n=name: load_manifest(n))
         if manifest:

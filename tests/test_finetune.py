@@ -1,17 +1,22 @@
 """neobench finetune on real pairs and triplets (../shared/data/finetune) and the real manifest."""
 
+import hashlib
 import json
 import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 from conftest import SHARED
 from sentence_transformers import SentenceTransformer
 
+from neobench import recipe as recipe_module
+from neobench import record
 from neobench.errors import NeobenchError
 from neobench.finetune import FinetuneConfig, finetune, resolve_recipe
 from neobench.train_log import TokenCountingCollator, read_curve
@@ -46,10 +51,11 @@ def test_every_shipped_recipe_manifest_and_profile_validates_offline():
 
 def test_recipe_values_carry_sources_and_overrides_change_the_hash(tmp_path):
     base = resolve_recipe(config("m", tmp_path))
-    assert base["max_steps"] == 2000 and base["temperature"] == 0.07 and base["batch_size"] == 128
+    values = base.values
+    assert values.max_steps == 2000 and values.temperature == 0.07 and values.batch_size == 128
     assert set(base.sources.values()) == {"paper", "authors-code", "neobench"}
     changed = resolve_recipe(config("m", tmp_path, "max_steps=40", "datasets=STSBENCHMARK"))
-    assert changed["max_steps"] == 40 and changed["datasets"] == ["STSBENCHMARK"]
+    assert changed.values.max_steps == 40 and changed.values.datasets == ["STSBENCHMARK"]
     assert changed.overrides == {"max_steps": 40, "datasets": ["STSBENCHMARK"]}
     assert changed.sha256 != base.sha256
     assert (
@@ -64,6 +70,118 @@ def test_recipe_values_carry_sources_and_overrides_change_the_hash(tmp_path):
         "recipe_source": "paper",
     }
     assert values["temperature"] == {"value": 0.07, "source": "paper"}
+
+
+def test_shipped_recipe_hash_is_the_one_of_the_untyped_recipe():
+    """The hash as recipe.py computed it before the recipe was typed: the canonical JSON of the
+    file's values, without the keys that change neither the method nor the numbers."""
+    path = Path(recipe_module._recipes_dir()) / "neobert-mteb-2k.yaml"
+    data = yaml.safe_load(path.read_text())
+    values = {
+        k: spec["value"]
+        for k, spec in data["values"].items()
+        if k not in {"seed", "checkpoint_every", "keep_checkpoints"}
+    }
+    canonical = json.dumps(
+        {
+            "name": data["name"],
+            "version": data["version"],
+            "manifest": data["manifest"],
+            "values": values,
+        },
+        sort_keys=True,
+    )
+    expected = hashlib.sha256(canonical.encode()).hexdigest()
+    assert recipe_module.load_recipe("neobert-mteb-2k").sha256 == expected
+
+
+def test_a_recipe_file_reports_every_problem_at_once(tmp_path):
+    path = Path(recipe_module._recipes_dir()) / "neobert-mteb-2k.yaml"
+    data = yaml.safe_load(path.read_text())
+    values = data["values"]
+    values["max_steps"]["value"] = "many"  # wrong type
+    values["learning_rat"] = {"value": 1e-4, "source": "paper"}  # unknown key
+    del values["temperature"]  # missing key
+    values["warmup_ratio"]["value"] = 1.5  # out of range
+    values["similarity"]["value"] = "dot"  # a value this version does not implement
+    values["max_grad_norm"]["value"] = 2  # an int where a float is expected: fine
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump(data))
+    with pytest.raises(NeobenchError) as error:
+        recipe_module.load_recipe(str(broken))
+    problems = error.value.problems
+    expected = [
+        "recipe value max_steps='many': expected int.",
+        "Unknown recipe key 'learning_rat'. Did you mean 'learning_rate'?",
+        "missing recipe key 'temperature'",
+        "recipe value warmup_ratio=1.5 is out of range (it must be in [0, 1)).",
+        "recipe value similarity='dot': this neobench version implements 'cosine' only.",
+    ]
+    for text in expected:
+        assert sum(text in p for p in problems) == 1, (text, problems)
+    assert len(problems) == len(expected) and all(p.startswith("broken.yaml: ") for p in problems)
+
+
+def test_overrides_are_read_as_the_type_of_their_key(tmp_path):
+    recipe = resolve_recipe(
+        config("m", tmp_path, "learning_rate=1", "keep_checkpoints=TRUE", "max_seq_length=64")
+    )
+    assert recipe.values.learning_rate == 1.0 and isinstance(recipe.values.learning_rate, float)
+    assert recipe.values.keep_checkpoints is True and recipe.values.max_seq_length == 64
+    assert recipe.overrides == {
+        "learning_rate": 1.0,
+        "keep_checkpoints": True,
+        "max_seq_length": 64,
+    }
+    with pytest.raises(NeobenchError) as error:
+        resolve_recipe(
+            config("m", tmp_path, "keep_checkpoints=yes", "similarity=dot", "max_steps=1.5")
+        )
+    assert error.value.problems == [
+        "override keep_checkpoints=yes: expected true or false.",
+        "recipe value similarity='dot': this neobench version implements 'cosine' only.",
+        "override max_steps=1.5: expected a int like 2000.",
+    ]
+
+
+def test_a_finetune_card_written_before_the_typed_card_still_loads(tmp_path):
+    """A card of an earlier version: sections missing, one unknown key. Missing keys read as
+    their defaults; the unknown one is kept and written back."""
+    old = {
+        "kind": "neobench finetune",
+        "started": "2026-01-01T00:00:00+00:00",
+        "status": "complete",
+        "recipe": {"name": "neobert-mteb-2k", "sha256": "abc"},
+        "output_model": {"name": "neobench/tuned"},  # no recipe_sha256 yet
+        "model": {"base": "m", "pooling": "mean"},
+        "steps": 20,
+        "old_section": {"kept": True},
+    }
+    folder = tmp_path / "tuned"
+    folder.mkdir()
+    record.write_card(folder / "neobench_run_card.yaml", old)
+    card = record.read_finetune_card(folder / "neobench_run_card.yaml")
+    assert card.status == "complete" and card.steps == 20 and card.final_loss is None
+    assert card.model.base == "m" and card.model.revision is None and card.data == {}
+    assert card.instructions.train_profile is None and card.extra == {"old_section": {"kept": True}}
+    tuned = record.finetuned_model(folder)
+    assert tuned is not None and (tuned.name, tuned.recipe_sha256) == ("neobench/tuned", None)
+    assert record.finetuned_model(tmp_path) is None  # no card: not a neobench fine-tune
+    record.write_finetune_card(folder / "neobench_run_card.yaml", card)
+    again = yaml.safe_load((folder / "neobench_run_card.yaml").read_text())
+    assert again["old_section"] == {"kept": True} and again["steps"] == 20
+
+
+def test_a_running_card_has_no_ending_keys(tmp_path):
+    path = tmp_path / "card.yaml"
+    card = record.FinetuneCard(started="t0", status="running", seed=0)
+    record.write_finetune_card(path, card)
+    keys = list(yaml.safe_load(path.read_text()))
+    assert keys[:3] == ["kind", "started", "status"] and keys[-1] == "environment"
+    card.status, card.finished, card.steps = "complete", "t1", 2
+    record.write_finetune_card(path, card)
+    keys = list(yaml.safe_load(path.read_text()))
+    assert keys[-4:] == ["finished", "steps", "final_loss", "checkpoints"]
 
 
 @pytest.mark.parametrize(
