@@ -50,13 +50,30 @@ from neobench.model import (
     parse_max_seq_length,
     resolve_device,
 )
-from neobench.record import EvalCard, EvalConditions, EvalInstructions, EvalModel, EvalShard
+from neobench.record import (
+    EvalCard,
+    EvalConditions,
+    EvalEnvironment,
+    EvalInstructions,
+    EvalModel,
+    EvalShard,
+)
 from neobench.tasks import load_benchmark, parse_shard, select_tasks, shard
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
-__all__ = ["EvalConfig", "EvalSummary", "Reporter", "TaskOutcome", "run_eval"]
+# EvalConfig is defined in neobench.config and re-exported here, beside run_eval.
+__all__ = [
+    "EvalConfig",
+    "EvalSummary",
+    "Reporter",
+    "TaskOutcome",
+    "check_same_conditions",
+    "experiment_kwargs",
+    "prepare_tasks",
+    "run_eval",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -288,7 +305,7 @@ def _new_card(
         instructions=instructions,
         data=_data_record(tasks, data_dir),
         seeds={t.metadata.name: getattr(t, "seed", None) for t in tasks},
-        environment=record.card_from_dict(record.EvalEnvironment, record.environment()),
+        environment=record.card_from_dict(EvalEnvironment, record.environment()),
     )
 
 
