@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from neobench import mirror
+from neobench.config import default_token_budget
 from neobench.encode import DTYPES, FastEncoder, auto_unpadded, resolve_dtype
 from neobench.model import load_model, resolve_device
 from neobench.tasks import load_benchmark, select_tasks
@@ -153,14 +154,13 @@ def compare(
             "input_ids"
         ]
     ]
-    cuda = device.startswith("cuda")
     autocast = DTYPES[resolve_dtype(dtype, device)]
     fast = FastEncoder(
         model,
         "bench",
         cache=None,
         autocast=autocast or False,
-        token_budget=token_budget or (32_768 if cuda else 2_048),
+        token_budget=token_budget or default_token_budget(device),
         packed=loaded.packed,
     )
 

@@ -16,11 +16,11 @@ import numpy as np
 import torch
 
 from neobench.cache import EmbeddingCache
+from neobench.config import default_token_budget
 from neobench.unpad import unpadded
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TOKEN_BUDGET = 16_384  # tokens (padded) per forward batch
 MAX_BATCH = 512
 # Texts tokenized in one call (and sorted by length together): large enough for the tokenizer's
 # own thread pool and for near-global length sorting, small enough for host memory at 8k tokens.
@@ -74,7 +74,7 @@ class FastEncoder:
         fingerprint: str,
         cache: EmbeddingCache | None,
         autocast: bool | torch.dtype = False,
-        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        token_budget: int | None = None,
         packed: bool = False,
     ) -> None:
         self.model = model
@@ -82,7 +82,8 @@ class FastEncoder:
         self.cache = cache
         # True means float16 (the CUDA default); a dtype picks it (torch.bfloat16).
         self.autocast_dtype = torch.float16 if autocast is True else autocast or None
-        self.token_budget = token_budget
+        # Padded tokens per forward batch; left out, the default of the model's device.
+        self.token_budget = token_budget or default_token_budget(str(model.device))
         self.packed = packed  # real tokens only, variable-length attention (unpad.py)
         self.texts_encoded = 0  # texts that went through the network (not served by the cache)
         self.texts_requested = 0

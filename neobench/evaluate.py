@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import logging
 import os
 import shutil
@@ -25,7 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neobench import attention, mirror, record
+from neobench.adapter import MtebEncoder
 from neobench.cache import EmbeddingCache, cache_path
+from neobench.config import UNPADDED_CHOICES, EvalConfig, default_token_budget, standard
 from neobench.encode import DTYPE_ALIASES, DTYPES, FastEncoder, auto_unpadded, resolve_dtype
 from neobench.errors import (
     NeobenchError,
@@ -36,56 +37,49 @@ from neobench.errors import (
     writable_folder_problems,
 )
 from neobench.instructions import (
+    InstructionProfile,
     all_mteb_task_names,
     load_profile,
     mteb_prompts,
     validate_profile,
 )
-from neobench.model import check_spec, load_model, parse_max_seq_length, resolve_device
-from neobench.search import RunningTopK
-from neobench.tasks import DEFAULT_BENCHMARK, load_benchmark, parse_shard, select_tasks, shard
+from neobench.model import (
+    LoadedModel,
+    check_spec,
+    load_model,
+    parse_max_seq_length,
+    resolve_device,
+)
+from neobench.record import (
+    EvalCard,
+    EvalConditions,
+    EvalEnvironment,
+    EvalInstructions,
+    EvalModel,
+    EvalShard,
+)
+from neobench.tasks import load_benchmark, parse_shard, select_tasks, shard
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
+# EvalConfig is defined in neobench.config and re-exported here, beside run_eval.
+__all__ = [
+    "EvalConfig",
+    "EvalSummary",
+    "Reporter",
+    "TaskOutcome",
+    "check_same_conditions",
+    "experiment_kwargs",
+    "prepare_tasks",
+    "run_eval",
+]
+
 logger = logging.getLogger(__name__)
 
-# The neobench standard conditions (docs/recipe.md): paper instructions, 512 tokens, any backbone.
-STANDARD = {"instructions": "paper", "max_seq_length": 512}
 # Per-process staging folder for mteb's writes, inside the results root (same file system, so
 # the final renames are atomic); mteb.ResultCache(root).load_results() never looks there.
 STAGING = ".neobench-staging"
-
-
-@dataclass
-class EvalConfig:
-    """Inputs of one evaluation. The CLI flags map one to one onto these fields."""
-
-    model: str  # hub id, local HF folder, or SentenceTransformer folder
-    benchmark: str = DEFAULT_BENCHMARK
-    tasks: list[str] | None = None  # subset of the benchmark's task names
-    types: list[str] | None = None  # subset of its task types (STS, Retrieval, ...)
-    instructions: str = "paper"  # profile name or YAML path
-    data_dir: str | None = None  # offline mirror; falls back to $NEOBENCH_DATA_DIR, then the hub
-    results: str = "."  # mteb ResultCache root: files land in <results>/results/...
-    batch_size: int = 32
-    device: str = "auto"
-    max_seq_length: int | str = 512  # tokens, or "model" to keep a SentenceTransformer's own
-    shard: str = "1/1"  # K/N: this process runs the K-th of N disjoint task shards
-    trust_remote_code: bool = False
-    model_name: str | None = None  # name in results/ (default: hub id, or local/<folder>)
-    revision: str | None = None  # hub revision to load; local folders use a content hash
-    cache_dir: str | None = (
-        None  # embedding cache folder (default: $NEOBENCH_CACHE or ~/.cache/neobench)
-    )
-    no_cache: bool = False
-    token_budget: int | None = (
-        None  # padded tokens per forward batch (default: 2,048 CPU, 32,768 CUDA)
-    )
-    dtype: str = "auto"  # float32 | float16 | bfloat16 autocast; auto: float16 on CUDA
-    unpadded: str = "auto"  # variable-length attention: auto (CUDA) | on | off
-    # auto: the fastest the backbone's class supports (flash_attention_2 > sdpa > eager)
-    attn_implementation: str = "auto"
 
 
 @dataclass
@@ -97,6 +91,10 @@ class TaskOutcome:
     seconds: float = 0.0
     error: str | None = None
     disk_full: bool = False  # the results disk filled up: the run stops after this task
+
+    def card_entry(self) -> dict[str, Any]:
+        """The task's row in the run card (the card is keyed by task name)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("task", "disk_full")}
 
 
 @dataclass
@@ -120,6 +118,29 @@ class Reporter:
     def task_done(self, outcome: TaskOutcome) -> None: ...
 
 
+@dataclass
+class _Model:
+    """The loaded model and the precision it runs in (step 4)."""
+
+    loaded: LoadedModel
+    device: str
+    dtype: str  # float32 | float16 | bfloat16 (autocast)
+    recipe_sha256: str | None  # set when `neobench finetune` made the model
+
+
+@dataclass
+class _Run:
+    """What the task loop works with (steps 5-7 produce it)."""
+
+    root: Path  # the results root (--results)
+    results: Any  # mteb.ResultCache at the root
+    encoder: MtebEncoder
+    embedding_cache: EmbeddingCache | None
+    card: EvalCard
+    card_path: Path
+    batch_size: int
+
+
 def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], Any]:
     """Validate every cheap input at once and return (this shard's tasks, profile)."""
     problems: list[str] = []
@@ -129,7 +150,7 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], Any]:
     collect(problems, parse_max_seq_length, cfg.max_seq_length)
     collect(problems, resolve_device, cfg.device)
     collect(problems, check_choice, "--dtype", cfg.dtype, ["auto", *DTYPES, *DTYPE_ALIASES])
-    collect(problems, check_choice, "--unpadded", cfg.unpadded, ["auto", "on", "off"])
+    collect(problems, check_choice, "--unpadded", cfg.unpadded, list(UNPADDED_CHOICES))
     collect(problems, attention.check, cfg.attn_implementation)
     collect(problems, check_spec, cfg.model)
     if cfg.batch_size < 1:
@@ -157,27 +178,50 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], Any]:
 def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
     """Evaluate one model on (a shard of) a benchmark; finished tasks are skipped."""
     import mteb
-    import torch
 
-    reporter = reporter or Reporter()
+    # 1. Inputs: every cheap check at once, then this shard's tasks.
     tasks, profile = prepare_tasks(cfg)
-    results_root = Path(cfg.results).expanduser().resolve()
+    root = Path(cfg.results).expanduser().resolve()
     if not tasks:
         logger.warning("shard %s holds no task (more shards than tasks)", cfg.shard)
-        return EvalSummary(results_root, None)
+        return EvalSummary(root, None)
+    # 2. Data: every task must be loadable before the model is loaded.
+    data_dir = _locate_data(cfg, tasks)
+    # 3. Embedding cache, before the model: a folder that cannot hold it is an error of the
+    # command (fixed in seconds); a damaged file is moved aside here with a warning.
+    embedding_cache = None if cfg.no_cache else EmbeddingCache(cache_path(cfg.cache_dir))
+    # 4. Model.
+    model = _load(cfg)
+    # 5. Prompts (the profile's replace whatever the model folder carried) and the encoder.
+    prompts, without_instruction = mteb_prompts(profile, tasks)
+    encoder = _encoder(cfg, model, profile, prompts, embedding_cache)
+    # 6. Run card; the results folder must not hold runs made under other conditions.
+    instructions = EvalInstructions(
+        profile.name, profile.source, profile.sha256, prompts, without_instruction
+    )
+    card = _new_card(cfg, tasks, model, instructions, data_dir)
+    results = mteb.ResultCache(root)
+    results_dir = results.get_task_result_path("_", encoder.mteb_model_meta).parent
+    check_same_conditions(results_dir, card.conditions)
+    # 7. The card written before any work.
+    card_path = _card_path(results_dir, card.shard)
+    _write_card(card_path, card, root)
+    # 8. Tasks, one at a time, so a kill loses at most the task in flight.
+    run = _Run(root, results, encoder, embedding_cache, card, card_path, cfg.batch_size)
+    return _run_tasks(tasks, run, reporter or Reporter())
 
-    # 1. Data: every task must be loadable before the model is loaded.
+
+def _locate_data(cfg: EvalConfig, tasks: list[AbsTask]) -> Path | None:
+    """The mirror the tasks read from (None: the hub), checked to hold every task's data."""
     data_dir = mirror.resolve_data_dir(cfg.data_dir)
     if data_dir is not None:
         mirror.point_tasks_at_mirror(tasks, data_dir, cfg.benchmark)
     else:
         mirror.check_hub_access(tasks, cfg.benchmark)
+    return data_dir
 
-    # 2. Embedding cache, before the model: a folder that cannot hold it is an error of the
-    # command (fixed in seconds); a damaged file is moved aside here with a warning.
-    embedding_cache = None if cfg.no_cache else EmbeddingCache(cache_path(cfg.cache_dir))
 
-    # 3. Model.
+def _load(cfg: EvalConfig) -> _Model:
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device)
     loaded = load_model(
@@ -191,148 +235,167 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         half=dtype != "float32",
         unpadded=auto_unpadded(cfg.unpadded, dtype),
     )
-    tuned = _finetune_record(Path(loaded.path))
-    if tuned.get("name") and not cfg.model_name:
-        loaded.name = tuned["name"]
+    tuned = record.finetuned_model(Path(loaded.path))
+    if tuned and tuned.name and not cfg.model_name:
+        loaded.name = tuned.name
+    return _Model(loaded, device, dtype, tuned.recipe_sha256 if tuned else None)
 
-    # 4. Prompts: the profile replaces whatever prompts the model folder carried.
-    prompts, without_instruction = mteb_prompts(profile, tasks)
+
+def _encoder(
+    cfg: EvalConfig,
+    model: _Model,
+    profile: InstructionProfile,
+    prompts: dict[str, str],
+    embedding_cache: EmbeddingCache | None,
+) -> MtebEncoder:
+    loaded = model.loaded
     fast = FastEncoder(
         loaded.model,
         # The weights (hub commit or local content hash), not the results name: the same weights
         # under another --model-name share their embeddings.
-        fingerprint=f"{loaded.source}:{loaded.revision}|{loaded.max_seq_length}|{dtype}",
+        fingerprint=f"{loaded.source}:{loaded.revision}|{loaded.max_seq_length}|{model.dtype}",
         cache=embedding_cache,
-        autocast=DTYPES[dtype] or False,
+        autocast=DTYPES[model.dtype] or False,
         token_budget=cfg.token_budget
         if cfg.token_budget is not None
-        else (32_768 if device.startswith("cuda") else 2_048),
+        else default_token_budget(model.device),
         packed=loaded.packed,
     )
-    encoder = _Encoder(loaded.model, prompts, fast)
-    conditions = {
-        "instructions": profile.name,
-        "instructions_sha256": profile.sha256,
-        "max_seq_length": loaded.max_seq_length,
-        "dtype": dtype,
-    }
-    encoder.mteb_model_meta = encoder.mteb_model_meta.model_copy(
-        update={
-            "name": loaded.name,
-            "revision": loaded.revision,
-            "experiment_kwargs": experiment_kwargs(profile.name, loaded.max_seq_length),
-        }
+    return MtebEncoder(
+        loaded.model,
+        prompts,
+        fast,
+        name=loaded.name,
+        revision=loaded.revision,
+        experiment_kwargs=experiment_kwargs(profile.name, loaded.max_seq_length),
     )
-    meta = encoder.mteb_model_meta
-    cache = mteb.ResultCache(results_root)
-    results_dir = cache.get_task_result_path("_", meta).parent
-    check_same_conditions(results_dir, conditions)
 
-    # 5. Run card, written before any work.
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+def _new_card(
+    cfg: EvalConfig,
+    tasks: list[AbsTask],
+    model: _Model,
+    instructions: EvalInstructions,
+    data_dir: Path | None,
+) -> EvalCard:
+    """The run card as written before any work (status running, no task yet)."""
+    import torch
+
     k, n = parse_shard(cfg.shard)
-    card_path = results_dir / "neobench" / f"run-{stamp}-shard{k}of{n}-{os.getpid()}.yaml"
-    # Two runs of one process within a second (library use, tests) must not share a card.
-    serial = 1
-    while card_path.exists():
-        serial += 1
-        card_path = card_path.with_name(f"run-{stamp}-shard{k}of{n}-{os.getpid()}-{serial}.yaml")
-    card = {
-        "kind": "neobench eval",
-        "started": record.now(),
-        "status": "running",
-        "owner": record.owner(),
-        "config": asdict(cfg),
-        "benchmark": cfg.benchmark,
-        "shard": {"k": k, "n": n, "tasks": [t.metadata.name for t in tasks]},
-        "conditions": conditions,
-        "model": {
-            "name": loaded.name,
-            "revision": loaded.revision,
-            "source": loaded.source,
-            "kind": loaded.kind,
-            "path": loaded.path,
-            "architecture": loaded.architecture,
-            "max_seq_length": loaded.max_seq_length,
-            "attn_implementation": loaded.attn_implementation,
-            "attn_implementation_requested": cfg.attn_implementation,
-            "unpadded": loaded.unpadded,
-            "tokenizer": loaded.tokenizer,
-            "trust_remote_code": loaded.trust_remote_code,
-            "pooling": _pooling(loaded.model),
-            "recipe_sha256": tuned.get("recipe_sha256"),
-        },
-        "runtime": {
-            **record.device_info(device),
-            "dtype": dtype,
-            "autocast": dtype != "float32",
+    return EvalCard(
+        started=record.now(),
+        owner=record.owner(),
+        config=asdict(cfg),
+        benchmark=cfg.benchmark,
+        shard=EvalShard(k, n, [t.metadata.name for t in tasks]),
+        conditions=EvalConditions(
+            instructions=instructions.profile,
+            instructions_sha256=instructions.sha256,
+            max_seq_length=model.loaded.max_seq_length,
+            dtype=model.dtype,
+        ),
+        model=_model_section(cfg, model),
+        runtime={
+            **record.device_info(model.device),
+            "dtype": model.dtype,
+            "autocast": model.dtype != "float32",
             "torch_threads": torch.get_num_threads(),
             "batch_size": cfg.batch_size,
         },
-        "instructions": {
-            "profile": profile.name,
-            "file": profile.source,
-            "sha256": profile.sha256,
-            "prompts": prompts,
-            "tasks_without_instruction": without_instruction,
-        },
-        "data": _data_record(tasks, data_dir),
-        "seeds": {t.metadata.name: getattr(t, "seed", None) for t in tasks},
-        "environment": record.environment(),
-        "tasks": {},
-    }
-    _write_card(card_path, card, results_root)
+        instructions=instructions,
+        data=_data_record(tasks, data_dir),
+        seeds={t.metadata.name: getattr(t, "seed", None) for t in tasks},
+        environment=record.card_from_dict(EvalEnvironment, record.environment()),
+    )
 
-    # 6. Tasks, one at a time, so a kill loses at most the task in flight.
-    summary = EvalSummary(results_dir, card_path)
-    reporter.start(len(tasks), results_dir)
+
+def _model_section(cfg: EvalConfig, model: _Model) -> EvalModel:
+    loaded = model.loaded
+    return EvalModel(
+        name=loaded.name,
+        revision=loaded.revision,
+        source=loaded.source,
+        kind=loaded.kind,
+        path=loaded.path,
+        architecture=loaded.architecture,
+        max_seq_length=loaded.max_seq_length,
+        attn_implementation=loaded.attn_implementation,
+        attn_implementation_requested=cfg.attn_implementation,
+        unpadded=loaded.unpadded,
+        tokenizer=loaded.tokenizer,
+        trust_remote_code=loaded.trust_remote_code,
+        pooling=_pooling(loaded.model),
+        recipe_sha256=model.recipe_sha256,
+    )
+
+
+def _card_path(results_dir: Path, shard: EvalShard) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = f"run-{stamp}-shard{shard.k}of{shard.n}-{os.getpid()}"
+    path = results_dir / "neobench" / f"{base}.yaml"
+    # Two runs of one process within a second (library use, tests) must not share a card.
+    serial = 1
+    while path.exists():
+        serial += 1
+        path = path.with_name(f"{base}-{serial}.yaml")
+    return path
+
+
+def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSummary:
+    """Each task evaluated (or found done), the card rewritten after each; the card is ended
+    whatever happens (complete, failed, interrupted)."""
+    card = run.card
+    summary = EvalSummary(run.card_path.parent.parent, run.card_path)
+    reporter.start(len(tasks), summary.results_dir)
     try:
         for task in tasks:
-            outcome = _run_task(task, encoder, cache, meta, cfg.batch_size, reporter)
+            outcome = _run_task(task, run, reporter)
             summary.outcomes.append(outcome)
-            card["tasks"][outcome.task] = {
-                k: v for k, v in asdict(outcome).items() if k not in ("task", "disk_full")
-            }
+            card.tasks[outcome.task] = outcome.card_entry()
             if outcome.disk_full:
-                card["status"] = "failed: results disk full"
-                raise RunFailed(_disk_full_message(results_root, summary))
-            _write_card(card_path, card, results_root, summary)
+                card.status = "failed: results disk full"
+                raise RunFailed(_disk_full_message(run.root, summary))
+            _write_card(run.card_path, card, run.root, summary)
     except KeyboardInterrupt:
-        card["status"] = "interrupted"
+        card.status = "interrupted"
         raise
     except RunFailed:
-        if card["status"] == "running":
-            card["status"] = "failed"
+        if card.status == "running":
+            card.status = "failed"
         raise
     finally:
-        if card["status"] == "running":
-            card["status"] = "failed" if summary.failed else "complete"
-        card["finished"] = record.now()
-        summary.texts_requested, summary.texts_encoded = fast.texts_requested, fast.texts_encoded
-        card["encoding"] = {
-            "embedding_cache": str(embedding_cache.path) if embedding_cache else None,
-            "texts_requested": fast.texts_requested,
-            "texts_encoded": fast.texts_encoded,
-            "token_budget": fast.token_budget,
-        }
-        if embedding_cache:
-            embedding_cache.close()
-            card["encoding"]["cache_damaged_entries"] = embedding_cache.bad_entries
-            card["encoding"]["cache_warnings"] = embedding_cache.events
-        try:
-            record.write_card(card_path, card)
-        except OSError as error:
-            # Nothing more can be written there; the next run marks this card interrupted.
-            logger.warning("could not update the run card %s: %s", card_path, error.strerror)
+        _end_card(run, summary)
     return summary
 
 
-def _write_card(
-    path: Path, card: dict[str, Any], root: Path, summary: EvalSummary | None = None
-) -> None:
+def _end_card(run: _Run, summary: EvalSummary) -> None:
+    """Final status, end time and encoder counts; a card that cannot be written any more is
+    left for the next run to mark interrupted."""
+    card, fast, embedding_cache = run.card, run.encoder.fast, run.embedding_cache
+    if card.status == "running":
+        card.status = "failed" if summary.failed else "complete"
+    card.finished = record.now()
+    summary.texts_requested, summary.texts_encoded = fast.texts_requested, fast.texts_encoded
+    card.encoding = {
+        "embedding_cache": str(embedding_cache.path) if embedding_cache else None,
+        "texts_requested": fast.texts_requested,
+        "texts_encoded": fast.texts_encoded,
+        "token_budget": fast.token_budget,
+    }
+    if embedding_cache:
+        embedding_cache.close()
+        card.encoding["cache_damaged_entries"] = embedding_cache.bad_entries
+        card.encoding["cache_warnings"] = embedding_cache.events
+    try:
+        record.write_eval_card(run.card_path, card)
+    except OSError as error:
+        logger.warning("could not update the run card %s: %s", run.card_path, error.strerror)
+
+
+def _write_card(path: Path, card: EvalCard, root: Path, summary: EvalSummary | None = None) -> None:
     """Write the run card; a folder that cannot take it any more ends the run with one message."""
     try:
-        record.write_card(path, card)
+        record.write_eval_card(path, card)
     except OSError as error:
         if disk_full(error):
             raise RunFailed(_disk_full_message(root, summary)) from None
@@ -355,48 +418,53 @@ def _disk_full_message(root: Path, summary: EvalSummary | None) -> str:
 def experiment_kwargs(profile: str, max_seq_length: int) -> dict[str, Any] | None:
     """mteb experiment kwargs of a run: None under the standard conditions, else what differs.
 
-    Standard conditions (the paper's instructions, 512 tokens) write to mteb's plain
+    Standard conditions (those of the standard recipe: config.standard()) write to mteb's plain
     ``<model>/<revision>/`` folder, which ``ResultCache.load_results()`` reads by default;
     ablations go to ``experiments/<kwargs>/`` (``load_results(load_experiments="match_name")``).
     """
-    if profile == STANDARD["instructions"] and max_seq_length == STANDARD["max_seq_length"]:
+    std = standard()
+    if profile == std.instructions and max_seq_length == std.max_seq_length:
         return None
     return {"instructions": profile, "max_seq_length": max_seq_length}
 
 
-def check_same_conditions(results_dir: Path, conditions: dict[str, Any]) -> None:
+def check_same_conditions(results_dir: Path, conditions: EvalConditions) -> None:
     """Refuse to add results to a folder whose earlier runs used other conditions.
 
     The folder key holds the profile name and length; this also catches an edited profile
     (another hash) or another dtype, which would otherwise mix silently with earlier tasks.
+    A condition an older card does not record is not held against it.
     """
     for card_path in sorted((results_dir / "neobench").glob("run-*.yaml")):
-        card = record.read_card(card_path)
-        if record.mark_orphaned(card_path, card):
+        card = record.read_eval_card(card_path)
+        if record.mark_orphaned_eval_card(card_path, card):
             logger.warning(
                 "%s was left 'running' by a process that no longer exists (killed or crashed); "
                 "marked interrupted",
                 card_path,
             )
-        earlier = card.get("conditions") or {}
-        differing = [k for k in conditions if k in earlier and earlier[k] != conditions[k]]
+        there, now = asdict(card.conditions), asdict(conditions)
+        differing = [k for k in CONDITIONS if there[k] is not None and there[k] != now[k]]
         if differing:
             raise NeobenchError(
                 f"{results_dir} holds results made under other conditions ("
-                + ", ".join(f"{k}: {earlier[k]} there, {conditions[k]} now" for k in differing)
+                + ", ".join(f"{k}: {there[k]} there, {now[k]} now" for k in differing)
                 + f"; see {card_path.name}). Use another --results root or --model-name, "
                 "or delete that folder to start over."
             )
 
 
-def _run_task(
-    task: AbsTask, encoder: Any, cache: Any, meta: Any, batch_size: int, reporter: Reporter
-) -> TaskOutcome:
+CONDITIONS = ("instructions", "instructions_sha256", "max_seq_length", "dtype")
+
+
+def _run_task(task: AbsTask, run: _Run, reporter: Reporter) -> TaskOutcome:
+    """One task: skipped when its result file is complete, else evaluated; a failure is
+    recorded in the outcome (the run goes on), an interrupt is not."""
     from mteb.results import TaskResult
 
     name = task.metadata.name
     outcome = TaskOutcome(name, task.metadata.type, "evaluated")
-    path = cache.get_task_result_path(name, meta)
+    path = run.results.get_task_result_path(name, run.encoder.mteb_model_meta)
     if path.is_file():
         try:
             existing = TaskResult.from_disk(path)
@@ -412,7 +480,7 @@ def _run_task(
     reporter.task_started(name)
     start = time.perf_counter()
     try:
-        _evaluate_staged(task, encoder, cache, meta, batch_size)
+        _evaluate_staged(task, run)
         # Report what mteb stored (rounded to 6 decimals), so a re-run reports the same number.
         outcome.main_score = float(TaskResult.from_disk(path).get_score())
     except KeyboardInterrupt:
@@ -443,15 +511,15 @@ def _describe(error: BaseException) -> str:
 RUN_SETTINGS = "run_settings.jsonl"
 
 
-def _evaluate_staged(task: AbsTask, encoder: Any, cache: Any, meta: Any, batch_size: int) -> None:
+def _evaluate_staged(task: AbsTask, run: _Run) -> None:
     """mteb.evaluate into a private staging folder, then the files published into the results
     folder. A failure (a full disk included) leaves every existing result file as it was and no
     temporary file behind."""
     import mteb
 
-    name = task.metadata.name
-    final = cache.get_task_result_path(name, meta)
-    staging_root = Path(cache.cache_path) / STAGING / str(os.getpid())
+    name, meta = task.metadata.name, run.encoder.mteb_model_meta
+    final = run.results.get_task_result_path(name, meta)
+    staging_root = Path(run.results.cache_path) / STAGING / str(os.getpid())
     staging = mteb.ResultCache(staging_root)
     staged = staging.get_task_result_path(name, meta)
     try:
@@ -461,11 +529,11 @@ def _evaluate_staged(task: AbsTask, encoder: Any, cache: Any, meta: Any, batch_s
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*superseded.*")
             mteb.evaluate(
-                encoder,
+                run.encoder,
                 [task],
                 cache=staging,
                 overwrite_strategy="only-missing",
-                encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
+                encode_kwargs={"batch_size": run.batch_size, "show_progress_bar": False},
                 show_progress_bar=False,
             )
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -485,6 +553,7 @@ def _merge_run_settings(new: Path, final: Path) -> None:
     """This task's entries merged into the shared run_settings.jsonl by mteb's own merge (same
     format as mteb writes it), on a copy renamed over the original: the original stays whole
     if anything fails."""
+    # Private to mteb, and the only way to merge in its exact format (it exports no public one).
     from mteb.results.task_result import _read_run_settings_from_file, _write_and_merge_keyed_json
 
     merged = final.with_name(f".{final.name}.{os.getpid()}.tmp")
@@ -495,12 +564,6 @@ def _merge_run_settings(new: Path, final: Path) -> None:
         os.replace(merged, final)
     finally:
         merged.unlink(missing_ok=True)
-
-
-def _finetune_record(folder: Path) -> dict[str, Any]:
-    """Name and recipe hash recorded by `neobench finetune` in a model folder, if any."""
-    card = folder / "neobench_run_card.yaml"
-    return (record.read_card(card).get("output_model") or {}) if card.is_file() else {}
 
 
 def _pooling(model: Any) -> str:
@@ -524,129 +587,3 @@ def _data_record(tasks: list[AbsTask], data_dir: Path | None) -> dict[str, dict]
             entry["mirror_revision"] = lock[repo].get("resolved_revision")
         out[need.task] = entry
     return out
-
-
-@functools.cache
-def _make_encoder_class() -> type:
-    from mteb.models.abs_encoder import get_prompt_name
-    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
-
-    class Encoder(SentenceTransformerEncoderWrapper):
-        """mteb's SentenceTransformer wrapper whose text encoding goes through neobench's
-        FastEncoder (embedding cache, sorted token-budget batches, unpadded attention and
-        fp16/bf16 autocast on CUDA)."""
-
-        def __init__(self, model: Any, prompts: dict[str, str], fast: FastEncoder) -> None:
-            model.prompts = dict(prompts)
-            model.default_prompt_name = None
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # mteb nags about missing query/document prompts
-                super().__init__(model, model_prompts=dict(prompts) or None)
-            self.fast = fast
-
-        def encode(
-            self, inputs: Any, *, task_metadata: Any, prompt_type: Any = None, **kwargs: Any
-        ) -> Any:
-            features = inputs.dataset.features
-            if set(features) & {"image", "audio", "video"}:  # not text: mteb's own path
-                return super().encode(
-                    inputs, task_metadata=task_metadata, prompt_type=prompt_type, **kwargs
-                )
-            name = get_prompt_name(self.model_prompts, task_metadata, prompt_type)
-            prompt = (self.model_prompts or {}).get(name) if name else None
-            texts = [text for batch in inputs for text in batch["text"]]
-            return self.fast.embed(texts, prompt)
-
-        # mteb's SearchProtocol: with these two methods mteb hands retrieval to the encoder
-        # instead of its SearchEncoderWrapper (CPU similarity per chunk + Python heap merge).
-        def index(self, corpus: Any, **kwargs: Any) -> None:
-            self.task_corpus = corpus
-
-        def search(self, queries: Any, **kwargs: Any) -> dict[str, dict[str, float]]:
-            return _search(self, queries, **kwargs)
-
-    return Encoder
-
-
-def _Encoder(model: Any, prompts: dict[str, str], fast: FastEncoder) -> Any:
-    return _make_encoder_class()(model, prompts, fast)
-
-
-CORPUS_CHUNK = 200_000  # documents encoded (and held in host memory) at a time during search
-
-
-def _search(
-    encoder: Any,
-    queries: Any,
-    *,
-    task_metadata: Any,
-    hf_split: str,
-    hf_subset: str,
-    top_k: int,
-    encode_kwargs: dict[str, Any],
-    top_ranked: Any = None,
-    num_proc: int | None = None,
-    timer: Any = None,
-    **_: Any,  # mteb's SearchProtocol reserves further keyword arguments
-) -> dict[str, dict[str, float]]:
-    """Encode queries and corpus with the fast encoder, then blocked top-k on the model's device;
-    reranking tasks (``top_ranked``) go through mteb's own reranking function."""
-    import torch
-    from mteb._create_dataloaders import create_dataloader
-    from mteb.models.search_wrappers import rerank_top_ranked_documents
-    from mteb.timing import TimingStack
-    from mteb.types import PromptType
-
-    corpus = getattr(encoder, "task_corpus", None)
-    if corpus is None:
-        raise ValueError("index() must be called before search()")
-    encoder.task_corpus = None
-    timer = timer or TimingStack()
-    where = {"task_metadata": task_metadata, "hf_split": hf_split, "hf_subset": hf_subset}
-
-    def encode(rows: Any, prompt_type: PromptType) -> Any:
-        loader = create_dataloader(
-            rows,
-            task_metadata=task_metadata,
-            prompt_type=prompt_type,
-            num_proc=num_proc,
-            batch_size=encode_kwargs.get("batch_size", 32),
-        )
-        return encoder.encode(loader, prompt_type=prompt_type, **where, **encode_kwargs)
-
-    with timer("Encoding queries", split=hf_split, subset=hf_subset):
-        query_embeddings = encode(queries, PromptType.query)
-    query_ids = list(queries["id"])
-    if top_ranked is not None:
-        heaps = rerank_top_ranked_documents(
-            task_corpus=corpus,
-            query_idx_to_id=dict(enumerate(query_ids)),
-            query_embeddings=query_embeddings,
-            top_ranked=top_ranked,
-            top_k=top_k,
-            encode_kwargs=encode_kwargs,
-            encode_fn=encoder.encode,
-            similarity_fn=encoder.similarity,
-            num_proc=num_proc,
-            timer=timer,
-            task_metadata=task_metadata,
-            hf_split=hf_split,
-            hf_subset=hf_subset,
-        )
-        return {qid: {doc: score for score, doc in heap} for qid, heap in heaps.items()}
-
-    ranking = RunningTopK(
-        torch.as_tensor(query_embeddings), top_k, encoder.similarity, encoder.model.device
-    )
-    with timer("Searching corpus", split=hf_split, subset=hf_subset):
-        for start in range(0, len(corpus), CORPUS_CHUNK):
-            chunk = corpus.select(range(start, min(start + CORPUS_CHUNK, len(corpus))))
-            ranking.add(torch.as_tensor(encode(chunk, PromptType.document)))
-        scores, indices = ranking.result()
-    doc_ids = list(corpus["id"])
-    return {
-        qid: {doc_ids[i]: s for s, i in zip(row_scores, row_indices, strict=True)}
-        for qid, row_scores, row_indices in zip(
-            query_ids, scores.tolist(), indices.tolist(), strict=True
-        )
-    }

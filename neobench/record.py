@@ -226,6 +226,135 @@ def _dataclass_in(hint: Any) -> type | None:
 
 
 # --- The evaluation card (neobench eval) ------------------------------------------------------
+# What `neobench eval` writes beside the task results (neobench/run-*.yaml) and what the table
+# reads back. Sections whose keys are fixed are dataclasses; sections whose keys vary (device
+# details, per-task rows, per-dataset revisions) stay mappings.
+
+
+@dataclasses.dataclass
+class EvalShard:
+    k: int = 1
+    n: int = 1
+    tasks: list[str] = dataclasses.field(default_factory=list)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class EvalConditions:
+    """What decides whether two runs' numbers may be compared (and share a results folder)."""
+
+    instructions: str | None = None  # profile name
+    instructions_sha256: str | None = None
+    max_seq_length: int | None = None
+    dtype: str | None = None  # float32 | float16 | bfloat16
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class EvalModel:
+    name: str | None = None  # under which results are filed
+    revision: str | None = None  # hub commit or local content hash
+    source: str | None = None
+    kind: str | None = None
+    path: str | None = None
+    architecture: str | None = None
+    max_seq_length: int | None = None
+    attn_implementation: str | None = None
+    attn_implementation_requested: str | None = None
+    unpadded: bool | None = None
+    tokenizer: Any = None
+    trust_remote_code: bool | None = None
+    pooling: str | None = None
+    recipe_sha256: str | None = None  # set when `neobench finetune` made the model
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class EvalInstructions:
+    profile: str | None = None
+    file: str | None = None
+    sha256: str | None = None
+    prompts: dict[str, str] = dataclasses.field(default_factory=dict)  # mteb prompt keys
+    tasks_without_instruction: list[str] = dataclasses.field(default_factory=list)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class EvalEnvironment:
+    neobench_version: str | None = None
+    git_sha: str | None = None
+    python: str | None = None
+    platform: str | None = None
+    packages: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    command: list[str] = dataclasses.field(default_factory=list)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class EvalCard:
+    """One `neobench eval` process: written before any work, rewritten after each task."""
+
+    kind: str = "neobench eval"
+    started: str | None = None
+    status: str = "running"  # running | complete | failed[: reason] | interrupted
+    owner: dict[str, Any] | None = None  # {host, pid}: tells a live run from a dead one
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)  # the EvalConfig
+    benchmark: str | None = None
+    shard: EvalShard = dataclasses.field(default_factory=EvalShard)
+    conditions: EvalConditions = dataclasses.field(default_factory=EvalConditions)
+    model: EvalModel = dataclasses.field(default_factory=EvalModel)
+    runtime: dict[str, Any] = dataclasses.field(default_factory=dict)  # device, dtype, threads
+    instructions: EvalInstructions = dataclasses.field(default_factory=EvalInstructions)
+    data: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # task -> revisions
+    seeds: dict[str, Any] = dataclasses.field(default_factory=dict)
+    environment: EvalEnvironment = dataclasses.field(default_factory=EvalEnvironment)
+    tasks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # task -> outcome
+    # Written when the run ends (or is found dead); absent from the YAML until then.
+    finished: str | None = None
+    encoding: dict[str, Any] | None = None  # embedding cache use, token budget
+    interrupted: dict[str, Any] | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def mteb_version(self) -> str | None:
+        return self.environment.packages.get("mteb")
+
+
+_UNTIL_SET = ("finished", "encoding", "interrupted")
+
+
+def eval_card_to_dict(card: EvalCard) -> dict[str, Any]:
+    """The YAML mapping: the running card has no `finished`/`encoding`/`interrupted` keys."""
+    data = card_to_dict(card)
+    return {k: v for k, v in data.items() if not (k in _UNTIL_SET and v is None)}
+
+
+def write_eval_card(path: Path, card: EvalCard) -> None:
+    """Atomic, like every card (see write_card)."""
+    write_card(path, eval_card_to_dict(card))
+
+
+def read_eval_card(path: Path) -> EvalCard:
+    """An eval card of any neobench version: missing keys take their defaults, unknown keys are
+    kept (and written back); an unreadable file is a NeobenchError naming it."""
+    card = card_from_dict(EvalCard, read_card(path))
+    # `conditions: null` and the like become empty sections, so readers need no None checks.
+    hints = typing.get_type_hints(EvalCard)
+    for f in dataclasses.fields(card):
+        section = _dataclass_in(hints[f.name])
+        if section is not None and getattr(card, f.name) is None:
+            setattr(card, f.name, section())
+    return card
+
+
+def mark_orphaned_eval_card(path: Path, card: EvalCard) -> bool:
+    """mark_orphaned on the card's YAML view (so the rewrite keeps its layout); True when the
+    card's process was gone, and the typed card then says so too."""
+    view = eval_card_to_dict(card)
+    if not mark_orphaned(path, view):
+        return False
+    card.status, card.interrupted = view["status"], view["interrupted"]
+    return True
 
 
 # --- The fine-tuning card (neobench finetune) -------------------------------------------------

@@ -113,24 +113,14 @@ def _conditions(folder: Path, problems: list[str]) -> tuple[dict[str, Any], dict
     cards: dict[str, str] = {}
     for path in sorted((folder / "neobench").glob("run-*.yaml")):
         try:
-            card = record.read_card(path)
+            card = record.read_eval_card(path)
         except Exception as error:
             problems.append(f"{path}: unreadable run card ({_first_line(error)}); skipped")
             continue
         cards[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-        conditions = card.get("conditions") or {}
-        values = {
-            "recipe": ((card.get("model") or {}).get("recipe_sha256") or "")[:12]
-            or "none (not fine-tuned by neobench)",
-            "instructions": conditions.get("instructions"),
-            "instructions_sha256": (conditions.get("instructions_sha256") or "")[:12] or None,
-            "max_seq_length": conditions.get("max_seq_length"),
-            "dtype": conditions.get("dtype"),
-            "benchmark": card.get("benchmark"),
-            "mteb": ((card.get("environment") or {}).get("packages") or {}).get("mteb"),
-        }
-        for key, value in values.items():
-            seen.setdefault(key, set()).add(str(value))
+        for key, value in _card_conditions(card).items():
+            # A card too old to record a field says so, rather than "None".
+            seen.setdefault(key, set()).add(UNKNOWN if value is None else str(value))
     merged: dict[str, Any] = {}
     for key in CONDITION_FIELDS:
         values = sorted(seen.get(key, set()))
@@ -138,6 +128,24 @@ def _conditions(folder: Path, problems: list[str]) -> tuple[dict[str, Any], dict
             None if not values else values[0] if len(values) == 1 else "mixed: " + ", ".join(values)
         )
     return merged, cards
+
+
+UNKNOWN = "unknown"
+
+
+def _card_conditions(card: record.EvalCard) -> dict[str, Any]:
+    """The CONDITION_FIELDS of one card, read from its typed fields (a renamed key fails here,
+    at type-check and test time, instead of turning into None)."""
+    conditions = card.conditions
+    return {
+        "recipe": (card.model.recipe_sha256 or "")[:12] or "none (not fine-tuned by neobench)",
+        "instructions": conditions.instructions,
+        "instructions_sha256": (conditions.instructions_sha256 or "")[:12] or None,
+        "max_seq_length": conditions.max_seq_length,
+        "dtype": conditions.dtype,
+        "benchmark": card.benchmark,
+        "mteb": card.mteb_version,
+    }
 
 
 def _first_line(error: Exception) -> str:

@@ -8,8 +8,8 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.util import cos_sim
 
 from neobench import mirror as mirror_mod
+from neobench.adapter import MtebEncoder
 from neobench.encode import EmbeddingCache, FastEncoder
-from neobench.evaluate import _Encoder
 from neobench.search import RunningTopK, top_k
 
 
@@ -58,7 +58,7 @@ def encoder(minilm, tmp_path_factory):
     model = SentenceTransformer(str(minilm), device="cpu")
     model.max_seq_length = 128
     cache = EmbeddingCache(tmp_path_factory.mktemp("search") / "c.sqlite")
-    return _Encoder(model, {}, FastEncoder(model, "minilm-128", cache))
+    return MtebEncoder(model, {}, FastEncoder(model, "minilm-128", cache))
 
 
 def _run(searcher, task, corpus, queries, top_ranked=None, k=100):
