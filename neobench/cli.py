@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import re
 import sys
-import warnings
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.logging import RichHandler
@@ -22,13 +18,21 @@ from rich.table import Table
 from rich.text import Text
 
 from neobench import __version__, config, flags, listing
-from neobench.errors import NeobenchError
-from neobench.progress import EvalProgress, StepProgress
+from neobench.config import DEFAULT_BENCHMARK
+from neobench.errors import NeobenchError, os_error_message
+from neobench.progress import EvalProgress, StepProgress, silence_libraries
 
 console = Console(stderr=True)
 out = Console()
 
-EVAL_EXAMPLE = """example (offline, on a mirror):
+# The example under each command's --help.
+EXAMPLES = {
+    "main": f"""examples:
+  neobench eval --model sentence-transformers/all-MiniLM-L6-v2 --tasks STSBenchmark --data-dir DIR
+  neobench data verify DIR --benchmark "{DEFAULT_BENCHMARK}"
+  neobench ls tasks
+Each command has --help with an example.""",
+    "eval": """example (offline, on a mirror):
   neobench eval --model sentence-transformers/all-MiniLM-L6-v2 --tasks STSBenchmark,BIOSSES \\
       --data-dir /data/mteb-mirror --results runs/eval
   neobench eval --model runs/my-finetuned-model --shard 2/8    # job 2 of 8
@@ -36,62 +40,44 @@ EVAL_EXAMPLE = """example (offline, on a mirror):
 Results land in <results>/results/<org__model>/<revision>/<Task>.json (mteb's layout; read them
 with mteb.ResultCache(<results>).load_results()). Runs under non-standard conditions (another
 instruction profile or max length) go to .../<revision>/experiments/<conditions>/ (read them with
-load_results(load_experiments="match_name")). Finished tasks are skipped on a re-run."""
-
-PREFETCH_EXAMPLE = """example (on a machine with hub access):
-  neobench data prefetch --benchmark "MTEB(eng, v1)" --out /data/mteb-mirror
-then copy /data/mteb-mirror to the air-gapped machine and pass --data-dir /data/mteb-mirror."""
-
-VERIFY_EXAMPLE = """example (offline):
-  neobench data verify /data/mteb-mirror --benchmark "MTEB(eng, v1)" --tasks SciFact,STS12"""
-
-LS_EXAMPLE = """examples:
-  neobench ls tasks --benchmark "MTEB(eng, v2)"
-  neobench ls profiles
-  neobench ls recipes
-  neobench ls keys --recipe neobert-mteb-2k      # every recipe value, its source and note
-  neobench ls datasets --recipe neobert-mteb-2k"""
-
-MAIN_EXAMPLE = """examples:
-  neobench eval --model sentence-transformers/all-MiniLM-L6-v2 --tasks STSBenchmark --data-dir DIR
-  neobench data verify DIR --benchmark "MTEB(eng, v1)"
-  neobench ls tasks
-Each command has --help with an example."""
-
-DATA_EXAMPLE = PREFETCH_EXAMPLE + "\n" + VERIFY_EXAMPLE
-
-FINETUNE_EXAMPLE = """examples:
+load_results(load_experiments="match_name")). Finished tasks are skipped on a re-run.""",
+    "finetune": """examples:
   neobench finetune --model chandar-lab/NeoBERT --output runs/neobert-2k
   neobench finetune --model runs/base --data-dir /data/mirror --output runs/sts \\
       datasets=STSBENCHMARK max_steps=10 batch_size=16
   torchrun --nproc_per_node 8 -m neobench finetune --model BAAI/bge-base-en-v1.5 --output runs/bge
   neobench finetune --model ... --output runs/neobert-2k --resume   # from the last checkpoint
-Overrides (key=value) change recipe values; they are recorded and change the recipe hash."""
-
-BENCH_EXAMPLE = """example (offline, on the mirror):
-  neobench bench encode --data-dir ../shared/data/hub --tasks SciFact,STSBenchmark"""
-
-CACHE_EXAMPLE = """examples:
-  neobench cache info     # embeddings stored, bytes on disk, full integrity check (exit 1: damaged)
-  neobench cache clear    # delete the cache files (also damaged ones) and start an empty cache"""
-
-TABLE_EXAMPLE = """examples:
+Overrides (key=value) change recipe values; they are recorded and change the recipe hash.""",
+    "table": """examples:
   neobench table --results runs/eval --reference paper
   neobench table --results runs/eval --models sentence-transformers/all-MiniLM-L6-v2 --format md \\
       --out table.md --plot table.png
-  neobench table --results runs/eval --per-task --format csv --out per_task.csv --strict"""
-
-VALIDATE_EXAMPLE = """example:
-  neobench validate    # every shipped recipe, manifest and instruction profile, offline"""
-
-
-STATUS_COLORS = {
-    "ok": "green",
-    "present": "green",
-    "missing": "red",
-    "load-failed": "red",
-    "other-revision": "yellow",
+  neobench table --results runs/eval --per-task --format csv --out per_task.csv --strict""",
+    "ls": """examples:
+  neobench ls tasks --benchmark "MTEB(eng, v2)"
+  neobench ls profiles
+  neobench ls recipes
+  neobench ls keys --recipe neobert-mteb-2k      # every recipe value, its source and note
+  neobench ls datasets --recipe neobert-mteb-2k""",
+    "prefetch": f"""example (on a machine with hub access):
+  neobench data prefetch --benchmark "{DEFAULT_BENCHMARK}" --out /data/mteb-mirror
+then copy /data/mteb-mirror to the air-gapped machine and pass --data-dir /data/mteb-mirror.""",
+    "verify": f"""example (offline):
+  neobench data verify /data/mteb-mirror --benchmark "{DEFAULT_BENCHMARK}" --tasks SciFact,STS12""",
+    "bench": """example (offline, on the mirror):
+  neobench bench encode --data-dir ../shared/data/hub --tasks SciFact,STSBenchmark""",
+    "cache": """examples:
+  neobench cache info     # embeddings stored, bytes on disk, full integrity check (exit 1: damaged)
+  neobench cache clear    # delete the cache files (also damaged ones) and start an empty cache""",
+    "validate": """example:
+  neobench validate    # every shipped recipe, manifest and instruction profile, offline""",
 }
+EXAMPLES["data"] = EXAMPLES["prefetch"] + "\n" + EXAMPLES["verify"]
+
+
+# data verify's statuses, on a terminal.
+STATUS_COLORS = {"ok": "green", "present": "green", "other-revision": "yellow"}
+STATUS_COLORS |= dict.fromkeys(("missing", "load-failed"), "red")
 
 
 def say(text: str, markup: bool = True) -> None:
@@ -119,6 +105,7 @@ def print_listing(found: listing.Listing) -> None:
 
 
 def cmd_eval(cfg: config.EvalConfig) -> int:
+    """evaluate an encoder on MTEB"""
     from neobench.evaluate import run_eval
 
     reporter = EvalProgress(console)
@@ -141,6 +128,7 @@ def cmd_eval(cfg: config.EvalConfig) -> int:
 
 
 def cmd_finetune(cfg: config.FinetuneConfig) -> int:
+    """fine-tune an encoder with the standard recipe"""
     from neobench.finetune import finetune
 
     progress = StepProgress(console)
@@ -157,6 +145,7 @@ def cmd_finetune(cfg: config.FinetuneConfig) -> int:
 
 
 def cmd_bench(cfg: config.BenchEncodeCommand) -> int:
+    """encoding tokens/s of neobench's encoder vs stock encode"""
     from neobench import bench
 
     out.print(bench.encode_report(cfg), highlight=False, markup=False, soft_wrap=True)
@@ -164,18 +153,17 @@ def cmd_bench(cfg: config.BenchEncodeCommand) -> int:
 
 
 def cmd_cache(cfg: config.CacheCommand) -> int:
+    """the shared embedding cache: size, clear"""
     from neobench.cache import cache_path, clear_cache, inspect_cache
 
     path = cache_path(cfg.cache_dir)
-    if cfg.action == "clear":
-        for line in clear_cache(path):
-            say(line, markup=False)
+    for line in clear_cache(path) if cfg.action == "clear" else []:
+        say(line, markup=False)
     report = inspect_cache(path)
-    if report.state == "missing":
-        say(f"{path}: no cache yet (neobench eval creates it)", markup=False)
-    elif report.state == "ok":
-        mb = report.bytes / 1e6
-        say(f"{path}: {report.embeddings} embeddings, {mb:.1f} MB, checked ok", markup=False)
+    size = f"{report.embeddings} embeddings, {report.bytes / 1e6:.1f} MB, checked ok"
+    if report.state in ("missing", "ok"):
+        found = "no cache yet (neobench eval creates it)" if report.state == "missing" else size
+        say(f"{path}: {found}", markup=False)
     else:
         say(f"[bold red]{report.state}:[/] {path}: {report.problem}")
         if report.fix:
@@ -192,6 +180,7 @@ def cmd_cache(cfg: config.CacheCommand) -> int:
 
 
 def cmd_prefetch(cfg: config.PrefetchCommand) -> int:
+    """snapshot the benchmark's datasets at mteb's pinned revisions"""
     from neobench import mirror
 
     lock = mirror.prefetch_mirror(cfg.benchmark, cfg.tasks, cfg.out, cfg.recipe)
@@ -200,6 +189,7 @@ def cmd_prefetch(cfg: config.PrefetchCommand) -> int:
 
 
 def cmd_verify(cfg: config.VerifyCommand) -> int:
+    """offline: which tasks are present, missing, and loadable"""
     from neobench import mirror
 
     report = mirror.verify_mirror(cfg.dir, cfg.benchmark, cfg.tasks, cfg.recipe, not cfg.no_load)
@@ -211,6 +201,7 @@ def cmd_verify(cfg: config.VerifyCommand) -> int:
 
 
 def cmd_table(cfg: config.TableCommand) -> int:
+    """leaderboard table of evaluated models"""
     from neobench import table as tables
     from neobench.record import write_text_atomic
     from neobench.results import load_roots
@@ -248,11 +239,13 @@ def cmd_table(cfg: config.TableCommand) -> int:
 
 
 def cmd_ls(cfg: config.LsCommand) -> int:
+    """list tasks, profiles, recipes, keys or datasets"""
     print_listing(listing.listing(cfg.what, cfg.recipe, cfg.benchmark))
     return 0
 
 
 def cmd_validate(cfg: None) -> int:
+    """check every shipped recipe, manifest and instruction profile offline"""
     from neobench.validate import validate_all
 
     checked, problems = validate_all()
@@ -262,111 +255,37 @@ def cmd_validate(cfg: None) -> int:
     return 0
 
 
-# Every command: its words, the dataclass its flags come from, its handler, one line of help and
-# its example. A word followed by sub-words (bench, data) only groups them.
-COMMANDS: list[tuple[tuple[str, ...], type | None, Any, str, str | None]] = [
-    (("eval",), config.EvalConfig, cmd_eval, "evaluate an encoder on MTEB", EVAL_EXAMPLE),
-    (("bench",), None, None, "throughput measurements", None),
-    (
-        ("bench", "encode"),
-        config.BenchEncodeCommand,
-        cmd_bench,
-        "encoding tokens/s of neobench's encoder vs stock encode",
-        BENCH_EXAMPLE,
-    ),
-    (
-        ("cache",),
-        config.CacheCommand,
-        cmd_cache,
-        "the shared embedding cache: size, clear",
-        CACHE_EXAMPLE,
-    ),
-    (("data",), None, None, "offline mirror: prefetch and verify", DATA_EXAMPLE),
-    (
-        ("data", "prefetch"),
-        config.PrefetchCommand,
-        cmd_prefetch,
-        "snapshot the benchmark's datasets at mteb's pinned revisions",
-        PREFETCH_EXAMPLE,
-    ),
-    (
-        ("data", "verify"),
-        config.VerifyCommand,
-        cmd_verify,
-        "offline: which tasks are present, missing, and loadable",
-        VERIFY_EXAMPLE,
-    ),
-    (
-        ("finetune",),
-        config.FinetuneConfig,
-        cmd_finetune,
-        "fine-tune an encoder with the standard recipe",
-        FINETUNE_EXAMPLE,
-    ),
-    (
-        ("table",),
-        config.TableCommand,
-        cmd_table,
-        "leaderboard table of evaluated models",
-        TABLE_EXAMPLE,
-    ),
-    (
-        ("ls",),
-        config.LsCommand,
-        cmd_ls,
-        "list tasks, profiles, recipes, keys or datasets",
-        LS_EXAMPLE,
-    ),
-    (
-        ("validate",),
-        None,
-        cmd_validate,
-        "check every shipped recipe, manifest and instruction profile offline",
-        VALIDATE_EXAMPLE,
-    ),
+# Every command: its words, the dataclass its flags come from, its handler (whose docstring is
+# the command's one-line help) and its example. bench and data only group their sub-commands.
+COMMANDS: list[flags.Command] = [
+    (("eval",), config.EvalConfig, cmd_eval, EXAMPLES["eval"]),
+    (("bench", "encode"), config.BenchEncodeCommand, cmd_bench, EXAMPLES["bench"]),
+    (("cache",), config.CacheCommand, cmd_cache, EXAMPLES["cache"]),
+    (("data", "prefetch"), config.PrefetchCommand, cmd_prefetch, EXAMPLES["prefetch"]),
+    (("data", "verify"), config.VerifyCommand, cmd_verify, EXAMPLES["verify"]),
+    (("finetune",), config.FinetuneConfig, cmd_finetune, EXAMPLES["finetune"]),
+    (("table",), config.TableCommand, cmd_table, EXAMPLES["table"]),
+    (("ls",), config.LsCommand, cmd_ls, EXAMPLES["ls"]),
+    (("validate",), None, cmd_validate, EXAMPLES["validate"]),
 ]
-GROUPS = {("bench",): "WHAT", ("data",): "ACTION"}
+# A group word: the metavar of its sub-commands, its help and its example.
+GROUPS = {
+    "bench": ("WHAT", "throughput measurements", None),
+    "data": ("ACTION", "offline mirror: prefetch and verify", EXAMPLES["data"]),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="neobench",
         description="Fine-tune and evaluate text encoders under one recorded protocol.",
-        epilog=MAIN_EXAMPLE,
+        epilog=EXAMPLES["main"],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"neobench {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log library details")
-    subparsers = {(): parser.add_subparsers(dest="command", required=True, metavar="COMMAND")}
-    for words, cls, handler, help_text, example in COMMANDS:
-        sub = subparsers[words[:-1]].add_parser(
-            words[-1],
-            help=help_text,
-            epilog=example,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        if words in GROUPS:
-            dest = f"{words[0]}_command"
-            subparsers[words] = sub.add_subparsers(dest=dest, required=True, metavar=GROUPS[words])
-        if cls is not None:
-            flags.add_fields(sub, cls)
-        sub.set_defaults(handler=handler, config_class=cls)
+    flags.add_commands(parser, COMMANDS, GROUPS)
     return parser
-
-
-def _silence_tqdm() -> None:
-    """Library progress bars (mteb's scorers, model-card writing) would interleave with rich's.
-
-    tqdm reads TQDM_DISABLE when it is imported, which `import neobench` (through transformers)
-    already did, so the CLI turns the default off on the class itself.
-    """
-    import functools
-
-    import tqdm
-    import tqdm.auto
-
-    for cls in {tqdm.tqdm, tqdm.auto.tqdm}:
-        cls.__init__ = functools.partialmethod(cls.__init__, disable=True)
 
 
 class _PlainFormatter(logging.Formatter):
@@ -376,53 +295,16 @@ class _PlainFormatter(logging.Formatter):
         return f"{record.levelname.lower()}: {super().format(record)}"
 
 
-def _log_handler() -> logging.Handler:
-    """rich's handler on a terminal; in a log file plain lines (StreamHandler flushes each one),
-    because rich would pad them into columns and wrap them at 80 characters."""
-    if console.is_terminal:
-        return RichHandler(console=console)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_PlainFormatter("%(message)s"))
-    return handler
-
-
 def _quiet_libraries(verbose: bool) -> None:
+    """Logs through rich's handler on a terminal; in a log file as plain lines (StreamHandler
+    flushes each), because rich would pad them into columns and wrap them at 80 characters."""
+    handler: logging.Handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_PlainFormatter("%(message)s"))
+    if console.is_terminal:
+        handler = RichHandler(console=console)
     level = logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=level, format="%(message)s", handlers=[_log_handler()])
-    for name in (
-        "mteb",
-        "sentence_transformers",
-        "datasets",
-        "transformers",
-        "huggingface_hub",
-        "httpx",
-    ):
-        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
-    if not verbose:
-        warnings.filterwarnings("ignore")
-        # Before the libraries import tqdm: the bars of model-card and weight writing.
-        os.environ.setdefault("TQDM_DISABLE", "1")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        import datasets
-        import transformers
-
-        datasets.disable_progress_bars()
-        transformers.utils.logging.disable_progress_bar()
-        _silence_tqdm()
-
-
-def _os_error_message(error: OSError) -> str:
-    from neobench.errors import disk_full
-
-    filename = str(error.filename or "")
-    # write_text_atomic's temporary name: the user knows the file it stands for.
-    filename = re.sub(r"\.\d+\.tmp$", "", filename)
-    where = f"{filename}: " if filename else ""
-    if disk_full(error):
-        return f"{where}the disk is full. Free space or write to another disk, then re-run."
-    reason = error.strerror or str(error)
-    return f"{where}{reason}. Check the path and its permissions, then re-run."
+    logging.basicConfig(level=level, format="%(message)s", handlers=[handler])
+    silence_libraries(verbose)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -454,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         # The last guard for a file-system failure no check foresaw: one line that names the
         # path, not a traceback (-v logs the traceback).
         logging.getLogger(__name__).debug("unexpected OS error", exc_info=True)
-        say(f"[bold red]error:[/] {escape(_os_error_message(error))}")
+        say(f"[bold red]error:[/] {escape(os_error_message(error))}")
         return 1
     except KeyboardInterrupt:
         say("interrupted: finished tasks are saved; re-run the same command to resume.")

@@ -23,6 +23,40 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+# One command of a command table: its words (``("data", "verify")``), the dataclass its
+# arguments come from (None: no arguments), its handler and its example (the help's epilog).
+Command = tuple[tuple[str, ...], type | None, Callable[[Any], int], str | None]
+
+
+def add_commands(
+    parser: argparse.ArgumentParser,
+    commands: list[Command],
+    groups: dict[str, tuple[str, str, str | None]],
+) -> None:
+    """Sub-commands from a command table, each with the arguments of its dataclass and its
+    handler and dataclass as defaults (``handler``, ``config_class``). The first line of the
+    handler's docstring is its help. A two-word command sits under a group word, which
+    ``groups`` describes: (metavar of its sub-commands, help, example)."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    below: dict[str, Any] = {}
+    for words, cls, handler, example in commands:
+        where = top
+        if len(words) == 2:
+            if words[0] not in below:
+                metavar, help_text, group_example = groups[words[0]]
+                group = top.add_parser(
+                    words[0], help=help_text, epilog=group_example, formatter_class=fmt
+                )
+                dest = f"{words[0]}_command"
+                below[words[0]] = group.add_subparsers(dest=dest, required=True, metavar=metavar)
+            where = below[words[0]]
+        help_text = (handler.__doc__ or "").strip().splitlines()[0]
+        sub = where.add_parser(words[-1], help=help_text, epilog=example, formatter_class=fmt)
+        if cls is not None:
+            add_fields(sub, cls)
+        sub.set_defaults(handler=handler, config_class=cls)
+
 
 def csv_list(text: str | None) -> list[str] | None:
     """Comma-separated names; None when the flag was not given. A given but empty value
