@@ -77,16 +77,25 @@ def recipes() -> Listing:
 
 
 def keys(name: str) -> Listing:
-    """Every value of the recipe with its source and note: what key=value can override."""
+    """Every value of the recipe with its source, what the key means, and the recipe's note on
+    the value: what key=value can override."""
+    from neobench.config import RecipeValues, field_docs
     from neobench.recipe import load_recipe
 
     recipe = load_recipe(name)
+    docs = field_docs(RecipeValues)
     rows = [
-        (key, str(value), recipe.sources.get(key, ""), recipe.notes.get(key, ""))
+        (
+            key,
+            str(value),
+            recipe.sources.get(key, ""),
+            docs.get(key, ""),
+            recipe.notes.get(key, ""),
+        )
         for key, value in _values(recipe).items()
     ]
     title = f"recipe {recipe.name} v{recipe.version}: key=value overrides"
-    return Listing(title, ("key", "value", "source", "note"), rows)
+    return Listing(title, ("key", "value", "source", "meaning", "note"), rows)
 
 
 def datasets(name: str) -> Listing:

@@ -281,7 +281,7 @@ def test_listings_are_the_library_records_the_cli_prints(capsys):
     assert "learning_rate" in [row[0] for row in keys.rows]
     assert main(["ls", "keys"]) == 0
     printed = capsys.readouterr().out
-    assert all(row[0] in printed and row[3] in printed for row in keys.rows)  # notes whole
+    assert all(row[0] in printed and row[-1] in printed for row in keys.rows)  # notes whole
 
 
 def test_long_path_in_an_error_stays_on_one_line(tmp_path):
