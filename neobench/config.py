@@ -101,7 +101,7 @@ class EvalConfig(ModelInputs):
         default_factory=_standard_instructions,
         metadata={"help": "instruction profile: paper | authors-code | none | FILE.yaml"},
     )
-    results: str = opt(".", "results root (mteb ResultCache path)")
+    results: str = opt(".", "results root, an mteb ResultCache path")
     batch_size: int = opt(
         32, "texts per mteb data-loader batch; forward batches follow --token-budget"
     )
@@ -144,6 +144,105 @@ class FinetuneConfig(ModelInputs):
     resume: bool = opt(False, "continue from the last checkpoint in --output")
     model_name: str | None = opt(
         None, "name recorded for the fine-tuned model (default: neobench/<output folder>)"
+    )
+
+
+def like(cls: type, name: str, help: str | None = None) -> Any:
+    """A field with the default of ``cls``'s field ``name``: one default for two commands."""
+    original = next(f for f in fields(cls) if f.name == name)
+    meta = {**original.metadata, **({"help": help} if help else {})}
+    if original.default_factory is not MISSING:
+        return field(default_factory=original.default_factory, metadata=meta)
+    return field(default=original.default, metadata=meta)
+
+
+TABLE_FORMATS = ("rich", "md", "csv", "latex")
+LISTINGS = ("tasks", "profiles", "recipes", "keys", "datasets")
+
+
+@dataclass(kw_only=True)
+class TableCommand:
+    """`neobench table`: which results, which rows, which output."""
+
+    results: list[str] = opt(
+        ["."], "results root given to neobench eval; repeat to combine several"
+    )
+    models: list[str] | None = opt(
+        None, "comma-separated model names or row labels (default: all)", csv=True
+    )
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose tasks make the columns")
+    format: str | None = opt(
+        None,
+        "output format: rich | md | csv | latex (default: rich, or from the --out suffix)",
+        choices=TABLE_FORMATS,
+    )
+    out: str | None = opt(None, "write the table to this file (.md, .csv, .tex)")
+    reference: str | None = opt(None, "add published rows: paper (NeoBERT Table 4)")
+    per_task: bool = opt(False, "one column per task")
+    plot: str | None = opt(None, "also write a PNG bar chart of per-type scores")
+    strict: bool = opt(False, "refuse rows produced under different conditions")
+
+
+@dataclass(kw_only=True)
+class LsCommand:
+    """`neobench ls`: what to list."""
+
+    what: str = opt(help="what to list", positional=True, choices=LISTINGS)
+    recipe: str = opt(STANDARD_RECIPE, "recipe whose keys or datasets are listed")
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose tasks are listed")
+
+
+@dataclass(kw_only=True)
+class PrefetchCommand:
+    """`neobench data prefetch`: what to snapshot, and where."""
+
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose datasets are fetched")
+    tasks: list[str] | None = opt(None, "comma-separated subset of the benchmark's tasks", csv=True)
+    out: str = opt(help="mirror folder to create or complete")
+    recipe: str | None = opt(None, "also every training dataset of this recipe's manifest")
+
+
+@dataclass(kw_only=True)
+class VerifyCommand:
+    """`neobench data verify`: which mirror, checked against what."""
+
+    dir: str = opt(help="mirror folder", positional=True)
+    recipe: str | None = opt(None, "check this recipe's training datasets instead of a benchmark")
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose datasets are checked")
+    tasks: list[str] | None = opt(None, "comma-separated subset of the benchmark's tasks", csv=True)
+    no_load: bool = opt(False, "check folders only, do not load the data")
+
+
+@dataclass(kw_only=True)
+class BenchEncodeCommand:
+    """`neobench bench encode`: which texts, which model, which encoder settings."""
+
+    model: str | None = opt(None, "model (default: the packaged all-MiniLM-L6-v2)")
+    tasks: list[str] = opt(
+        ["SciFact", "STSBenchmark"], "comma-separated tasks whose texts are encoded", csv=True
+    )
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark the tasks belong to")
+    data_dir: str | None = like(EvalConfig, "data_dir")
+    max_texts: int = opt(4000, "texts encoded in all, an equal share from each task")
+    device: str = like(EvalConfig, "device")
+    batch_size: int = like(EvalConfig, "batch_size", "stock encode's batch size")
+    max_seq_length: int | str = like(EvalConfig, "max_seq_length")
+    token_budget: int | None = like(EvalConfig, "token_budget")
+    dtype: str = like(EvalConfig, "dtype")
+    unpadded: str = like(EvalConfig, "unpadded")
+
+
+@dataclass(kw_only=True)
+class CacheCommand:
+    """`neobench cache`: what to do with the embedding cache, and where it is."""
+
+    action: str = opt(
+        help="info: size and integrity check | clear: delete it",
+        positional=True,
+        choices=("info", "clear"),
+    )
+    cache_dir: str | None = opt(
+        None, "cache folder (default: $NEOBENCH_CACHE or ~/.cache/neobench)"
     )
 
 

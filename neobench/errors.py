@@ -155,3 +155,17 @@ def read_yaml(
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise NeobenchError(f"{kind} file {path}: invalid YAML{where} ({problem}). {fix}") from None
+
+
+def os_error_message(error: OSError) -> str:
+    """One line for a file-system failure no check foresaw: the path and what to do."""
+    import re
+
+    filename = str(error.filename or "")
+    # write_text_atomic's temporary name: the user knows the file it stands for.
+    filename = re.sub(r"\.\d+\.tmp$", "", filename)
+    where = f"{filename}: " if filename else ""
+    if disk_full(error):
+        return f"{where}the disk is full. Free space or write to another disk, then re-run."
+    reason = error.strerror or str(error)
+    return f"{where}{reason}. Check the path and its permissions, then re-run."

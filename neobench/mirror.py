@@ -14,7 +14,7 @@ import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from neobench.errors import NeobenchError
@@ -298,3 +298,86 @@ def _try_load(task: AbsTask, data_dir: Path) -> tuple[str, str]:
         if probe.data_loaded:
             probe.unload_data()
     return "ok", ""
+
+
+# ---------------------------------------------------------------------------------------------
+# What `neobench data prefetch` and `neobench data verify` do, as one call each.
+
+
+def benchmark_tasks(benchmark: str, names: list[str] | None) -> list[AbsTask]:
+    """Copies of the benchmark's tasks (all, or ``names``): pointing them at a mirror must not
+    change mteb's shared task objects."""
+    import copy
+
+    from neobench.tasks import load_benchmark, select_tasks
+
+    return [copy.deepcopy(t) for t in select_tasks(load_benchmark(benchmark), names)]
+
+
+def recipe_rows(name: str) -> tuple[Any, list]:
+    """The recipe and the rows of its training-data manifest."""
+    from neobench.manifest import load_manifest
+    from neobench.recipe import load_recipe
+
+    recipe = load_recipe(name)
+    return recipe, list(load_manifest(recipe.manifest).rows.values())
+
+
+def prefetch_mirror(
+    benchmark: str, tasks: list[str] | None, out: str | Path, recipe: str | None = None
+) -> dict[str, dict]:
+    """Snapshot the benchmark's datasets (and a recipe's training datasets) into ``out``."""
+    rows = recipe_rows(recipe)[1] if recipe else []
+    needs = repo_needs(benchmark_tasks(benchmark, tasks)) + manifest_needs(rows)
+    return prefetch(needs, Path(out))
+
+
+@dataclass
+class VerifyReport:
+    """What `data verify` found: a title, one row per dataset repo, and the command that would
+    complete the mirror on a connected machine."""
+
+    title: str
+    rows: list[VerifyRow]
+    fix: str
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Rows per status, in the order the statuses first appear."""
+        statuses = dict.fromkeys(r.status for r in self.rows)
+        return {s: sum(r.status == s for r in self.rows) for s in statuses}
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status in {"ok", "present"} for r in self.rows)
+
+    @property
+    def missing(self) -> bool:
+        return any(r.status == "missing" for r in self.rows)
+
+
+def verify_mirror(
+    data_dir: str | Path,
+    benchmark: str,
+    tasks: list[str] | None,
+    recipe: str | None = None,
+    load: bool = True,
+) -> VerifyReport:
+    """Check the mirror against a recipe's training datasets, or else a benchmark's tasks."""
+    rows = recipe_rows(recipe) if recipe else None
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise NeobenchError(f"{data_dir}: no such mirror folder.")
+    if rows is not None:
+        found, manifest_rows = rows
+        # Recipe.values is a dict today and a typed record with as_dict() once typed.
+        values = found.as_dict() if hasattr(found, "as_dict") else found.values
+        checked = verify_manifest(manifest_rows, data_dir, values["max_hard_negatives"], load)
+        fix = f"neobench data prefetch --recipe {found.name} --out {data_dir}"
+        return VerifyReport(f"mirror {data_dir} vs recipe {found.name}", checked, fix)
+    checked = verify(benchmark_tasks(benchmark, tasks), data_dir, load=load)
+    missing = sorted({r.benchmark_task for r in checked if r.status == "missing"})
+    if len(missing) == len({r.benchmark_task for r in checked}):
+        missing = []  # every task: the command needs no --tasks
+    fix = prefetch_command(benchmark, missing, data_dir)
+    return VerifyReport(f"mirror {data_dir} vs {benchmark}", checked, fix)

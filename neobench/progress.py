@@ -162,3 +162,43 @@ class StepProgress:
     def stop(self) -> None:
         if self.progress is not None:
             self.progress.stop()
+
+
+def silence_libraries(verbose: bool) -> None:
+    """Library logs, warnings and progress bars off (on with -v): the CLI's own lines are what a
+    person reads, and a log file should not fill with tqdm frames."""
+    import logging
+    import os
+    import warnings
+
+    libraries = ("mteb", "sentence_transformers", "datasets", "transformers", "huggingface_hub")
+    for name in (*libraries, "httpx"):
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
+    if verbose:
+        return
+    warnings.filterwarnings("ignore")
+    # Before the libraries import tqdm: the bars of model-card and weight writing.
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+    _silence_tqdm()
+
+
+def _silence_tqdm() -> None:
+    """Library progress bars (mteb's scorers, model-card writing) would interleave with rich's.
+
+    tqdm reads TQDM_DISABLE when it is imported, which `import neobench` (through transformers)
+    already did, so the CLI turns the default off on the class itself.
+    """
+    import functools
+
+    import tqdm
+    import tqdm.auto
+
+    for cls in {tqdm.tqdm, tqdm.auto.tqdm}:
+        cls.__init__ = functools.partialmethod(cls.__init__, disable=True)

@@ -151,3 +151,15 @@ def _card_conditions(card: record.EvalCard) -> dict[str, Any]:
 def _first_line(error: Exception) -> str:
     text = str(error).strip()
     return text.splitlines()[0][:160] if text else repr(error)
+
+
+def load_roots(roots: list[str | Path], tasks: list[AbsTask]) -> tuple[list[Run], list[str]]:
+    """The runs of several results roots together (``table --results A --results B``), and every
+    problem met in any of them, in the order the roots were given."""
+    runs: list[Run] = []
+    problems: list[str] = []
+    for root in roots:
+        found, trouble = load_runs(Path(root), tasks)
+        runs += found
+        problems += trouble
+    return runs, problems

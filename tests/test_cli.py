@@ -171,3 +171,146 @@ def test_missing_aggregate_points_prefetch_at_the_benchmark_task(capsys, eval_ar
     assert code == 2
     assert "Task CQADupstackGamingRetrieval needs dataset repo 'mteb/cqadupstack-gaming'" in text
     assert "--tasks CQADupstackRetrieval --out" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# The parser is built from the config dataclasses; output reads well in a terminal and in a log.
+
+
+@pytest.mark.parametrize("command, cls", [("eval", "EvalConfig"), ("finetune", "FinetuneConfig")])
+def test_help_names_every_config_field_with_its_default(command, cls, capsys):
+    import dataclasses
+
+    from neobench import config
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # undo argparse's line wrapping
+    for f in dataclasses.fields(getattr(config, cls)):
+        if f.metadata.get("positional"):
+            assert f.metadata["metavar"] in text
+        else:
+            assert "--" + f.name.replace("_", "-") in text
+        assert " ".join(f.metadata["help"].split()[:3]) in text
+    assert "--device DEVICE auto | cpu | cuda | cuda:N (default auto)" in text
+    assert {"eval": "(default 32)", "finetune": "(default neobert-mteb-2k)"}[command] in text
+
+
+def test_parsed_defaults_are_the_config_defaults():
+    from neobench import config, flags
+    from neobench.cli import parse_args
+
+    args = parse_args(["eval", "--model", "m"])
+    assert flags.config_from_args(config.EvalConfig, args) == config.EvalConfig(model="m")
+    args = parse_args(["finetune", "--model", "m", "--output", "o", "max_steps=3"])
+    parsed = flags.config_from_args(config.FinetuneConfig, args)
+    assert parsed == config.FinetuneConfig(model="m", output="o", overrides=["max_steps=3"])
+    args = parse_args(["eval", "--model", "m", "--tasks", "A, B", "--types", ""])
+    parsed = flags.config_from_args(config.EvalConfig, args)
+    assert parsed.tasks == ["A", "B"] and parsed.types == []  # given but empty: refused later
+
+
+def test_a_new_field_becomes_a_flag(capsys):
+    import argparse
+    import dataclasses
+
+    from neobench import flags
+    from neobench.config import opt
+
+    @dataclasses.dataclass(kw_only=True)
+    class Throwaway:
+        name: str = opt(help="a required name")
+        word: str = opt(help="what to do", positional=True, choices=("run", "stop"))
+        count: int = opt(7, "how many")
+        limit: int | None = opt(None, "at most this many")
+        length: int | str = opt(512, "tokens, or 'model'")
+        loud: bool = opt(False, "say more")
+        names: list[str] | None = opt(None, "comma-separated names", csv=True)
+        roots: list[str] = opt(["."], "repeat to combine")
+
+    parser = argparse.ArgumentParser(prog="throwaway")
+    flags.add_fields(parser, Throwaway)
+    args = parser.parse_args(["run", "--name", "x", "--count", "3", "--loud", "--names", "a,b"])
+    got = flags.config_from_args(Throwaway, args)
+    assert got == Throwaway(name="x", word="run", count=3, loud=True, names=["a", "b"])
+    args = parser.parse_args(["stop", "--name", "x", "--length", "model", "--roots", "r1"])
+    args = parser.parse_args([*["stop", "--name", "x", "--length", "model"], "--roots", "r1"])
+    got = flags.config_from_args(
+        Throwaway, parser.parse_args(["stop", "--name", "x", "--names", ""])
+    )
+    assert got.names == [] and got.roots == ["."] and got.length == 512 and got.limit is None
+    assert flags.config_from_args(Throwaway, args).roots == ["r1"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run"])  # --name has no default: required
+    with pytest.raises(SystemExit):
+        parser.parse_args(["walk", "--name", "x"])  # not one of the positional's choices
+    capsys.readouterr()
+    text = " ".join(parser.format_help().split())
+    assert "--count COUNT how many (default 7)" in text and "(default 512)" in text
+    assert "--loud say more" in text and "repeat to combine (default .)" in text
+
+
+def _neobench(*argv, tmp_path, **kwargs):
+    """The real entry point with stdout and stderr redirected to files, as on a cluster."""
+    out_file, err_file = tmp_path / "out.log", tmp_path / "err.log"
+    with out_file.open("w") as stdout, err_file.open("w") as stderr:
+        code = subprocess.run(
+            [sys.executable, "-m", "neobench", *argv], stdout=stdout, stderr=stderr, **kwargs
+        ).returncode
+    return code, out_file.read_text(), err_file.read_text()
+
+
+def test_ls_tasks_redirected_prints_whole_names(tmp_path):
+    code, out, _ = _neobench("ls", "tasks", tmp_path=tmp_path)
+    assert code == 0 and "…" not in out
+    from neobench import listing
+
+    names = {line.split()[0] for line in out.splitlines()[2:]}
+    assert names == {row[0] for row in listing.tasks("MTEB(eng, v1)").rows}
+    assert {"AmazonPolarityClassification", "CQADupstackRetrieval"} <= names
+    assert "mteb/AmazonReviewsClassification" in out  # the last column too
+
+
+def test_listings_are_the_library_records_the_cli_prints(capsys):
+    from neobench import listing
+
+    tasks = listing.tasks("MTEB(eng, v1)")
+    assert tasks.title == "MTEB(eng, v1): 56 tasks" and len(tasks.rows) == 56
+    assert all(len(row) == len(tasks.columns) for row in tasks.rows)
+    keys = listing.keys("neobert-mteb-2k")
+    assert "learning_rate" in [row[0] for row in keys.rows]
+    assert main(["ls", "keys"]) == 0
+    printed = capsys.readouterr().out
+    assert all(row[0] in printed and row[-1] in printed for row in keys.rows)  # notes whole
+
+
+def test_long_path_in_an_error_stays_on_one_line(tmp_path):
+    deep = tmp_path.joinpath(*[f"a-rather-long-folder-name-{i}" for i in range(6)], "mirror")
+    code, _, err = _neobench("data", "verify", str(deep), tmp_path=tmp_path)
+    assert code == 2
+    assert [line for line in err.splitlines() if str(deep) in line] == [
+        f"error: {deep}: no such mirror folder."
+    ]
+
+
+def test_warnings_in_a_log_file_are_plain_whole_lines(tmp_path):
+    path = "/" + "/".join(f"a-rather-long-folder-name-{i}" for i in range(6))
+    script = (
+        "import logging; from neobench import cli; cli._quiet_libraries(False); "
+        f"logging.getLogger('neobench.x').warning('nothing found in %s', {path!r})"
+    )
+    with (tmp_path / "err.log").open("w") as stderr:
+        subprocess.run([sys.executable, "-c", script], stderr=stderr, check=True)
+    assert (tmp_path / "err.log").read_text() == f"warning: nothing found in {path}\n"
+
+
+def test_table_format_and_roots_are_library_functions(tmp_path):
+    from neobench.errors import NeobenchError
+    from neobench.table import output_format
+
+    assert output_format(None, str(tmp_path / "t.tex"), None) == "latex"
+    assert output_format("csv", None, None) == "csv" and output_format(None, None, None) == "rich"
+    with pytest.raises(NeobenchError) as refused:
+        output_format("mdd", str(tmp_path / "t"), str(tmp_path / "t.jpg"))
+    text = " ".join(refused.value.problems)
+    assert "'md'" in text and "*.png" in text  # every problem at once

@@ -1,0 +1,175 @@
+"""Command-line arguments built from a config dataclass, and the config read back from them.
+
+One field is one argument: ``--field-name`` (or a positional word), its type from the annotation,
+its default from the field, its help from ``metadata["help"]`` (config.opt). A new option is
+therefore one field; the parser and the config cannot drift apart.
+
+Types: ``bool`` is a switch; ``int`` and ``int | None`` are parsed as int; ``list[str]`` with
+``csv=True`` is one comma-separated value (absent -> None, given but empty -> [] so the command
+can refuse it); another ``list[str]`` option may be repeated; anything else (``str``,
+``int | str``) stays a string, parsed where it is used.
+
+``choices`` are enforced here for positional words only. For an option they are listed in the
+help and checked by the command itself, which reports every bad value at once with a
+"did you mean" (argparse would stop at the first, with a bare list).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+# One command of a command table: its words (``("data", "verify")``), the dataclass its
+# arguments come from (None: no arguments), its handler and its example (the help's epilog).
+Command = tuple[tuple[str, ...], type | None, Callable[[Any], int], str | None]
+
+
+def add_commands(
+    parser: argparse.ArgumentParser,
+    commands: list[Command],
+    groups: dict[str, tuple[str, str, str | None]],
+) -> None:
+    """Sub-commands from a command table, each with the arguments of its dataclass and its
+    handler and dataclass as defaults (``handler``, ``config_class``). The first line of the
+    handler's docstring is its help. A two-word command sits under a group word, which
+    ``groups`` describes: (metavar of its sub-commands, help, example)."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    below: dict[str, Any] = {}
+    for words, cls, handler, example in commands:
+        where = top
+        if len(words) == 2:
+            if words[0] not in below:
+                metavar, help_text, group_example = groups[words[0]]
+                group = top.add_parser(
+                    words[0], help=help_text, epilog=group_example, formatter_class=fmt
+                )
+                dest = f"{words[0]}_command"
+                below[words[0]] = group.add_subparsers(dest=dest, required=True, metavar=metavar)
+            where = below[words[0]]
+        help_text = (handler.__doc__ or "").strip().splitlines()[0]
+        sub = where.add_parser(words[-1], help=help_text, epilog=example, formatter_class=fmt)
+        if cls is not None:
+            add_fields(sub, cls)
+        sub.set_defaults(handler=handler, config_class=cls)
+
+
+def csv_list(text: str | None) -> list[str] | None:
+    """Comma-separated names; None when the flag was not given. A given but empty value
+    (``--tasks ""``, ``--tasks ,``) is an empty list, which the commands refuse rather than
+    reading it as "everything"."""
+    if text is None:
+        return None
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def add_fields(parser: argparse.ArgumentParser, cls: type) -> None:
+    """One argument per field of the dataclass ``cls``, in field order."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        names, kwargs = argument(f, hints[f.name])
+        parser.add_argument(*names, **kwargs)
+
+
+def config_from_args(cls: type, namespace: argparse.Namespace) -> Any:
+    """The dataclass ``cls`` filled from parsed arguments. A value argparse left at None (an
+    absent option without a default of its own) lets the field's default apply."""
+    given = {
+        f.name: getattr(namespace, f.name)
+        for f in dataclasses.fields(cls)
+        if getattr(namespace, f.name, None) is not None
+    }
+    return cls(**given)
+
+
+def argument(f: dataclasses.Field, hint: Any) -> tuple[list[str], dict[str, Any]]:
+    """The names and add_argument keywords of one field."""
+    meta = f.metadata
+    default = field_default(f)
+    kwargs: dict[str, Any] = {"help": _help(meta.get("help", ""), default, meta)}
+    if meta.get("metavar"):
+        kwargs["metavar"] = meta["metavar"]
+    if meta.get("positional"):
+        if meta.get("choices"):
+            kwargs["choices"] = list(meta["choices"])
+        if _is_list(hint):
+            kwargs["nargs"] = "*"
+        elif default is not dataclasses.MISSING:
+            kwargs.update(nargs="?", default=default)
+        return [f.name], kwargs
+    kwargs["dest"] = f.name
+    kwargs.update(_value_kwargs(hint, meta, default))
+    if default is dataclasses.MISSING:
+        kwargs["required"] = True
+    return [meta.get("flag") or "--" + f.name.replace("_", "-")], kwargs
+
+
+def _value_kwargs(hint: Any, meta: typing.Mapping[str, Any], default: Any) -> dict[str, Any]:
+    """How an option reads its value: a switch, a parsed type, or a repeatable string."""
+    if hint is bool:
+        return {"action": "store_true"}
+    if meta.get("csv"):
+        # argparse applies `type` to string defaults only: a list default stays as it is.
+        return {"type": csv_list, "default": default}
+    if _is_list(hint):
+        # argparse appends to a default list in place: keep None and let the field default apply.
+        return {"action": "append", "default": None}
+    kwargs: dict[str, Any] = {"default": None if default is dataclasses.MISSING else default}
+    parse = _scalar_type(hint)
+    if parse is not None:
+        kwargs["type"] = parse
+    return kwargs
+
+
+def field_default(f: dataclasses.Field) -> Any:
+    """The field's default (its factory called), or MISSING when the field must be given."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _members(hint: Any) -> tuple[Any, ...]:
+    """The types of a union (``int | None`` -> int, NoneType), or the type itself."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return typing.get_args(hint)
+    return (hint,)
+
+
+def _is_list(hint: Any) -> bool:
+    return any(typing.get_origin(t) is list for t in _members(hint))
+
+
+def _scalar_type(hint: Any) -> Callable[[str], Any] | None:
+    """int for ``int`` / ``int | None``; None (a plain string) for str and mixed unions such as
+    ``int | str``, which the command parses itself ("512" or "model")."""
+    real = [t for t in _members(hint) if t is not type(None)]
+    if real == [int]:
+        return int
+    if real == [float]:
+        return float
+    return None
+
+
+def _help(text: str, default: Any, meta: typing.Mapping[str, Any]) -> str:
+    """The field's doc with its default, as argparse shows it (``%`` escaped for its format)."""
+    shown = _shown(default, meta)
+    if shown is not None and "default" not in text:
+        text = f"{text} (default {shown})" if text else f"default {shown}"
+    return text.replace("%", "%%")
+
+
+def _shown(default: Any, meta: typing.Mapping[str, Any]) -> str | None:
+    """How a default reads in the help; None when there is nothing worth saying (no default,
+    off, empty)."""
+    if default is dataclasses.MISSING or default is None or default is False or default == []:
+        return None
+    if isinstance(default, list):
+        return ",".join(map(str, default)) if meta.get("csv") else " ".join(map(str, default))
+    text = str(default)
+    return f'"{text}"' if " " in text else text
