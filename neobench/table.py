@@ -600,13 +600,3 @@ def output_format(fmt: str | None, out: str | None, plot: str | None) -> str:
     if problems:
         raise NeobenchError(problems)
     return chosen
-
-
-def print_rich(table: LeaderTable, console: Any) -> None:
-    """The table on a rich console (the terminal, or stdout piped)."""
-    import sys
-
-    from rich.console import Console
-
-    # Piped output (logs, CI) would otherwise be cut to 80 columns.
-    Console(width=None if sys.stdout.isatty() else 220).print(to_rich(table))
