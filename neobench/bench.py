@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from neobench import mirror
-from neobench.config import default_token_budget
+from neobench.config import DTYPE_CHOICES, default_token_budget
 from neobench.encode import DTYPES, FastEncoder, auto_unpadded, resolve_dtype
 from neobench.model import load_model, resolve_device
 from neobench.tasks import load_benchmark, select_tasks
@@ -224,12 +224,11 @@ if TYPE_CHECKING:
 def encode_report(cmd: BenchEncodeCommand) -> str:
     """`neobench bench encode`: check the settings (every problem at once), read the texts,
     compare both encoders, and return the report."""
-    from neobench.encode import DTYPE_ALIASES
     from neobench.errors import NeobenchError, check_choice, collect
     from neobench.model import parse_max_seq_length
 
     problems: list[str] = []
-    collect(problems, check_choice, "--dtype", cmd.dtype, ["auto", *DTYPES, *DTYPE_ALIASES])
+    collect(problems, check_choice, "--dtype", cmd.dtype, DTYPE_CHOICES)
     collect(problems, check_choice, "--unpadded", cmd.unpadded, ["auto", "on", "off"])
     max_seq_length = collect(problems, parse_max_seq_length, cmd.max_seq_length)
     for flag, value in (

@@ -420,6 +420,24 @@ class CacheReport:
     problem: str | None = None  # why `neobench eval` would not use the file as it is
     fix: str | None = None
     aside: list[Path] = field(default_factory=list)  # earlier caches moved aside, still on disk
+    cleared: list[str] = field(default_factory=list)  # what `cache clear` did, one line each
+
+    @property
+    def ok(self) -> bool:
+        return self.state in ("missing", "ok")
+
+    @property
+    def aside_mb(self) -> float:
+        return sum(p.stat().st_size for p in self.aside) / 1e6
+
+
+def cache_command(cache_dir: str | None, action: str) -> CacheReport:
+    """`neobench cache info|clear`: clear first when asked, then the full check."""
+    path = cache_path(cache_dir)
+    cleared = clear_cache(path) if action == "clear" else []
+    report = inspect_cache(path)
+    report.cleared = cleared
+    return report
 
 
 def inspect_cache(path: Path) -> CacheReport:

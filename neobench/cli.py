@@ -154,29 +154,28 @@ def cmd_bench(cfg: config.BenchEncodeCommand) -> int:
 
 def cmd_cache(cfg: config.CacheCommand) -> int:
     """the shared embedding cache: size, clear"""
-    from neobench.cache import cache_path, clear_cache, inspect_cache
+    from neobench.cache import cache_command
 
-    path = cache_path(cfg.cache_dir)
-    for line in clear_cache(path) if cfg.action == "clear" else []:
+    report = cache_command(cfg.cache_dir, cfg.action)
+    for line in report.cleared:
         say(line, markup=False)
-    report = inspect_cache(path)
-    size = f"{report.embeddings} embeddings, {report.bytes / 1e6:.1f} MB, checked ok"
-    if report.state in ("missing", "ok"):
-        found = "no cache yet (neobench eval creates it)" if report.state == "missing" else size
-        say(f"{path}: {found}", markup=False)
+    if report.state == "missing":
+        say(f"{report.path}: no cache yet (neobench eval creates it)", markup=False)
+    elif report.ok:
+        size = f"{report.embeddings} embeddings, {report.bytes / 1e6:.1f} MB, checked ok"
+        say(f"{report.path}: {size}", markup=False)
     else:
-        say(f"[bold red]{report.state}:[/] {path}: {report.problem}")
+        say(f"[bold red]{report.state}:[/] {escape(f'{report.path}: {report.problem}')}")
         if report.fix:
             say(f"fix: {report.fix}", markup=False)
     if report.aside:
-        size = sum(p.stat().st_size for p in report.aside) / 1e6
         names = ", ".join(p.name for p in report.aside)
         say(
-            f"{len(report.aside)} damaged or outdated cache(s) moved aside, {size:.1f} MB: "
-            f"{names} (neobench cache clear deletes them)",
+            f"{len(report.aside)} damaged or outdated cache(s) moved aside, "
+            f"{report.aside_mb:.1f} MB: {names} (neobench cache clear deletes them)",
             markup=False,
         )
-    return 0 if report.state in ("missing", "ok") else 1
+    return 0 if report.ok else 1
 
 
 def cmd_prefetch(cfg: config.PrefetchCommand) -> int:
@@ -202,38 +201,30 @@ def cmd_verify(cfg: config.VerifyCommand) -> int:
 
 def cmd_table(cfg: config.TableCommand) -> int:
     """leaderboard table of evaluated models"""
+    from neobench import render
     from neobench import table as tables
     from neobench.record import write_text_atomic
-    from neobench.results import load_roots
-    from neobench.tasks import load_benchmark, select_tasks
 
-    fmt = tables.output_format(cfg.format, cfg.out, cfg.plot)
-    benchmark = load_benchmark(cfg.benchmark)
-    tasks = select_tasks(benchmark)
-    runs, problems = load_roots(cfg.results, tasks)
-    for problem in problems:
-        say(f"[yellow]skipped:[/] {escape(problem)}")
-    table = tables.build_table(
-        runs,
-        tasks,
-        benchmark.name,
+    fmt = render.output_format(cfg.format, cfg.out, cfg.plot)
+    table = tables.leaderboard(
+        cfg.results,
+        cfg.benchmark,
         models=cfg.models,
         reference=cfg.reference,
         per_task=cfg.per_task,
         strict=cfg.strict,
-        problems=problems,
     )
-    render = {"md": tables.to_markdown, "csv": tables.to_csv, "latex": tables.to_latex}
+    text = {"md": render.to_markdown, "csv": render.to_csv, "latex": render.to_latex}
     if fmt == "rich":
-        tables.print_rich(table, out)
+        render.print_rich(table, out)
     elif cfg.out:
         replaced = Path(cfg.out).exists()
-        write_text_atomic(Path(cfg.out), render[fmt](table))
+        write_text_atomic(Path(cfg.out), text[fmt](table))
         say(f"{'replaced' if replaced else 'wrote'} {cfg.out}", markup=False)
     else:
-        out.print(render[fmt](table), markup=False, highlight=False, soft_wrap=True)
+        out.print(text[fmt](table), markup=False, highlight=False, soft_wrap=True)
     if cfg.plot:
-        tables.plot(table, Path(cfg.plot))
+        render.plot(table, Path(cfg.plot))
         say(f"wrote {cfg.plot}", markup=False)
     return 0
 

@@ -18,7 +18,9 @@ STANDARD_RECIPE = "neobert-mteb-2k"
 # Padded tokens per forward batch when --token-budget is not given: small enough for CPU
 # caches, large enough to fill a GPU (docs/performance.md).
 TOKEN_BUDGET = {"cpu": 2_048, "cuda": 32_768}
-DTYPE_CHOICES = ("auto", "float32", "float16", "bfloat16", "fp32", "fp16", "bf16")
+DTYPE_NAMES = ("float32", "float16", "bfloat16")  # autocast dtypes (float32: none)
+DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
+DTYPE_CHOICES = ("auto", *DTYPE_NAMES, *DTYPE_ALIASES)
 UNPADDED_CHOICES = ("auto", "on", "off")
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from neobench.cache import EmbeddingCache
-from neobench.config import default_token_budget
+from neobench.config import DTYPE_ALIASES, default_token_budget
 from neobench.unpad import unpadded
 
 logger = logging.getLogger(__name__)
@@ -28,9 +28,6 @@ TOKENIZE_CHUNK = 8_192
 
 
 DTYPES = {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
 
 
 def resolve_dtype(name: str, device: str) -> str:

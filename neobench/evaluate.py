@@ -23,11 +23,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neobench import attention, mirror, record
+from neobench import attention, config, mirror, record
 from neobench.adapter import MtebEncoder
 from neobench.cache import EmbeddingCache, cache_path
 from neobench.config import UNPADDED_CHOICES, EvalConfig, default_token_budget, standard
-from neobench.encode import DTYPE_ALIASES, DTYPES, FastEncoder, auto_unpadded, resolve_dtype
+from neobench.encode import DTYPES, FastEncoder, auto_unpadded, resolve_dtype
 from neobench.errors import (
     NeobenchError,
     RunFailed,
@@ -149,7 +149,7 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], Any]:
     shard_kn = collect(problems, parse_shard, cfg.shard)
     collect(problems, parse_max_seq_length, cfg.max_seq_length)
     collect(problems, resolve_device, cfg.device)
-    collect(problems, check_choice, "--dtype", cfg.dtype, ["auto", *DTYPES, *DTYPE_ALIASES])
+    collect(problems, check_choice, "--dtype", cfg.dtype, config.DTYPE_CHOICES)
     collect(problems, check_choice, "--unpadded", cfg.unpadded, list(UNPADDED_CHOICES))
     collect(problems, attention.check, cfg.attn_implementation)
     collect(problems, check_spec, cfg.model)

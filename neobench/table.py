@@ -1,4 +1,4 @@
-"""Results -> the paper's Table 4 layout -> rich / Markdown / CSV / LaTeX / PNG.
+"""Results -> the paper's Table 4 layout (rendered by neobench/render.py).
 
 Rows are runs (one model revision under one set of conditions) and, on request, the paper's
 published rows. Columns are the benchmark's task types with their task counts, then Avg. = the
@@ -13,8 +13,7 @@ listed in the notes.
 
 from __future__ import annotations
 
-import csv
-import io
+import logging
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -22,16 +21,14 @@ from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from rich import box
-from rich.cells import cell_len
-from rich.console import Console
-from rich.table import Table
 
 from neobench.errors import NeobenchError, unknown
 from neobench.results import CONDITION_FIELDS, Run
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
+
+logger = logging.getLogger(__name__)
 
 TYPE_ORDER = (
     "Classification",
@@ -51,12 +48,6 @@ SHORT = {
     "STS": "STS",
     "Summarization": "Summ.",
 }
-# Terminal layout (print_rich): a model name narrower than this wraps onto more lines; headers
-# wrap at spaces, a word longer than the cap (a model name over a per-task column) folds.
-_MODEL_MIN = 20
-_HEADER_CAP = 16
-_KEY_FLOOR = 8
-_GAP = 3  # padding either side of a column plus the space between columns
 
 
 @dataclass
@@ -275,305 +266,34 @@ def build_table(
     )
 
 
-# ---------------------------------------------------------------- renderers
+def leaderboard(
+    results: list[str],
+    benchmark: str,
+    *,
+    models: list[str] | None = None,
+    reference: str | None = None,
+    per_task: bool = False,
+    strict: bool = False,
+) -> LeaderTable:
+    """`neobench table`: the runs of every results root on one benchmark's tasks, as a table.
+    Files that cannot be read are skipped with a warning and a note under the table."""
+    from neobench.results import load_roots
+    from neobench.tasks import load_benchmark, select_tasks
 
-
-def to_markdown(table: LeaderTable) -> str:
-    header = table.header()
-    lines = [
-        f"**{table.benchmark}**",
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
-    ]
-    lines += ["| " + " | ".join(table.cells(row)) + " |" for row in table.rows]
-    lines += [
-        "",
-        *(f"- {note}" for note in table.notes),
-        "",
-        "Sources:",
-        *(f"- {s}" for s in table.sources),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def to_csv(table: LeaderTable) -> str:
-    buffer = io.StringIO()
-    for line in ["neobench table: " + table.benchmark, *table.notes, "Sources:", *table.sources]:
-        buffer.write(f"# {line}\n")
-    writer = csv.writer(buffer)
-    if table.per_task:
-        writer.writerow(["model", *table.task_names, "avg", "missing_tasks", "quoted"])
-        for row in table.rows:
-            writer.writerow(
-                [
-                    row.label,
-                    *(_num(row.tasks.get(t)) for t in table.task_names),
-                    _num(row.avg),
-                    len(row.missing),
-                    row.quoted,
-                ]
-            )
-        return buffer.getvalue()
-    types = [t for t, _ in table.types]
-    writer.writerow(
-        [
-            "model",
-            *types,
-            *(f"{t}_tasks" for t in types),
-            "avg",
-            "mean_task_type",
-            "missing_tasks",
-            "quoted",
-            *CONDITION_FIELDS,
-        ]
-    )
-    for row in table.rows:
-        writer.writerow(
-            [
-                row.label,
-                *(_num(row.types[t].value) for t in types),
-                *(f"{row.types[t].present}/{row.types[t].total}" for t in types),
-                _num(row.avg),
-                _num(row.mean_types),
-                len(row.missing),
-                row.quoted,
-                *(row.conditions.get(k, "") for k in CONDITION_FIELDS),
-            ]
-        )
-    return buffer.getvalue()
-
-
-def to_latex(table: LeaderTable) -> str:
-    header = [_tex(h) for h in table.header()]
-    lines = [
-        f"% neobench table: {table.benchmark}",
-        *(f"% source: {s}" for s in table.sources),
-        "% requires \\usepackage{booktabs}",
-        "\\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
-        "\\toprule",
-        " & ".join(header) + " \\\\",
-        "\\midrule",
-    ]
-    quoted_started = False
-    for row in table.rows:
-        if row.quoted and not quoted_started:
-            lines.append("\\midrule")
-            quoted_started = True
-        lines.append(" & ".join(_tex(c) for c in table.cells(row)) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    lines += [f"% note: {n}" for n in table.notes]
-    return "\n".join(lines) + "\n"
-
-
-def to_rich(table: LeaderTable) -> Any:
-    """The whole table as one rich Table at its natural width (see print_rich for the CLI)."""
-    grid = _grid(table)
-    return _rich_part(grid, grid.natural_widths(), list(range(len(grid.headers))), table.benchmark)
-
-
-def print_rich(table: LeaderTable, console: Console) -> None:
-    """Print the table on a rich console, whole: never an ellipsis in a name or a number.
-
-    Piped or redirected (not ``console.is_terminal``): one row per model on one line each, as
-    wide as the widest row needs, so a log holds every name and score whole and greppable.
-
-    In a terminal the output fits ``console.width``. Scores keep their column width; headers
-    wrap at spaces; long model names wrap inside their column instead of being cut. When the
-    columns do not fit side by side, they are split into several stacked tables, each
-    repeating the name column. ``--per-task`` is transposed first (one row per task, one
-    column per model), since 56 task columns fit no terminal but 56 rows scroll fine; task
-    names are never folded. Notes follow the table, wrapped at spaces in a terminal and one
-    line each when piped.
-    """
-    if not console.is_terminal:
-        grid = _grid(table)
-        widths = grid.natural_widths()
-        everything = list(range(len(grid.headers)))
-        wide = Console(
-            file=console.file,
-            width=_table_width(widths, everything),
-            color_system=console.color_system,  # type: ignore[arg-type]
-            force_terminal=False,
-            legacy_windows=False,
-        )
-        wide.print(_rich_part(grid, widths, everything, table.benchmark))
-        for note in table.notes:
-            console.print(note, soft_wrap=True, markup=False, highlight=False)
-        return
-    grid = _transposed(table) if table.per_task else _grid(table)
-    for i, (widths, columns) in enumerate(_fit(grid, console.width)):
-        if i:
-            console.print()
-        console.print(_rich_part(grid, widths, columns, table.benchmark if i == 0 else None))
-    console.print()
-    for note in table.notes:
-        console.print(note, markup=False, highlight=False, overflow="fold")
-
-
-@dataclass
-class _Grid:
-    """A table as text before layout: a name column (``keys``) and value columns."""
-
-    key_header: str
-    keys: list[str]
-    key_min: int  # narrowest the name column may be before its names wrap
-    headers: list[str]
-    cells: list[list[str]]  # cells[row][column]
-    dim_rows: set[int] = field(default_factory=set)
-    dim_columns: set[int] = field(default_factory=set)
-    rule_after: int | None = None  # a line under this row (per task: before Avg. and Missing)
-
-    def natural_widths(self) -> list[int]:
-        """Key width first, then each value column: everything on one line."""
-        key = max(map(cell_len, [self.key_header, *self.keys]))
-        return [key, *(_longest(h, c, words=False) for h, c in self._columns())]
-
-    def compact_widths(self) -> list[int]:
-        """Value columns as narrow as they get with every cell on one line and headers wrapped."""
-        return [_longest(h, c, words=True) for h, c in self._columns()]
-
-    def _columns(self) -> list[tuple[str, list[str]]]:
-        return [(h, [row[i] for row in self.cells]) for i, h in enumerate(self.headers)]
-
-
-def _longest(header: str, cells: list[str], *, words: bool) -> int:
-    """Widest cell; the header counts whole, or (words) by its longest word up to _HEADER_CAP."""
-    head = max(map(cell_len, header.split())) if words else cell_len(header)
-    return max([min(head, _HEADER_CAP) if words else head, *map(cell_len, cells)])
-
-
-def _grid(table: LeaderTable) -> _Grid:
-    """One row per table row, as in the Markdown and CSV outputs."""
-    rows = [table.cells(row) for row in table.rows]
-    return _Grid(
-        key_header=table.header()[0],
-        keys=[r[0] for r in rows],
-        key_min=_MODEL_MIN,
-        headers=table.header()[1:],
-        cells=[r[1:] for r in rows],
-        dim_rows={i for i, row in enumerate(table.rows) if row.quoted},
-    )
-
-
-def _transposed(table: LeaderTable) -> _Grid:
-    """Per task: one row per task (then Avg. and Missing), one column per table row."""
-    columns = [table.cells(row)[1:] for row in table.rows]
-    keys = table.header()[1:]
-    return _Grid(
-        key_header="Task",
-        keys=keys,
-        key_min=max(map(cell_len, keys)),  # task names stay whole
-        headers=[row.label for row in table.rows],
-        cells=[[column[i] for column in columns] for i in range(len(keys))],
-        dim_columns={i for i, row in enumerate(table.rows) if row.quoted},
-        rule_after=len(table.task_names) - 1,
-    )
-
-
-def _fit(grid: _Grid, width: int) -> list[tuple[list[int], list[int]]]:
-    """Greedily group the value columns into stacked parts that each fit ``width``.
-
-    Returns, per part, the widths (name column first, then every value column) and the value
-    columns it shows. The name column takes what its part leaves, up to its natural width.
-    """
-    compact = grid.compact_widths()
-    key_natural = grid.natural_widths()[0]
-    key_min = min(grid.key_min, key_natural)
-    groups: list[list[int]] = []
-    for column in range(len(compact)):
-        if groups and _table_width([key_min, *compact], [*groups[-1], column]) <= width:
-            groups[-1].append(column)
-        else:
-            groups.append([column])
-    parts = []
-    for group in groups:
-        spare = width - _table_width([0, *compact], group)
-        # A terminal narrower than one column plus the names: fold the names rather than fail.
-        key = max(_KEY_FLOOR, min(key_natural, spare))
-        parts.append(([key, *compact], group))
-    return parts or [([min(key_natural, width)], [])]  # no value columns: the names alone
-
-
-def _table_width(widths: list[int], columns: list[int]) -> int:
-    """Printed width of _rich_part: the name column, the chosen columns, 3 between each."""
-    return widths[0] + sum(widths[c + 1] + _GAP for c in columns)
-
-
-def _rich_part(grid: _Grid, widths: list[int], columns: list[int], title: str | None) -> Table:
-    """A rich Table of the name column and ``columns``, every width fixed (nothing measured)."""
-    out = Table(
-        title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left"
-    )
-    out.add_column(grid.key_header, width=widths[0], overflow="fold")
-    for c in columns:
-        dim = "dim" if c in grid.dim_columns else None
-        out.add_column(
-            grid.headers[c],
-            width=widths[c + 1],
-            justify="right",
-            overflow="fold",
-            style=dim,
-            header_style=dim or "bold",
-        )
-    for r, key in enumerate(grid.keys):
-        out.add_row(
-            key,
-            *(grid.cells[r][c] for c in columns),
-            style="dim" if r in grid.dim_rows else None,
-            end_section=r == grid.rule_after,
-        )
-    return out
-
-
-def plot(table: LeaderTable, path: Path) -> None:
-    """Grouped bars: per task type (and Avg.), one bar per row; partial types hatched."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    groups = [t for t, _ in table.types] + ["Avg."]
-    n = len(table.rows)
-    width = 0.8 / max(n, 1)
-    fig, ax = plt.subplots(figsize=(min(16, 6 + 0.9 * len(groups) + 0.05 * n * len(groups)), 6.5))
-    for i, row in enumerate(table.rows):
-        values, hatches = [], []
-        for group in groups:
-            if group == "Avg.":
-                values.append(row.avg or 0.0)
-                hatches.append("")
-            else:
-                cell = row.types[group]
-                values.append(cell.value or 0.0)
-                hatches.append("//" if cell.present < cell.total else "")
-        xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-        bars = ax.bar(xs, values, width, label=row.label, alpha=0.55 if row.quoted else 0.95)
-        for bar, hatch in zip(bars, hatches, strict=True):
-            bar.set_hatch(hatch)
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([f"{SHORT.get(g, g)}\n({c})" for g, c in table.types] + ["Avg.\n(all)"])
-    ax.set_ylabel("score x100")
-    ax.set_title(f"{table.benchmark} (hatched: partial type, k<n tasks; Avg. 0 = incomplete)")
-    ax.legend(fontsize=7, ncol=2 if n > 6 else 1, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.grid(axis="y", alpha=0.3)
-    fig.text(0.01, 0.01, "\n".join(["sources:", *table.sources])[:1500], fontsize=5, va="bottom")
-    fig.tight_layout(rect=(0, 0.04 + 0.012 * len(table.sources), 1, 1))
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-
-
-def _num(value: float | None) -> str:
-    return "" if value is None else f"{value:.1f}"
-
-
-def _tex(text: str) -> str:
-    return (
-        text.replace("&", "\\&")
-        .replace("%", "\\%")
-        .replace("_", "\\_")
-        .replace("#", "\\#")
-        .replace("—", "--")
+    bench = load_benchmark(benchmark)
+    tasks = select_tasks(bench)
+    runs, problems = load_roots(results, tasks)
+    for problem in problems:
+        logger.warning("skipped: %s", problem)
+    return build_table(
+        runs,
+        tasks,
+        bench.name,
+        models=models,
+        reference=reference,
+        per_task=per_task,
+        strict=strict,
+        problems=problems,
     )
 
 

@@ -14,8 +14,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_BENCHMARK = "MTEB(eng, v1)"
-
 
 def load_benchmark(name: str) -> Benchmark:
     """mteb's benchmark object; its tasks carry the English subset and split filters."""

@@ -306,7 +306,7 @@ def test_warnings_in_a_log_file_are_plain_whole_lines(tmp_path):
 
 def test_table_format_and_roots_are_library_functions(tmp_path):
     from neobench.errors import NeobenchError
-    from neobench.table import output_format
+    from neobench.render import output_format
 
     assert output_format(None, str(tmp_path / "t.tex"), None) == "latex"
     assert output_format("csv", None, None) == "csv" and output_format(None, None, None) == "rich"

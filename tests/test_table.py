@@ -15,8 +15,9 @@ from rich.console import Console
 from neobench import record
 from neobench.cli import main
 from neobench.errors import NeobenchError
+from neobench.render import plot, print_rich, to_csv, to_latex, to_markdown
 from neobench.results import load_runs
-from neobench.table import build_table, plot, print_rich, to_csv, to_latex, to_markdown
+from neobench.table import build_table
 from neobench.tasks import load_benchmark, select_tasks
 
 MISSING_B = ["SciFact", "STS12", "SummEval"]
