@@ -9,7 +9,6 @@ import csv
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich import box
 from rich.cells import cell_len
@@ -113,12 +112,6 @@ def to_latex(table: LeaderTable) -> str:
     lines += ["\\bottomrule", "\\end{tabular}"]
     lines += [f"% note: {n}" for n in table.notes]
     return "\n".join(lines) + "\n"
-
-
-def to_rich(table: LeaderTable) -> Any:
-    """The whole table as one rich Table at its natural width (see print_rich for the CLI)."""
-    grid = _grid(table)
-    return _rich_part(grid, grid.natural_widths(), list(range(len(grid.headers))), table.benchmark)
 
 
 def print_rich(table: LeaderTable, console: Console) -> None:
