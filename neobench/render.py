@@ -15,6 +15,7 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
+from neobench.errors import NeobenchError, check_choice, collect, writable_folder_problems
 from neobench.results import CONDITION_FIELDS
 from neobench.table import SHORT, LeaderTable
 
@@ -317,3 +318,26 @@ def _tex(text: str) -> str:
         .replace("#", "\\#")
         .replace("—", "--")
     )
+
+
+def output_format(fmt: str | None, out: str | None, plot: str | None) -> str:
+    """The format `neobench table` writes: --format, else the --out suffix, else rich; refuses a
+    rich --out, a --plot that is not PNG and an --out/--plot folder that cannot be written,
+    all at once."""
+    problems: list[str] = []
+    if fmt is not None:
+        collect(problems, check_choice, "--format", fmt, ["rich", "md", "csv", "latex"])
+    suffixes = {".md": "md", ".csv": "csv", ".tex": "latex"}
+    chosen = fmt or (suffixes.get(Path(out).suffix) if out else None) or "rich"
+    if out and chosen == "rich":
+        problems.append(f"--out {out}: choose --format md, csv or latex (or a .md/.csv/.tex name).")
+    if plot and Path(plot).suffix.lower() != ".png":
+        problems.append(f"--plot {plot}: the chart is written as PNG; name it *.png.")
+    for flag, target in (("--out", out), ("--plot", plot)):
+        if target:
+            problems += writable_folder_problems(
+                Path(target).parent, f"{flag} {target}: its folder", "Write it somewhere else."
+            )
+    if problems:
+        raise NeobenchError(problems)
+    return chosen

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
@@ -295,28 +294,3 @@ def leaderboard(
         strict=strict,
         problems=problems,
     )
-
-
-def output_format(fmt: str | None, out: str | None, plot: str | None) -> str:
-    """The format `neobench table` writes: --format, else the --out suffix, else rich; refuses a
-    rich --out, a --plot that is not PNG and an --out/--plot folder that cannot be written,
-    all at once."""
-    from neobench.errors import check_choice, collect, writable_folder_problems
-
-    problems: list[str] = []
-    if fmt is not None:
-        collect(problems, check_choice, "--format", fmt, ["rich", "md", "csv", "latex"])
-    suffixes = {".md": "md", ".csv": "csv", ".tex": "latex"}
-    chosen = fmt or (suffixes.get(Path(out).suffix) if out else None) or "rich"
-    if out and chosen == "rich":
-        problems.append(f"--out {out}: choose --format md, csv or latex (or a .md/.csv/.tex name).")
-    if plot and Path(plot).suffix.lower() != ".png":
-        problems.append(f"--plot {plot}: the chart is written as PNG; name it *.png.")
-    for flag, target in (("--out", out), ("--plot", plot)):
-        if target:
-            problems += writable_folder_problems(
-                Path(target).parent, f"{flag} {target}: its folder", "Write it somewhere else."
-            )
-    if problems:
-        raise NeobenchError(problems)
-    return chosen
