@@ -19,7 +19,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from neobench import bench
+from neobench import bench, config
 
 
 def main() -> int:
@@ -38,9 +38,10 @@ def main() -> int:
         "--dtypes", default="auto", help="comma list: auto,float32,float16,bfloat16"
     )
     parser.add_argument("--unpadded", default="auto", help="auto (CUDA) | on | off")
-    parser.add_argument("--max-seq-length", type=int, default=512)
+    parser.add_argument("--max-seq-length", type=int, default=config.standard().max_seq_length)
     args = parser.parse_args()
-    texts = bench.task_texts(args.tasks.split(","), "MTEB(eng, v1)", args.data_dir, args.max_texts)
+    tasks = args.tasks.split(",")
+    texts = bench.task_texts(tasks, config.DEFAULT_BENCHMARK, args.data_dir, args.max_texts)
     for dtype in args.dtypes.split(","):
         result = bench.compare(
             args.model or bench.default_model(),

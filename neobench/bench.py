@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from neobench import mirror
-from neobench.config import DTYPE_CHOICES, default_token_budget
+from neobench.config import BATCH_SIZE, DTYPE_CHOICES, default_token_budget
 from neobench.encode import DTYPES, FastEncoder, auto_unpadded, resolve_dtype
 from neobench.model import load_model, resolve_device
 from neobench.tasks import load_benchmark, select_tasks
@@ -131,8 +131,8 @@ def compare(
     model_spec: str,
     texts: list[str],
     device: str = "auto",
-    batch_size: int = 32,
-    max_seq_length: int | str = 512,
+    batch_size: int = BATCH_SIZE,
+    max_seq_length: int | str | None = None,  # None: the standard length
     token_budget: int | None = None,
     repeats: int = 2,
     dtype: str = "auto",

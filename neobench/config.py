@@ -18,6 +18,9 @@ STANDARD_RECIPE = "neobert-mteb-2k"
 # Padded tokens per forward batch when --token-budget is not given: small enough for CPU
 # caches, large enough to fill a GPU (docs/performance.md).
 TOKEN_BUDGET = {"cpu": 2_048, "cuda": 32_768}
+# Texts per mteb data-loader batch (and per stock encode call in `bench`); neobench's encoder
+# regroups them into token-budget batches, so this barely matters for speed.
+BATCH_SIZE = 32
 DTYPE_NAMES = ("float32", "float16", "bfloat16")  # autocast dtypes (float32: none)
 DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
 DTYPE_CHOICES = ("auto", *DTYPE_NAMES, *DTYPE_ALIASES)
@@ -105,7 +108,7 @@ class EvalConfig(ModelInputs):
     )
     results: str = opt(".", "results root, an mteb ResultCache path")
     batch_size: int = opt(
-        32, "texts per mteb data-loader batch; forward batches follow --token-budget"
+        BATCH_SIZE, "texts per mteb data-loader batch; forward batches follow --token-budget"
     )
     max_seq_length: int | str = field(
         default_factory=_standard_length,

@@ -1,9 +1,9 @@
 """Any encoder (hub id, HF folder, SentenceTransformer folder) -> a SentenceTransformer.
 
-A plain encoder becomes Transformer + mean pooling. Every model gets one max sequence length
-(default 512 for every backbone, docs/recipe.md) unless the caller keeps a SentenceTransformer
-folder's own setting with ``"model"``. What was resolved (name, revision, length, attention
-kernel) is returned so the run card can record it.
+A plain encoder becomes Transformer + mean pooling. Every model gets one max sequence length (by
+default the standard recipe's, the same for every backbone: docs/recipe.md) unless the caller
+keeps a SentenceTransformer folder's own setting with ``"model"``. What was resolved (name,
+revision, length, attention kernel) is returned so the run card can record it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from safetensors import SafetensorError
 
 from neobench import attention
 from neobench.backbone import check_weights, settle_tokenizer
+from neobench.config import standard
 from neobench.errors import NeobenchError
 
 logger = logging.getLogger(__name__)
@@ -208,7 +209,7 @@ def load_model(
     spec: str,
     *,
     revision: str | None = None,
-    max_seq_length: int | str = 512,
+    max_seq_length: int | str | None = None,
     trust_remote_code: bool = False,
     device: str = "cpu",
     name: str | None = None,
@@ -222,15 +223,12 @@ def load_model(
     ``attn_implementation``: ``auto`` takes the fastest implementation the backbone's class
     supports (attention.py); ``half``: the forward runs in fp16/bf16 (flash kernels need it).
     """
+    if max_seq_length is None:
+        max_seq_length = standard().max_seq_length
     folder, source, resolved_revision = locate(spec, revision)
     backbone_dir = transformer_folder(folder)
     config = check_encoder(backbone_dir, spec)
-    positions = config.get("max_position_embeddings") or config.get("max_length")
-    if isinstance(max_seq_length, int) and positions and max_seq_length > positions:
-        raise NeobenchError(
-            f"--max-seq-length {max_seq_length} exceeds the {positions} position embeddings "
-            f"of {spec}; use --max-seq-length {positions} or less."
-        )
+    _check_length(config, max_seq_length, spec)
     check_weights([folder, backbone_dir], spec)
     is_st = (folder / "modules.json").is_file()
     overrides = dropout_overrides(config) if disable_dropout else {}
@@ -266,6 +264,15 @@ def load_model(
         forward_attn_implementation=forward_kernel,
         tokenizer=tokenizer,
     )
+
+
+def _check_length(config: dict, max_seq_length: int | str, spec: str) -> None:
+    positions = config.get("max_position_embeddings") or config.get("max_length")
+    if isinstance(max_seq_length, int) and positions and max_seq_length > positions:
+        raise NeobenchError(
+            f"--max-seq-length {max_seq_length} exceeds the {positions} position embeddings "
+            f"of {spec}; use --max-seq-length {positions} or less."
+        )
 
 
 def _packs(auto_model: object, unpadded: str, device: str) -> bool:
