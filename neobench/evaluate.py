@@ -141,7 +141,7 @@ class _Run:
     batch_size: int
 
 
-def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], Any]:
+def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], InstructionProfile]:
     """Validate every cheap input at once and return (this shard's tasks, profile)."""
     problems: list[str] = []
     benchmark = collect(problems, load_benchmark, cfg.benchmark)

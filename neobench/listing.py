@@ -92,7 +92,7 @@ def keys(name: str) -> Listing:
             docs.get(key, ""),
             recipe.notes.get(key, ""),
         )
-        for key, value in _values(recipe).items()
+        for key, value in recipe.as_dict().items()
     ]
     title = f"recipe {recipe.name} v{recipe.version}: key=value overrides"
     return Listing(title, ("key", "value", "source", "meaning", "note"), rows)
@@ -133,8 +133,3 @@ def outcomes(summary: Any) -> Listing:
     ]
     columns = ("task", "type", "status", "main score")
     return Listing(f"{len(summary.outcomes)} tasks", columns, rows)
-
-
-def _values(recipe: Any) -> dict[str, Any]:
-    # Recipe.values is a dict today; the typed recipe offers as_dict().
-    return recipe.as_dict() if hasattr(recipe, "as_dict") else dict(recipe.values)

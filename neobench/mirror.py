@@ -14,7 +14,7 @@ import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from neobench.errors import NeobenchError
@@ -22,6 +22,9 @@ from neobench.instructions import expand
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
+
+    from neobench.manifest import Row
+    from neobench.recipe import Recipe
 
 logger = logging.getLogger(__name__)
 
@@ -314,20 +317,20 @@ def benchmark_tasks(benchmark: str, names: list[str] | None) -> list[AbsTask]:
     return [copy.deepcopy(t) for t in select_tasks(load_benchmark(benchmark), names)]
 
 
-def recipe_rows(name: str) -> tuple[Any, list]:
-    """The recipe and the rows of its training-data manifest."""
+def recipe_rows(recipe: Recipe) -> list[Row]:
+    """The rows of a recipe's training-data manifest."""
     from neobench.manifest import load_manifest
-    from neobench.recipe import load_recipe
 
-    recipe = load_recipe(name)
-    return recipe, list(load_manifest(recipe.manifest).rows.values())
+    return list(load_manifest(recipe.manifest).rows.values())
 
 
 def prefetch_mirror(
     benchmark: str, tasks: list[str] | None, out: str | Path, recipe: str | None = None
 ) -> dict[str, dict]:
     """Snapshot the benchmark's datasets (and a recipe's training datasets) into ``out``."""
-    rows = recipe_rows(recipe)[1] if recipe else []
+    from neobench.recipe import load_recipe
+
+    rows = recipe_rows(load_recipe(recipe)) if recipe else []
     needs = repo_needs(benchmark_tasks(benchmark, tasks)) + manifest_needs(rows)
     return prefetch(needs, Path(out))
 
@@ -364,15 +367,15 @@ def verify_mirror(
     load: bool = True,
 ) -> VerifyReport:
     """Check the mirror against a recipe's training datasets, or else a benchmark's tasks."""
-    rows = recipe_rows(recipe) if recipe else None
+    from neobench.recipe import load_recipe
+
+    found = load_recipe(recipe) if recipe else None
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise NeobenchError(f"{data_dir}: no such mirror folder.")
-    if rows is not None:
-        found, manifest_rows = rows
-        # Recipe.values is a dict today and a typed record with as_dict() once typed.
-        values = found.as_dict() if hasattr(found, "as_dict") else found.values
-        checked = verify_manifest(manifest_rows, data_dir, values["max_hard_negatives"], load)
+    if found is not None:
+        negatives = found.values.max_hard_negatives
+        checked = verify_manifest(recipe_rows(found), data_dir, negatives, load)
         fix = f"neobench data prefetch --recipe {found.name} --out {data_dir}"
         return VerifyReport(f"mirror {data_dir} vs recipe {found.name}", checked, fix)
     checked = verify(benchmark_tasks(benchmark, tasks), data_dir, load=load)
