@@ -14,12 +14,11 @@ import functools
 import logging
 import math
 import os
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neobench import attention, mirror, record
+from neobench import attention, mirror, record, run_folder
 from neobench.config import FinetuneConfig, RecipeValues
 from neobench.data import BuiltDataset, build_dataset
 from neobench.errors import (
@@ -28,7 +27,6 @@ from neobench.errors import (
     collect,
     disk_full,
     unknown,
-    writable_folder_problems,
 )
 from neobench.instructions import (
     InstructionProfile,
@@ -41,18 +39,15 @@ from neobench.manifest import Manifest, Row, load_manifest, validate_manifest
 from neobench.model import LoadedModel, check_spec, load_model, resolve_device
 from neobench.recipe import Recipe, apply_overrides, load_recipe, parse_overrides
 from neobench.record import FinetuneCard
+from neobench.run_folder import CARD, CHECKPOINTS, CURVE, CURVE_PNG
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["FinetuneConfig", "FinetuneSummary", "finetune", "remove_checkpoints", "resolve_recipe"]
+__all__ = ["FinetuneConfig", "FinetuneSummary", "finetune", "resolve_recipe"]
 
 logger = logging.getLogger(__name__)
 
-CARD = record.FINETUNE_CARD
-CURVE = "neobench_loss_curve.jsonl"
-CURVE_PNG = "neobench_loss_curve.png"
-CHECKPOINTS = "checkpoints"
 # The saved model carries evaluation prompts for every task of both English MTEB benchmarks.
 PROMPT_BENCHMARKS = ("MTEB(eng, v1)", "MTEB(eng, v2)")
 
@@ -114,8 +109,8 @@ def finetune(
     loaded = _load_model(cfg, inputs.recipe.values, device)
 
     # 4. Run card, before any work.
-    if not cfg.resume:
-        _clear_failed_start(output)
+    if not cfg.resume and is_main_process():
+        run_folder.clear_failed_start(output)
     card = _card(cfg, inputs, loaded, built, data_dir, device)
     if is_main_process():
         record.write_finetune_card(output / CARD, card)
@@ -146,7 +141,7 @@ def _check_inputs(cfg: FinetuneConfig) -> Inputs:
     collect(problems, resolve_device, cfg.device)
     collect(problems, attention.check, cfg.attn_implementation)
     output = Path(cfg.output).expanduser().resolve()
-    problems += _output_problems(output, cfg.resume)
+    problems += run_folder.output_problems(output, cfg.resume)
     if recipe is None:
         raise NeobenchError(problems)
     values = recipe.values
@@ -177,64 +172,6 @@ def _dataset_keys(manifest: Manifest, datasets: str | list[str]) -> list[str]:
     if datasets == "all":
         return list(manifest.rows)
     return [datasets] if isinstance(datasets, str) else list(datasets)
-
-
-def _output_problems(output: Path, resume: bool) -> list[str]:
-    problems = writable_folder_problems(
-        output, "--output", "Pass a new folder you can write, e.g. --output runs/my-model."
-    )
-    if problems:
-        return problems
-    if resume:
-        if _last_checkpoint(output) is None:
-            return [
-                f"--resume: {output} holds no checkpoint to resume from (expected "
-                f"{output / CHECKPOINTS}/checkpoint-N/). Run again without --resume."
-                + (
-                    " (It holds an unfinished run that can be started again.)"
-                    if _unfinished_without_checkpoint(output)
-                    else ""
-                )
-            ]
-        return []
-    if output.exists() and any(output.iterdir()):
-        if _unfinished_without_checkpoint(output):
-            return []  # nothing of value: the new run replaces the card of the failed one
-        return [
-            f"--output {output} already exists and is not empty: nothing is overwritten. "
-            "Choose a new folder, delete it, or pass --resume to continue its run."
-        ]
-    return []
-
-
-# What a run leaves before its first checkpoint: nothing a new run would lose by replacing it.
-_EARLY_FILES = frozenset({CARD, CURVE, CURVE_PNG, CHECKPOINTS})
-
-
-def _unfinished_without_checkpoint(output: Path) -> bool:
-    """A folder that holds only the card (and loss curve) of a run that stopped before its
-    first checkpoint: it failed, or its process is gone. Such a folder can be reused."""
-    if not (output / CARD).is_file() or _last_checkpoint(output) is not None:
-        return False
-    if any(p.name not in _EARLY_FILES for p in output.iterdir()):
-        return False
-    try:
-        card = record.read_finetune_card(output / CARD)
-    except NeobenchError:
-        return False
-    status = str(card.status or "")
-    ended = status.startswith(("failed", "stopped", "interrupted"))
-    return ended or record.is_orphaned(record.card_to_dict(card))
-
-
-def _last_checkpoint(output: Path) -> str | None:
-    folder = output / CHECKPOINTS
-    steps = (
-        [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
-        if folder.is_dir()
-        else []
-    )
-    return str(max(steps, key=lambda p: int(p.name.split("-")[-1]))) if steps else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,16 +254,6 @@ def _load_model(cfg: FinetuneConfig, values: RecipeValues, device: str) -> Loade
 
 # ---------------------------------------------------------------------------------------------
 # 4. Run card
-
-
-def _clear_failed_start(output: Path) -> None:
-    """A folder left by a run that failed before its first checkpoint is started afresh (its
-    loss curve would otherwise be appended to)."""
-    if not is_main_process() or not _unfinished_without_checkpoint(output):
-        return
-    logger.warning("%s held a run that stopped before any checkpoint; starting it again", output)
-    for name in (CURVE, CURVE_PNG):
-        (output / name).unlink(missing_ok=True)
 
 
 def _card(
@@ -549,9 +476,9 @@ def _train(trainer: Any, output: Path, card: FinetuneCard, resume: bool) -> None
     from neobench.train_log import NonFiniteLoss
 
     try:
-        trainer.train(resume_from_checkpoint=_last_checkpoint(output) if resume else None)
+        trainer.train(resume_from_checkpoint=run_folder.last_checkpoint(output) if resume else None)
     except NonFiniteLoss as error:
-        last = _last_checkpoint(output)
+        last = run_folder.last_checkpoint(output)
         _end_card(output, card, f"stopped: non-finite loss at step {error.step}")
         raise NeobenchError(
             f"training stopped: the loss or its gradient became {error.loss} at step {error.step} "
@@ -568,7 +495,7 @@ def _train(trainer: Any, output: Path, card: FinetuneCard, resume: bool) -> None
             raise RunFailed(
                 f"--output {output}: the disk is full (while writing a checkpoint). Free space, "
                 "then re-run with --resume to continue from the last whole checkpoint "
-                f"({_last_checkpoint(output) or 'none yet: run again without --resume'})."
+                f"({run_folder.last_checkpoint(output) or 'none yet: run again without --resume'})."
             ) from None
         raise
 
@@ -600,7 +527,7 @@ def _save(inputs: Inputs, model: Any, card: FinetuneCard, steps: int) -> float |
     # The model is saved and the card says complete: the checkpoints (weights + optimizer
     # state, several times the model's size) are only needed to resume an unfinished run.
     if not keep:
-        remove_checkpoints(output)
+        run_folder.remove_checkpoints(output)
     return final_loss
 
 
@@ -614,8 +541,3 @@ def _benchmark_tasks() -> list:
                 seen.add(task.metadata.name)
                 tasks.append(task)
     return tasks
-
-
-def remove_checkpoints(output: Path) -> None:
-    """Drop the checkpoints of a completed run (an unfinished one keeps them for --resume)."""
-    shutil.rmtree(output / CHECKPOINTS, ignore_errors=True)
