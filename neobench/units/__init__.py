@@ -1,0 +1,155 @@
+"""Per-item evaluation data: what a task's main score is a function of, stored beside its result,
+so the score can be recomputed on resampled items (bootstrap intervals) and compared item by item
+between two models (paired tests).
+
+One file per task, ``<results folder>/predictions/<Task>.json``::
+
+    {"format": 1, "task": "STSBenchmark", "type": "STS", "main_score": "cosine_spearman",
+     "unit": "pair", "parts": [{"subset": "default", "split": "test", "n": 1379,
+                                "ids": [...], "data": {"pred": [...], "gold": [...]}}]}
+
+A part is one (hf_subset, split) of the task; the task's main score is the mean of the parts'
+scores, as mteb averages them. ``ids`` name the units (pair index, query id, text id...), so two
+models' files can be checked to cover the same items. ``data`` holds equal-length arrays, one
+entry per unit (a unit may carry a row of values, e.g. one per classification experiment); the
+type's ``score`` turns them, restricted to a resample of unit indices, into the main score.
+
+Each task type is one small module (a `TypeSpec`): how to build a part from mteb's saved
+predictions and the task's gold data, and how to score it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+FORMAT = 1
+FOLDER = "predictions"
+
+
+@dataclass
+class Part:
+    subset: str
+    split: str
+    ids: list[str]
+    data: dict[str, np.ndarray]  # name -> array whose first axis is the unit
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class TaskUnits:
+    task: str
+    type: str
+    main_score: str  # mteb's name of the task's main score
+    unit: str  # what one unit is: pair, text, item, query, set
+    parts: list[Part] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TypeSpec:
+    """How one task type turns into units and back into its main score."""
+
+    unit: str
+    # (task, mteb's saved predictions of one part, hf_subset, split) -> (unit ids, data arrays);
+    # the task's data is loaded when it is called.
+    build: Callable[[AbsTask, Any, str, str], tuple[list[str], dict[str, Any]]]
+    # (data arrays, unit indices of a resample, main score name) -> the part's main score.
+    score: Callable[[dict[str, np.ndarray], np.ndarray, str], float]
+
+
+@functools.cache
+def registry() -> dict[str, TypeSpec]:
+    """Task type (mteb's metadata.type) -> its spec. A type missing here has no intervals."""
+    from neobench.units import (
+        classification,
+        clustering,
+        pair_classification,
+        retrieval,
+        sts,
+        summarization,
+    )
+
+    return {
+        "STS": sts.SPEC,
+        "Summarization": summarization.SPEC,
+        "PairClassification": pair_classification.SPEC,
+        "Classification": classification.SPEC,
+        "Clustering": clustering.SPEC,
+        "Retrieval": retrieval.SPEC,
+        "Reranking": retrieval.RERANKING_SPEC,
+    }
+
+
+def supported(task_type: str) -> bool:
+    return task_type in registry()
+
+
+def build(task: AbsTask, predictions: dict[str, dict[str, Any]], main_score: str) -> TaskUnits:
+    """Units of a whole task from mteb's predictions file content ({subset: {split: ...}})."""
+    spec = registry()[task.metadata.type]
+    units = TaskUnits(task.metadata.name, task.metadata.type, main_score, spec.unit)
+    for subset in task.hf_subsets:
+        for split in task.eval_splits:
+            ids, data = spec.build(task, predictions[subset][split], subset, split)
+            arrays = {k: np.asarray(v) for k, v in data.items()}
+            units.parts.append(Part(subset, split, [str(i) for i in ids], arrays))
+    return units
+
+
+def part_score(units: TaskUnits, part: Part, idx: np.ndarray | None = None) -> float:
+    """One part's main score on the units ``idx`` (all of them when None)."""
+    idx = np.arange(part.n) if idx is None else idx
+    return float(registry()[units.type].score(part.data, idx, units.main_score))
+
+
+def main_score(units: TaskUnits) -> float:
+    """The task's main score recomputed from its units (equals mteb's)."""
+    return float(np.mean([part_score(units, p) for p in units.parts]))
+
+
+def path_for(results_dir: Path, task: str) -> Path:
+    return Path(results_dir) / FOLDER / f"{task}.json"
+
+
+def to_json(units: TaskUnits) -> str:
+    return json.dumps(
+        {
+            "format": FORMAT,
+            "task": units.task,
+            "type": units.type,
+            "main_score": units.main_score,
+            "unit": units.unit,
+            "parts": [
+                {
+                    "subset": p.subset,
+                    "split": p.split,
+                    "n": p.n,
+                    "ids": p.ids,
+                    "data": {k: v.tolist() for k, v in p.data.items()},
+                }
+                for p in units.parts
+            ],
+        },
+        separators=(",", ":"),
+    )
+
+
+def read(path: Path) -> TaskUnits:
+    raw = json.loads(Path(path).read_text())
+    parts = [
+        Part(p["subset"], p["split"], p["ids"], {k: np.asarray(v) for k, v in p["data"].items()})
+        for p in raw["parts"]
+    ]
+    return TaskUnits(raw["task"], raw["type"], raw["main_score"], raw["unit"], parts)
