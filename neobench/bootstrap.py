@@ -22,13 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from neobench import config
 from neobench import units as units_mod
 from neobench.errors import NeobenchError
 from neobench.units import TaskUnits
 
-RESAMPLES = 1_000
-SEED = 0
-ALPHA = 0.05
+RESAMPLES, SEED, ALPHA = config.RESAMPLES, config.BOOTSTRAP_SEED, config.ALPHA
 
 
 @dataclass(frozen=True)
@@ -89,10 +88,10 @@ def paired(
     a = task_draws(baseline, resamples, seed)
     b = task_draws(other, resamples, seed)
     point_a, point_b = units_mod.main_score(baseline), units_mod.main_score(other)
-    return _paired_from_draws(point_a, point_b, a, b, alpha)
+    return paired_from_draws(point_a, point_b, a, b, alpha)
 
 
-def _paired_from_draws(
+def paired_from_draws(
     point_a: float, point_b: float, a: np.ndarray, b: np.ndarray, alpha: float
 ) -> Paired:
     delta = point_b - point_a

@@ -53,6 +53,10 @@ Overrides (key=value) change recipe values; they are recorded and change the rec
   neobench table --results runs/eval --models sentence-transformers/all-MiniLM-L6-v2 --format md \\
       --out table.md --plot table.png
   neobench table --results runs/eval --per-task --format csv --out per_task.csv --strict""",
+    "compare": """examples:
+  neobench compare --results runs/eval --baseline bert-base-uncased
+  neobench compare --results runs/eval --baseline bert-base-uncased --models neobench/neobert \\
+      --out compare.json --resamples 2000 --seed 1""",
     "ls": """examples:
   neobench ls tasks --benchmark "MTEB(eng, v2)"
   neobench ls profiles
@@ -229,6 +233,34 @@ def cmd_table(cfg: config.TableCommand) -> int:
     return 0
 
 
+def cmd_compare(cfg: config.CompareCommand) -> int:
+    """paired comparison with a baseline: differences, intervals, p-values"""
+    from neobench import compare
+    from neobench.record import write_text_atomic
+
+    if cfg.out:
+        compare.check_out(cfg.out)  # before the work, not after it
+    found = compare.compare(
+        cfg.results,
+        cfg.baseline,
+        benchmark=cfg.benchmark,
+        models=cfg.models,
+        tasks=cfg.tasks,
+        resamples=cfg.resamples,
+        seed=cfg.seed,
+    )
+    if cfg.out:
+        write_text_atomic(Path(cfg.out), compare.output_text(found, cfg.out))
+        say(f"wrote {cfg.out}", markup=False)
+        return 0
+    print_listing(listing.Listing(f"compared with {found.baseline}", compare.COLUMNS, [
+        compare.cells(r) for r in found.rows
+    ]))  # fmt: skip
+    for line in [compare.legend(found), *found.notes]:
+        say(line, markup=False)
+    return 0
+
+
 def cmd_ls(cfg: config.LsCommand) -> int:
     """list tasks, profiles, recipes, keys or datasets"""
     print_listing(listing.listing(cfg.what, cfg.recipe, cfg.benchmark))
@@ -256,6 +288,7 @@ COMMANDS: list[flags.Command] = [
     (("data", "verify"), config.VerifyCommand, cmd_verify, EXAMPLES["verify"]),
     (("finetune",), config.FinetuneConfig, cmd_finetune, EXAMPLES["finetune"]),
     (("table",), config.TableCommand, cmd_table, EXAMPLES["table"]),
+    (("compare",), config.CompareCommand, cmd_compare, EXAMPLES["compare"]),
     (("ls",), config.LsCommand, cmd_ls, EXAMPLES["ls"]),
     (("validate",), None, cmd_validate, EXAMPLES["validate"]),
 ]

@@ -18,6 +18,11 @@ STANDARD_RECIPE = "neobert-mteb-2k"
 # Padded tokens per forward batch when --token-budget is not given: small enough for CPU
 # caches, large enough to fill a GPU (docs/performance.md).
 TOKEN_BUDGET = {"cpu": 2_048, "cuda": 32_768}
+# Bootstrap defaults (neobench/bootstrap.py): resamples of each task's units, their seed, and the
+# level of the intervals (95%) and of "significant".
+RESAMPLES = 1_000
+BOOTSTRAP_SEED = 0
+ALPHA = 0.05
 # Texts per mteb data-loader batch (and per stock encode call in `bench`); neobench's encoder
 # regroups them into token-budget batches, so this barely matters for speed.
 BATCH_SIZE = 32
@@ -186,6 +191,24 @@ class TableCommand:
     per_task: bool = opt(False, "one column per task")
     plot: str | None = opt(None, "also write a PNG bar chart of per-type scores")
     strict: bool = opt(False, "refuse rows produced under different conditions")
+
+
+@dataclass(kw_only=True)
+class CompareCommand:
+    """`neobench compare`: paired differences against a baseline, per task and on average."""
+
+    results: list[str] = opt(
+        ["."], "results root given to neobench eval; repeat to combine several"
+    )
+    baseline: str = opt(help="model name or row label every other model is compared with")
+    models: list[str] | None = opt(
+        None, "comma-separated models to compare (default: every other model found)", csv=True
+    )
+    tasks: list[str] | None = opt(None, "comma-separated subset of the benchmark's tasks", csv=True)
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark the tasks belong to")
+    resamples: int = opt(RESAMPLES, "bootstrap resamples of each task's units")
+    seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
+    out: str | None = opt(None, "write the comparison to this file (.md, .csv or .json)")
 
 
 @dataclass(kw_only=True)

@@ -1,0 +1,133 @@
+"""neobench compare on results folders written through mteb's ResultCache, with per-item units
+files whose values are known (no model needed)."""
+
+import json
+
+import mteb
+import numpy as np
+import pytest
+from mteb.models.model_meta import ModelMeta
+from mteb.results import TaskResult
+
+from neobench import units
+from neobench.cli import main
+from neobench.units import Part, TaskUnits, TypeSpec
+
+TASKS = ["SciFact", "ArguAna", "NFCorpus"]
+
+
+def _mean(data, idx, _main):
+    return float(data["value"][idx].mean())
+
+
+@pytest.fixture(autouse=True)
+def _retrieval_as_mean(monkeypatch):
+    # Retrieval units are per-query values whose mean is the main score (neobench/units).
+    monkeypatch.setattr(units, "registry", lambda: {"Retrieval": TypeSpec("query", None, _mean)})
+
+
+def write_model(root, name, values_by_task, ids=None):
+    """A model's results: mteb task files with the units' mean as main score, and units files."""
+    meta = ModelMeta.create_empty(overwrites={"name": name, "revision": "r1"})
+    cache = mteb.ResultCache(root)
+    folder = None
+    for task_name, values in values_by_task.items():
+        task = mteb.get_task(task_name)
+        score = float(np.mean(values))
+        scores = {"test": {"default": {"main_score": score}}}
+        cache.save_to_cache(TaskResult.from_task_results(task, scores, evaluation_time=0.0), meta)
+        folder = cache.get_task_result_path(task_name, meta).parent
+        part = Part("default", "test", ids or [f"q{i}" for i in range(len(values))], {
+            "value": np.asarray(values)
+        })  # fmt: skip
+        found = TaskUnits(task_name, "Retrieval", "ndcg_at_10", "query", [part])
+        path = units.path_for(folder, task_name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(units.to_json(found))
+    return folder
+
+
+@pytest.fixture()
+def root(tmp_path):
+    rng = np.random.default_rng(0)
+    good = {t: rng.beta(5, 2, size=120) for t in TASKS}
+    write_model(tmp_path, "org/base", good)
+    write_model(tmp_path, "org/base-copy", {t: v.copy() for t, v in good.items()})
+    worse = {t: np.clip(v - 0.08 + rng.normal(0, 0.03, v.size), 0, 1) for t, v in good.items()}
+    write_model(tmp_path, "org/worse", worse)
+    return tmp_path
+
+
+def _compare(root, tmp_path, *extra):
+    out = tmp_path / "out.json"
+    code = main(["compare", "--results", str(root), "--baseline", "org/base", "--tasks",
+                 ",".join(TASKS), "--resamples", "300", "--out", str(out), *extra])  # fmt: skip
+    return code, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_a_copy_is_never_different_and_a_worse_model_is(root, tmp_path):
+    code, found = _compare(root, tmp_path)
+    assert code == 0
+    assert (found["baseline"], found["resamples"], found["seed"], found["alpha"]) == (
+        "org/base", 300, 0, 0.05,
+    )  # fmt: skip
+    rows = {(r["model"], r["task"]): r for r in found["rows"]}
+    assert len(rows) == 2 * (len(TASKS) + 1)
+    for task in [*TASKS, "Avg."]:
+        same = rows[("org/base-copy", task)]
+        assert (same["delta"], same["ci_low"], same["ci_high"], same["p"]) == (0, 0, 0, 1)
+        assert same["significant"] is False
+        worse = rows[("org/worse", task)]
+        assert worse["delta"] < 0 and worse["ci_high"] < 0 and worse["significant"] is True
+        assert worse["p"] <= worse["p_holm"] <= 1
+        assert worse["score_ci_low"] < worse["score"] < worse["score_ci_high"]
+    keys = {"model", "task", "baseline_score", "score", "score_ci_low", "score_ci_high", "delta",
+            "ci_low", "ci_high", "p", "p_holm", "significant"}  # fmt: skip
+    assert set(found["rows"][0]) == keys
+
+
+def test_same_inputs_and_seed_give_byte_identical_output(root, tmp_path):
+    first = tmp_path / "a.md"
+    second = tmp_path / "b.md"
+    for out in (first, second):
+        assert main(["compare", "--results", str(root), "--baseline", "org/base",
+                     "--resamples", "200", "--out", str(out)]) == 0  # fmt: skip
+    assert first.read_bytes() == second.read_bytes()
+    assert "org/worse" in first.read_text() and "lower" in first.read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--baseline", "org/bsae"], "Did you mean 'org/base'"),
+        (["--baseline", "org/base", "--resamples", "0"], "--resamples 0"),
+        (["--baseline", "org/base", "--out", "x.txt"], "*.md, *.csv or *.json"),
+    ],
+)
+def test_bad_inputs(root, tmp_path, capsys, args, message):
+    assert main(["compare", "--results", str(root), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_different_tasks_or_items_are_refused(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    write_model(tmp_path, "org/base", {t: rng.random(40) for t in TASKS})
+    write_model(tmp_path, "org/fewer", {t: rng.random(40) for t in TASKS[:2]})
+    assert main(["compare", "--results", str(tmp_path), "--baseline", "org/base"]) == 2
+    assert "different tasks" in capsys.readouterr().err
+    other = tmp_path / "other"
+    write_model(other, "org/base", {"SciFact": rng.random(40)})
+    write_model(other, "org/shifted", {"SciFact": rng.random(40)}, ids=[f"x{i}" for i in range(40)])
+    assert main(["compare", "--results", str(other), "--baseline", "org/base"]) == 2
+    assert "different items" in capsys.readouterr().err
+
+
+def test_results_without_units_are_named_with_the_fix(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    write_model(tmp_path, "org/base", {t: rng.random(40) for t in TASKS})
+    folder = write_model(tmp_path, "org/other", {t: rng.random(40) for t in TASKS})
+    units.path_for(folder, "NFCorpus").unlink()
+    code = main(["compare", "--results", str(tmp_path), "--baseline", "org/base"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "org/other: no per-item predictions for NFCorpus" in err and "re-run" in err
