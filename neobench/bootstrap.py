@@ -60,7 +60,7 @@ def _indices(units: TaskUnits, part: int, resamples: int, seed: int) -> np.ndarr
 
 def task_draws(units: TaskUnits, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
     """[resamples] main scores of the task on resampled units."""
-    _check_resamples(resamples)
+    check_resamples(resamples)
     per_part = []
     for i, part in enumerate(units.parts):
         idx = _indices(units, i, resamples, seed)
@@ -97,11 +97,16 @@ def paired_from_draws(
     delta = point_b - point_a
     diffs = b - a
     low, high = np.quantile(diffs, [alpha / 2, 1 - alpha / 2])
-    # Centred on the observed difference, the draws approximate its distribution under "no
-    # difference"; the +1 terms keep p above 0 with a finite number of resamples.
+    return Paired(point_a, point_b, delta, float(low), float(high), p_value(diffs, delta))
+
+
+def p_value(diffs: np.ndarray, delta: float) -> float:
+    """Two-sided p of an observed difference ``delta`` from its bootstrap draws ``diffs``.
+
+    Centred on their mean, the draws approximate the difference's distribution under "no
+    difference"; the +1 terms keep p above 0 with a finite number of resamples."""
     extreme = np.abs(diffs - diffs.mean()) >= abs(delta) - 1e-12
-    p = (1 + int(extreme.sum())) / (1 + len(diffs))
-    return Paired(point_a, point_b, delta, float(low), float(high), min(1.0, p))
+    return min(1.0, (1 + int(extreme.sum())) / (1 + len(diffs)))
 
 
 def aligned(baseline: TaskUnits, other: TaskUnits) -> TaskUnits:
@@ -138,7 +143,7 @@ def benchmark_draws(
     if over == "items":
         return np.mean([task_draws(t, resamples, seed) for t in tasks], axis=0)
     if over == "tasks":
-        _check_resamples(resamples)
+        check_resamples(resamples)
         points = np.asarray([units_mod.main_score(t) for t in tasks])
         rng = np.random.default_rng([seed, zlib.crc32(b"tasks")])
         return points[rng.integers(0, len(points), size=(resamples, len(points)))].mean(axis=1)
@@ -157,7 +162,7 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted.tolist()
 
 
-def _check_resamples(resamples: int) -> None:
+def check_resamples(resamples: int) -> None:
     if resamples < 1:
         raise NeobenchError(
             f"--resamples {resamples}: must be a positive number of bootstrap resamples "

@@ -217,6 +217,10 @@ def cmd_table(cfg: config.TableCommand) -> int:
         reference=cfg.reference,
         per_task=cfg.per_task,
         strict=cfg.strict,
+        ci=cfg.ci,
+        baseline=cfg.baseline,
+        resamples=cfg.resamples,
+        seed=cfg.seed,
     )
     text = {"md": render.to_markdown, "csv": render.to_csv, "latex": render.to_latex}
     if fmt == "rich":

@@ -78,11 +78,7 @@ def compare(
     """Compare every model (or ``models``) found under ``results`` with ``baseline``."""
     from neobench.tasks import load_benchmark, select_tasks
 
-    if resamples < 1:
-        raise NeobenchError(
-            f"--resamples {resamples}: must be a positive number of bootstrap resamples "
-            f"(default {bootstrap.RESAMPLES})."
-        )
+    bootstrap.check_resamples(resamples)
     chosen = select_tasks(load_benchmark(benchmark), tasks)
     runs, _ = load_roots(results, chosen)
     labelled = dict(zip(labels_for(runs), runs, strict=True))

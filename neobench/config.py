@@ -191,6 +191,12 @@ class TableCommand:
     per_task: bool = opt(False, "one column per task")
     plot: str | None = opt(None, "also write a PNG bar chart of per-type scores")
     strict: bool = opt(False, "refuse rows produced under different conditions")
+    ci: bool = opt(False, "show each cell's 95% bootstrap interval (needs per-item predictions)")
+    baseline: str | None = opt(
+        None, "mark cells significantly above / below this model's row (paired bootstrap, Holm)"
+    )
+    resamples: int = opt(RESAMPLES, "bootstrap resamples of each task's units (--ci, --baseline)")
+    seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
 
 
 @dataclass(kw_only=True)

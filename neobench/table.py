@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from neobench.config import BOOTSTRAP_SEED, RESAMPLES
 from neobench.errors import NeobenchError, unknown
 from neobench.results import CONDITION_FIELDS, Run
 
@@ -38,6 +39,7 @@ TYPE_ORDER = (
     "STS",
     "Summarization",
 )
+AVG = "Avg."
 SHORT = {
     "Classification": "Class.",
     "Clustering": "Clust.",
@@ -55,11 +57,13 @@ class Cell:
     present: int
     total: int
 
+    @property
+    def count(self) -> str:
+        """ " (k/n)" when the column averages fewer tasks than the benchmark has."""
+        return f" ({self.present}/{self.total})" if self.present < self.total else ""
+
     def text(self) -> str:
-        if self.value is None:
-            return "—"
-        partial = f" ({self.present}/{self.total})" if self.present < self.total else ""
-        return f"{self.value:.1f}{partial}"
+        return "—" if self.value is None else f"{self.value:.1f}{self.count}"
 
 
 @dataclass
@@ -73,6 +77,19 @@ class Row:
     tasks: dict[str, float] = field(default_factory=dict)  # x100
     conditions: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    # With --ci: column (type, task or "Avg.") -> 95% interval x100; with --baseline: column ->
+    # "▲" / "▼" where the row is significantly above / below the baseline row.
+    ci: dict[str, tuple[float, float]] = field(default_factory=dict)
+    marks: dict[str, str] = field(default_factory=dict)
+
+    def text(self, column: str, value: float | None, partial: str = "") -> str:
+        """A cell: value, "±" half the interval's width (with --ci), task count, mark."""
+        if value is None:
+            return "—"
+        low_high = self.ci.get(column)
+        spread = f" ±{(low_high[1] - low_high[0]) / 2:.1f}" if low_high else ""
+        mark = f" {self.marks[column]}" if column in self.marks else ""
+        return f"{value:.1f}{spread}{partial}{mark}"
 
 
 @dataclass
@@ -97,12 +114,19 @@ class LeaderTable:
         ]
 
     def cells(self, row: Row) -> list[str]:
-        fmt = lambda v: "—" if v is None else f"{v:.1f}"  # noqa: E731
-        tail = [fmt(row.avg)] + ([] if self.per_task else [fmt(row.mean_types)])
+        tail = [row.text(AVG, row.avg)]
+        if not self.per_task:
+            tail.append("—" if row.mean_types is None else f"{row.mean_types:.1f}")
         missing = "" if row.quoted else str(len(row.missing) or "")
         if self.per_task:
-            return [row.label, *(fmt(row.tasks.get(t)) for t in self.task_names), *tail, missing]
-        return [row.label, *(row.types[t].text() for t, _ in self.types), *tail, missing]
+            tasks = [row.text(t, row.tasks.get(t)) for t in self.task_names]
+            return [row.label, *tasks, *tail, missing]
+        return [row.label, *(_type_cell(row, t) for t, _ in self.types), *tail, missing]
+
+
+def _type_cell(row: Row, type_: str) -> str:
+    cell = row.types[type_]
+    return row.text(type_, cell.value, cell.count)
 
 
 def benchmark_layout(tasks: list[AbsTask]) -> list[tuple[str, int]]:
@@ -273,9 +297,15 @@ def leaderboard(
     reference: str | None = None,
     per_task: bool = False,
     strict: bool = False,
+    ci: bool = False,
+    baseline: str | None = None,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
 ) -> LeaderTable:
     """`neobench table`: the runs of every results root on one benchmark's tasks, as a table.
-    Files that cannot be read are skipped with a warning and a note under the table."""
+    Files that cannot be read are skipped with a warning and a note under the table. ``ci``
+    adds intervals, ``baseline`` marks cells significantly above or below that row
+    (neobench/intervals.py)."""
     from neobench.results import load_roots
     from neobench.tasks import load_benchmark, select_tasks
 
@@ -284,7 +314,7 @@ def leaderboard(
     runs, problems = load_roots(results, tasks)
     for problem in problems:
         logger.warning("skipped: %s", problem)
-    return build_table(
+    table = build_table(
         runs,
         tasks,
         bench.name,
@@ -294,3 +324,9 @@ def leaderboard(
         strict=strict,
         problems=problems,
     )
+    if ci or baseline:
+        from neobench import intervals
+
+        selected = dict(select_runs(runs, models))
+        intervals.annotate(table, selected, tasks, resamples, seed, ci=ci, baseline=baseline)
+    return table

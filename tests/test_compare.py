@@ -131,3 +131,33 @@ def test_results_without_units_are_named_with_the_fix(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert "org/other: no per-item predictions for NFCorpus" in err and "re-run" in err
+
+
+def test_table_ci_and_baseline_marks(root, tmp_path):
+    out = tmp_path / "t.md"
+    code = main(["table", "--results", str(root), "--ci", "--baseline", "org/base",
+                 "--resamples", "300", "--out", str(out)])  # fmt: skip
+    assert code == 0
+    text = out.read_text()
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("|")}
+    # Retrieval holds the 3 tasks (3/15): an interval on every computed row, ▼ on the worse one.
+    assert "±" in lines["org/base"] and "±" in lines["org/worse"]
+    assert "▼" in lines["org/worse"] and "▲" not in lines["org/worse"]
+    assert "▼" not in lines["org/base-copy"] and "▲" not in lines["org/base-copy"]
+    assert "± = half the width of the 95% bootstrap interval" in text
+    assert "significantly above / below org/base" in text
+    again = tmp_path / "t2.md"
+    main(["table", "--results", str(root), "--ci", "--baseline", "org/base",
+          "--resamples", "300", "--out", str(again)])  # fmt: skip
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_table_ci_without_predictions_is_refused(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    folder = write_model(tmp_path, "org/base", {"SciFact": rng.random(30)})
+    units.path_for(folder, "SciFact").unlink()
+    assert main(["table", "--results", str(tmp_path), "--ci"]) == 2
+    err = capsys.readouterr().err
+    assert "none of the results has per-item predictions" in err and "re-run" in err
+    assert main(["table", "--results", str(tmp_path), "--ci", "--resamples", "0"]) == 2
+    assert "--resamples 0" in capsys.readouterr().err
