@@ -143,11 +143,18 @@ def benchmark_draws(
     if over == "items":
         return np.mean([task_draws(t, resamples, seed) for t in tasks], axis=0)
     if over == "tasks":
-        check_resamples(resamples)
-        points = np.asarray([units_mod.main_score(t) for t in tasks])
-        rng = np.random.default_rng([seed, zlib.crc32(b"tasks")])
-        return points[rng.integers(0, len(points), size=(resamples, len(points)))].mean(axis=1)
+        return over_tasks(np.asarray([units_mod.main_score(t) for t in tasks]), resamples, seed)
     raise NeobenchError(f"--over {over}: expected items or tasks.")
+
+
+def over_tasks(
+    points: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED, key: str = "tasks"
+) -> np.ndarray:
+    """[resamples] means of ``points`` (one score per task) over tasks drawn with replacement;
+    the same ``key`` and task count give the same draws, so two models are paired."""
+    check_resamples(resamples)
+    rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
+    return points[rng.integers(0, len(points), size=(resamples, len(points)))].mean(axis=1)
 
 
 def holm(pvalues: list[float]) -> list[float]:

@@ -221,6 +221,7 @@ def cmd_table(cfg: config.TableCommand) -> int:
         baseline=cfg.baseline,
         resamples=cfg.resamples,
         seed=cfg.seed,
+        over=cfg.over,
     )
     text = {"md": render.to_markdown, "csv": render.to_csv, "latex": render.to_latex}
     if fmt == "rich":

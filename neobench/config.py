@@ -197,6 +197,11 @@ class TableCommand:
     )
     resamples: int = opt(RESAMPLES, "bootstrap resamples of each task's units (--ci, --baseline)")
     seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
+    over: str = opt(
+        "items",
+        "what type columns and Avg. resample: items (each task's units, tasks fixed) | tasks",
+        choices=("items", "tasks"),
+    )
 
 
 @dataclass(kw_only=True)

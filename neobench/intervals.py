@@ -9,13 +9,14 @@ resamples is significant after Holm's adjustment over that row's marked columns.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from neobench import bootstrap, units
 from neobench.config import ALPHA
-from neobench.errors import NeobenchError
+from neobench.errors import NeobenchError, unknown
 from neobench.results import Run
 from neobench.table import AVG, LeaderTable, Row
 
@@ -23,6 +24,22 @@ if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
 UP, DOWN = "▲", "▼"
+
+
+OVER = ("items", "tasks")
+
+
+@dataclass
+class _RowData:
+    scores: dict[str, float]  # task -> main score, from the result files
+    draws: dict[str, np.ndarray]  # task -> its resampled main scores, where units were saved
+
+
+@dataclass
+class _Settings:
+    resamples: int
+    seed: int
+    over: str
 
 
 def annotate(
@@ -34,29 +51,49 @@ def annotate(
     *,
     ci: bool,
     baseline: str | None,
+    over: str = "items",
 ) -> None:
     """Fill the rows' ``ci`` (when ``ci``) and ``marks`` (when ``baseline``), and the legend."""
     bootstrap.check_resamples(resamples)
-    draws = {label: _draws(run, resamples, seed) for label, run in runs.items()}
-    if not any(draws.values()):
+    if over not in OVER:
+        raise NeobenchError(unknown("--over", over, OVER))
+    settings = _Settings(resamples, seed, over)
+    data = {
+        label: _RowData(run.scores, _draws(run, resamples, seed)) for label, run in runs.items()
+    }
+    if over == "items" and not any(d.draws for d in data.values()):
         raise NeobenchError(
             "--ci/--baseline: none of the results has per-item predictions (they were evaluated "
             "before neobench saved them, or with --no-predictions). Delete the task files and "
-            "re-run the same `neobench eval` to add them."
+            "re-run the same `neobench eval` to add them, or use --over tasks."
         )
     columns = _columns(table, tasks)
     for row in table.rows:
-        if row.label in draws and ci:
-            row.ci = _intervals(draws[row.label], columns)
-    table.notes += _missing_notes(runs, draws)
+        if row.label in data and ci:
+            row.ci = _intervals(data[row.label], columns, settings)
+    table.notes += _missing_notes(data)
     if ci:
-        table.notes.append(
-            f"± = half the width of the 95% bootstrap interval: each task's units (pairs, "
-            f"queries, items...) resampled {resamples} times (seed {seed}); type columns and "
-            "Avg. average their tasks on each resample, tasks fixed."
-        )
+        table.notes.append(_legend(settings))
     if baseline:
-        _mark(table, runs, draws, columns, baseline, resamples)
+        _mark(table, data, columns, baseline, settings)
+
+
+def _legend(settings: _Settings) -> str:
+    each = (
+        f"each task's units (pairs, queries, items...) resampled {settings.resamples} times"
+        f" (seed {settings.seed})"
+    )
+    if settings.over == "tasks":
+        return (
+            f"± = half the width of the 95% bootstrap interval. Type columns and Avg.: the "
+            f"tasks resampled {settings.resamples} times (seed {settings.seed}), 'if the tasks "
+            f"were drawn again'; a single task's cell: {each}."
+        )
+    return (
+        f"± = half the width of the 95% bootstrap interval, 'if the test items were drawn "
+        f"again': {each}; type columns and Avg. average their tasks on each resample, tasks "
+        "fixed."
+    )
 
 
 def _draws(run: Run, resamples: int, seed: int) -> dict[str, np.ndarray]:
@@ -81,83 +118,85 @@ def _columns(table: LeaderTable, tasks: list[AbsTask]) -> dict[str, list[str]]:
     return columns
 
 
-def _column_draws(draws: dict[str, np.ndarray], names: list[str]) -> np.ndarray | None:
-    """A column's draws: the mean of its tasks present, None unless every one has units."""
-    present = [n for n in names if n in draws]
-    return np.mean([draws[n] for n in present], axis=0) if present else None
+def _column_draws(
+    data: _RowData, names: list[str], column: str, settings: _Settings
+) -> np.ndarray | None:
+    """A column's draws over the tasks of ``names`` the row holds; None where they cannot be
+    computed (a task without units, or a single task resampled over tasks)."""
+    present = [n for n in names if n in data.scores]
+    if not present:
+        return None
+    if settings.over == "tasks" and len(names) > 1:
+        if len(present) < 2:
+            return None
+        points = np.asarray([data.scores[n] for n in present])
+        return bootstrap.over_tasks(points, settings.resamples, settings.seed, column)
+    if any(n not in data.draws for n in present):
+        return None
+    return np.mean([data.draws[n] for n in present], axis=0)
 
 
 def _intervals(
-    draws: dict[str, np.ndarray], columns: dict[str, list[str]]
+    data: _RowData, columns: dict[str, list[str]], settings: _Settings
 ) -> dict[str, tuple[float, float]]:
     out = {}
     for column, names in columns.items():
-        found = _column_draws(draws, names)
+        found = _column_draws(data, names, column, settings)
         if found is not None:
             low, high = np.quantile(found, [ALPHA / 2, 1 - ALPHA / 2])
             out[column] = (100 * float(low), 100 * float(high))
     return out
 
 
-def _missing_notes(runs: dict[str, Run], draws: dict[str, dict[str, np.ndarray]]) -> list[str]:
+def _missing_notes(data: dict[str, _RowData]) -> list[str]:
     notes = []
-    for label, run in runs.items():
-        missing = sorted(set(run.scores) - set(draws[label]))
+    for label, row in data.items():
+        missing = sorted(set(row.scores) - set(row.draws))
         if missing:
             notes.append(
                 f"{label}: {len(missing)} task(s) without per-item predictions "
                 f"({', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}): the columns "
-                "holding them have no interval or mark. Delete those task files and re-run the "
-                "same `neobench eval` to add them."
+                "holding them have no item-level interval or mark. Delete those task files and "
+                "re-run the same `neobench eval` to add them."
             )
     return notes
 
 
 def _mark(
     table: LeaderTable,
-    runs: dict[str, Run],
-    draws: dict[str, dict[str, np.ndarray]],
+    data: dict[str, _RowData],
     columns: dict[str, list[str]],
     baseline: str,
-    resamples: int,
+    settings: _Settings,
 ) -> None:
-    base = _find(baseline, table.rows, draws)
+    base = _find(baseline, table.rows, data)
     for row in table.rows:
-        if row.label == base or row.label not in draws:
+        if row.label == base or row.label not in data:
             continue
         tests = {}
         for column, names in columns.items():
-            # Only the tasks both rows hold with units: a paired difference over shared items.
-            shared = [n for n in names if n in draws[row.label] and n in draws[base]]
-            if shared and len(shared) == len([n for n in names if n in draws[base]]):
-                a = _column_draws(draws[base], shared)
-                b = _column_draws(draws[row.label], shared)
-                delta = float(
-                    np.mean([runs[row.label].scores[n] - runs[base].scores[n] for n in shared])
-                )
+            # Paired over the tasks both rows hold: the same resampled items (or tasks).
+            shared = [n for n in names if n in data[row.label].scores and n in data[base].scores]
+            a = _column_draws(data[base], shared, column, settings) if shared else None
+            b = _column_draws(data[row.label], shared, column, settings) if shared else None
+            if a is not None and b is not None:
+                scores = data[row.label].scores, data[base].scores
+                delta = float(np.mean([scores[0][n] - scores[1][n] for n in shared]))
                 tests[column] = (delta, bootstrap.p_value(b - a, delta))
         adjusted = bootstrap.holm([p for _, p in tests.values()]) if tests else []
         for (column, (delta, _)), p in zip(tests.items(), adjusted, strict=True):
             if p < ALPHA:
                 row.marks[column] = UP if delta > 0 else DOWN
     table.notes.append(
-        f"{UP} / {DOWN}: significantly above / below {base} (paired bootstrap on the same "
-        f"resamples, {resamples} per task; Holm over each row's columns; alpha {ALPHA:g})."
+        f"{UP} / {DOWN}: significantly above / below {base} (paired bootstrap over the same "
+        f"resampled {settings.over}, {settings.resamples} resamples; over the tasks both rows "
+        f"hold; Holm over each row's columns; alpha {ALPHA:g})."
     )
 
 
-def _find(name: str, rows: list[Row], draws: dict[str, dict[str, np.ndarray]]) -> str:
-    from neobench.errors import unknown
-
+def _find(name: str, rows: list[Row], data: dict[str, _RowData]) -> str:
     labels = [r.label for r in rows if not r.quoted]
-    if name in labels:
-        if not draws.get(name):
-            raise NeobenchError(
-                f"--baseline {name}: this row has no per-item predictions; re-run its "
-                "`neobench eval` (after deleting its task files) to add them."
-            )
-        return name
-    hits = [label for label in labels if label.split(" [")[0].split(" @")[0] == name]
-    if len(hits) == 1:
-        return _find(hits[0], rows, draws)
-    raise NeobenchError(unknown("--baseline model", name, labels))
+    hits = [label for label in labels if name in (label, label.split(" [")[0].split(" @")[0])]
+    if len(hits) != 1:
+        raise NeobenchError(unknown("--baseline model", name, labels))
+    return hits[0]

@@ -301,6 +301,7 @@ def leaderboard(
     baseline: str | None = None,
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
+    over: str = "items",
 ) -> LeaderTable:
     """`neobench table`: the runs of every results root on one benchmark's tasks, as a table.
     Files that cannot be read are skipped with a warning and a note under the table. ``ci``
@@ -328,5 +329,7 @@ def leaderboard(
         from neobench import intervals
 
         selected = dict(select_runs(runs, models))
-        intervals.annotate(table, selected, tasks, resamples, seed, ci=ci, baseline=baseline)
+        intervals.annotate(
+            table, selected, tasks, resamples, seed, ci=ci, baseline=baseline, over=over
+        )
     return table

@@ -161,3 +161,13 @@ def test_table_ci_without_predictions_is_refused(tmp_path, capsys):
     assert "none of the results has per-item predictions" in err and "re-run" in err
     assert main(["table", "--results", str(tmp_path), "--ci", "--resamples", "0"]) == 2
     assert "--resamples 0" in capsys.readouterr().err
+
+
+def test_table_ci_over_tasks_says_so(root, tmp_path):
+    out = tmp_path / "t.md"
+    code = main(["table", "--results", str(root), "--ci", "--over", "tasks", "--baseline",
+                 "org/base", "--resamples", "300", "--out", str(out)])  # fmt: skip
+    assert code == 0
+    text = out.read_text()
+    assert "'if the tasks were drawn again'" in text and "±" in text
+    assert main(["table", "--results", str(root), "--ci", "--over", "models"]) == 2
