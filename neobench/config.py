@@ -124,6 +124,11 @@ class EvalConfig(ModelInputs):
         None, "embedding cache folder (default: $NEOBENCH_CACHE or ~/.cache/neobench)"
     )
     no_cache: bool = opt(False, "encode everything, store nothing")
+    no_predictions: bool = opt(
+        False,
+        "save no per-item units beside the task results (predictions/<Task>.json, what "
+        "confidence intervals and paired tests resample)",
+    )
     token_budget: int | None = opt(
         None,
         f"padded tokens per forward batch (default {TOKEN_BUDGET['cpu']} on CPU, "

@@ -6,7 +6,8 @@ decide the folder, so runs under different conditions never share one:
 
     <results>/results/<org__model>/<revision>/<Task>.json             standard conditions
     <results>/results/<org__model>/<revision>/experiments/<kw>/<Task>.json   any other
-    ... and beside the task files: neobench/run-<time>-shard<K>of<N>-<pid>.yaml (run cards)
+    ... and beside the task files: neobench/run-<time>-shard<K>of<N>-<pid>.yaml (run cards),
+    predictions/<Task>.json (per-item units, neobench.units; not with --no-predictions)
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from neobench.record import (
     EvalModel,
     EvalShard,
 )
+from neobench.results import units_path
 from neobench.staging import evaluate_staged
 from neobench.tasks import load_benchmark, parse_shard, select_tasks, shard
 
@@ -84,6 +86,8 @@ class TaskOutcome:
     main_score: float | None = None
     seconds: float = 0.0
     error: str | None = None
+    units: bool = False  # predictions/<Task>.json is beside the result (now or from before)
+    units_bytes: int | None = None  # its size
     disk_full: bool = False  # the results disk filled up: the run stops after this task
 
     def card_entry(self) -> dict[str, Any]:
@@ -133,6 +137,7 @@ class _Run:
     card: EvalCard
     card_path: Path
     batch_size: int
+    predictions: bool  # save per-item units beside each result
 
 
 def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], InstructionProfile]:
@@ -201,7 +206,16 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
     card_path = _card_path(results_dir, card.shard)
     _write_card(card_path, card, root)
     # 8. Tasks, one at a time, so a kill loses at most the task in flight.
-    run = _Run(root, results, encoder, embedding_cache, card, card_path, cfg.batch_size)
+    run = _Run(
+        root,
+        results,
+        encoder,
+        embedding_cache,
+        card,
+        card_path,
+        cfg.batch_size,
+        predictions=not cfg.no_predictions,
+    )
     return _run_tasks(tasks, run, reporter or Reporter())
 
 
@@ -468,13 +482,19 @@ def _run_task(task: AbsTask, run: _Run, reporter: Reporter) -> TaskOutcome:
             logger.warning("%s was unreadable (%s); moved to %s and re-running", path, error, aside)
         else:
             if not existing.get_missing_evaluations(task):
+                # Done, with or without units (a result from before they existed, or made with
+                # --no-predictions, is not re-run for them).
                 outcome.status, outcome.main_score = "cached", float(existing.get_score())
+                found = units_path(path.parent, name)
+                outcome.units = found is not None
+                outcome.units_bytes = found.stat().st_size if found else None
                 reporter.task_done(outcome)
                 return outcome
     reporter.task_started(name)
     start = time.perf_counter()
     try:
-        evaluate_staged(task, run.encoder, run.results, run.batch_size)
+        size = evaluate_staged(task, run.encoder, run.results, run.batch_size, run.predictions)
+        outcome.units, outcome.units_bytes = size is not None, size
         # Report what mteb stored (rounded to 6 decimals), so a re-run reports the same number.
         outcome.main_score = float(TaskResult.from_disk(path).get_score())
     except KeyboardInterrupt:

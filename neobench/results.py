@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neobench import record
+from neobench import record, units
 from neobench.errors import NeobenchError
 
 if TYPE_CHECKING:
@@ -94,6 +94,14 @@ def task_score(path: Path, task: AbsTask) -> float:
         for subset in task.hf_subsets:
             values.append(float(entries[subset]["main_score"]))
     return sum(values) / len(values)
+
+
+def units_path(folder: Path, task: str) -> Path | None:
+    """The per-item units file of ``task`` in a run folder (the one holding ``<task>.json``), or
+    None: a result evaluated before units existed, or with --no-predictions, has none (re-running
+    the task adds it)."""
+    path = units.path_for(Path(folder), task)
+    return path if path.is_file() else None
 
 
 def _identify(root: Path, folder: Path) -> Run:

@@ -3,23 +3,41 @@ files are moved into the results folder only when whole.
 
 ``results`` is the mteb.ResultCache of the results root; ``encoder`` the model mteb calls
 (adapter.MtebEncoder).
+
+Beside each result goes the task's per-item units (neobench.units): mteb saves its predictions
+into the staging folder (``prediction_folder``), they are turned into units while the task's data
+is still loaded, and the units file is published before the task file. The raw predictions stay
+in staging and go with it (retrieval rankings can take hundreds of MB).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import shutil
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from neobench import units
+from neobench.instructions import expand
+
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
+    from mteb.results import TaskResult
+
+logger = logging.getLogger(__name__)
 
 # Per-process staging folder, inside the results root (same file system, so the final renames
 # are atomic); mteb.ResultCache(root).load_results() never looks there.
 STAGING = ".neobench-staging"
+# mteb's raw prediction files, inside the staging folder (never published).
+MTEB_PREDICTIONS = "mteb-predictions"
+# The units' main score must equal mteb's to this (else they are not saved: a bug to report).
+SCORE_TOLERANCE = 1e-6
 
 # mteb writes its files without an atomic rename (a full disk would leave them truncated), so it
 # writes into a staging folder and each file is moved into place only when whole. The task file
@@ -29,10 +47,13 @@ STAGING = ".neobench-staging"
 RUN_SETTINGS = "run_settings.jsonl"
 
 
-def evaluate_staged(task: AbsTask, encoder: Any, results: Any, batch_size: int) -> None:
+def evaluate_staged(
+    task: AbsTask, encoder: Any, results: Any, batch_size: int, predictions: bool = True
+) -> int | None:
     """mteb.evaluate into a private staging folder, then the files published into the results
     folder. A failure (a full disk included) leaves every existing result file as it was and no
-    temporary file behind."""
+    temporary file behind. Returns the size in bytes of the task's units file published beside
+    the result, None when none was (``predictions`` off, a type without units, a failed build)."""
     import mteb
 
     name, meta = task.metadata.name, encoder.mteb_model_meta
@@ -40,31 +61,126 @@ def evaluate_staged(task: AbsTask, encoder: Any, results: Any, batch_size: int) 
     staging_root = Path(results.cache_path) / STAGING / str(os.getpid())
     staging = mteb.ResultCache(staging_root)
     staged = staging.get_task_result_path(name, meta)
+    raw = staging_root / MTEB_PREDICTIONS if predictions and _has_units(task) else None
     try:
         staged.parent.mkdir(parents=True, exist_ok=True)
         if final.is_file():  # mteb completes a task from its earlier splits
             shutil.copyfile(final, staged)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _data_kept(task, raw is not None):
             warnings.filterwarnings("ignore", message=".*superseded.*")
-            mteb.evaluate(
+            outcome = mteb.evaluate(
                 encoder,
                 [task],
                 cache=staging,
                 overwrite_strategy="only-missing",
+                prediction_folder=raw,
                 encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
                 show_progress_bar=False,
             )
+            text = _units_text(task, raw, outcome.task_results) if raw else None
         final.parent.mkdir(parents=True, exist_ok=True)
         # Side files first: the task file is what marks the task done.
         if (staged.parent / RUN_SETTINGS).is_file():
             _merge_run_settings(staged.parent / RUN_SETTINGS, final.parent / RUN_SETTINGS)
+        size = _publish_units(text, units.path_for(staged.parent, name), final.parent)
         for file_name in ("model_meta.json", final.name):
             if (staged.parent / file_name).is_file():
                 os.replace(staged.parent / file_name, final.parent / file_name)
+        return size
     finally:
         shutil.rmtree(staging_root, ignore_errors=True)
         with contextlib.suppress(OSError):
             staging_root.parent.rmdir()  # only when no other process stages there
+
+
+def _has_units(task: AbsTask) -> bool:
+    """Whether the task's type has a units spec; a registry that cannot be read is a bug that
+    costs the units, never the result."""
+    try:
+        return units.supported(task.metadata.type)
+    except Exception as error:
+        logger.warning(
+            "%s: per-item units not saved (the units registry failed: %s: %s); "
+            "the result is kept without them",
+            task.metadata.name,
+            type(error).__name__,
+            error,
+        )
+        return False
+
+
+@contextlib.contextmanager
+def _data_kept(task: AbsTask, keep: bool) -> Iterator[None]:
+    """Keep the task's data loaded through mteb.evaluate, for the units build after it.
+
+    mteb unloads a task's data at the end of its evaluation. Loading it beforehand would also
+    keep it, but mteb would then leave the loading time out of the result's evaluation_time;
+    instead the unload is deferred to here (the same call, so the task ends as mteb leaves it).
+    """
+    if not keep:
+        yield
+        return
+    leaves = expand([task])  # an aggregate (CQADupstack) evaluates its sub-tasks
+    loaded_before = [leaf.data_loaded for leaf in leaves]  # mteb leaves those loaded
+    for leaf in leaves:
+        leaf.unload_data = lambda: None  # instance attribute: mteb's call finds this one
+    try:
+        yield
+    finally:
+        for leaf, before in zip(leaves, loaded_before, strict=True):
+            del leaf.unload_data
+            if leaf.data_loaded and not before:
+                leaf.unload_data()
+
+
+def _units_text(task: AbsTask, raw: Path, result: list[TaskResult]) -> str | None:
+    """The task's units as JSON, checked to give mteb's main score; a failure (a bug, a type
+    whose predictions mteb saves differently) costs the units, never the result."""
+    name = task.metadata.name
+    try:
+        built = units.build(task, _read_predictions(task, raw), task.metadata.main_score)
+        # mteb's in-memory score (the file's is rounded); its mean over (split, subset) is the
+        # mean over the units' parts.
+        ours, mtebs = units.main_score(built), float(result[0].get_score())
+        if not abs(ours - mtebs) <= SCORE_TOLERANCE:
+            raise ValueError(f"their main score {ours!r} differs from mteb's {mtebs!r}")
+        return units.to_json(built)
+    except Exception as error:
+        logger.warning(
+            "%s: per-item units not saved (%s: %s); the result is kept without them",
+            name,
+            type(error).__name__,
+            error,
+        )
+        logger.debug("units of %s", name, exc_info=True)
+        return None
+
+
+def _read_predictions(task: AbsTask, raw: Path) -> dict[str, Any]:
+    """mteb's predictions file of the task ({subset: {split: ...}}). An aggregate has none of its
+    own: its sub-tasks' files, keyed by sub-task name, are what its units are built from."""
+    subtasks = getattr(task, "tasks", None)
+    if subtasks:
+        return {t.metadata.name: _read_predictions(t, raw) for t in subtasks}
+    path = raw / task.prediction_file_name
+    if not path.is_file():
+        raise FileNotFoundError(f"mteb saved no predictions for {task.metadata.name} ({path})")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _publish_units(text: str | None, staged: Path, folder: Path) -> int | None:
+    """Write the units into staging, then rename them into ``folder/predictions/``; with no
+    units, a file left there by an earlier evaluation (e.g. one killed before its task file)
+    is removed, so the new result never sits beside units that are not its own."""
+    final = units.path_for(folder, staged.stem)
+    if text is None:
+        final.unlink(missing_ok=True)
+        return None
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    staged.write_text(text, encoding="utf-8")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staged, final)
+    return final.stat().st_size
 
 
 def _merge_run_settings(new: Path, final: Path) -> None:
