@@ -126,7 +126,7 @@ class EvalConfig(ModelInputs):
     no_cache: bool = opt(False, "encode everything, store nothing")
     no_predictions: bool = opt(
         False,
-        "save no per-item units beside the task results (predictions/<Task>.json, what "
+        "save no per-item units beside the task results (predictions/<Task>.units.json, what "
         "confidence intervals and paired tests resample)",
     )
     token_budget: int | None = opt(

@@ -7,7 +7,7 @@ decide the folder, so runs under different conditions never share one:
     <results>/results/<org__model>/<revision>/<Task>.json             standard conditions
     <results>/results/<org__model>/<revision>/experiments/<kw>/<Task>.json   any other
     ... and beside the task files: neobench/run-<time>-shard<K>of<N>-<pid>.yaml (run cards),
-    predictions/<Task>.json (per-item units, neobench.units; not with --no-predictions)
+    predictions/<Task>.units.json (per-item units, neobench.units; not with --no-predictions)
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class TaskOutcome:
     main_score: float | None = None
     seconds: float = 0.0
     error: str | None = None
-    units: bool = False  # predictions/<Task>.json is beside the result (now or from before)
+    units: bool = False  # predictions/<Task>.units.json is beside the result (now or from before)
     units_bytes: int | None = None  # its size
     disk_full: bool = False  # the results disk filled up: the run stops after this task
 

@@ -87,7 +87,7 @@ def test_eval_saves_units_beside_the_result(evaluate, monkeypatch):
     assert code == 0
     ((task, loaded),) = seen
     assert loaded and not task.data_loaded and "unload_data" not in vars(task)  # unloaded after
-    path = folder / "predictions" / "BIOSSES.json"
+    path = folder / "predictions" / "BIOSSES.units.json"
     assert units_path(folder, "BIOSSES") == path
     saved = units.read(path)
     assert (saved.task, saved.type, saved.main_score, saved.unit) == (

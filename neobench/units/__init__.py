@@ -2,7 +2,8 @@
 so the score can be recomputed on resampled items (bootstrap intervals) and compared item by item
 between two models (paired tests).
 
-One file per task, ``<results folder>/predictions/<Task>.json``::
+One file per task, ``<results folder>/predictions/<Task>.units.json`` (a name no tool that
+looks for ``<Task>.json`` result files mistakes for one)::
 
     {"format": 1, "task": "STSBenchmark", "type": "STS", "main_score": "cosine_spearman",
      "unit": "pair", "parts": [{"subset": "default", "split": "test", "n": 1379,
@@ -120,7 +121,7 @@ def main_score(units: TaskUnits) -> float:
 
 
 def path_for(results_dir: Path, task: str) -> Path:
-    return Path(results_dir) / FOLDER / f"{task}.json"
+    return Path(results_dir) / FOLDER / f"{task}.units.json"
 
 
 def to_json(units: TaskUnits) -> str:
