@@ -82,7 +82,7 @@ def evaluate_staged(
         # Side files first: the task file is what marks the task done.
         if (staged.parent / RUN_SETTINGS).is_file():
             _merge_run_settings(staged.parent / RUN_SETTINGS, final.parent / RUN_SETTINGS)
-        size = _publish_units(text, units.path_for(staged.parent, name), final.parent)
+        size = _publish_units(text, name, staged.parent, final.parent)
         for file_name in ("model_meta.json", final.name):
             if (staged.parent / file_name).is_file():
                 os.replace(staged.parent / file_name, final.parent / file_name)
@@ -168,11 +168,12 @@ def _read_predictions(task: AbsTask, raw: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _publish_units(text: str | None, staged: Path, folder: Path) -> int | None:
-    """Write the units into staging, then rename them into ``folder/predictions/``; with no
-    units, a file left there by an earlier evaluation (e.g. one killed before its task file)
-    is removed, so the new result never sits beside units that are not its own."""
-    final = units.path_for(folder, staged.stem)
+def _publish_units(text: str | None, task: str, staging: Path, folder: Path) -> int | None:
+    """Write the units into the staging folder, then rename them into ``folder``'s
+    predictions/; with no units, a file left there by an earlier evaluation (e.g. one killed
+    before its task file) is removed, so the new result never sits beside units that are not its
+    own."""
+    staged, final = units.path_for(staging, task), units.path_for(folder, task)
     if text is None:
         final.unlink(missing_ok=True)
         return None
