@@ -1,0 +1,96 @@
+"""Classification units: one test item each, with its gold label and every experiment's prediction.
+
+mteb (AbsTaskClassification) fits its classifier ``n_experiments`` times (10), each on a
+different undersampled train set, predicts every test item each time, and reports the mean over
+experiments of each metric. Its predictions file holds, per part, one list of predicted labels
+per experiment (in test-split order). So a unit is a test item carrying ``gold`` (its label) and
+``pred`` (one label per experiment, shape (n_items, n_experiments)); a resample's score is the
+mean over experiments of the metric on the resampled items, exactly as mteb averages them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sklearn.metrics import average_precision_score, f1_score, precision_score, recall_score
+
+from neobench import units
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+Metric = Callable[[np.ndarray, np.ndarray], float]
+
+
+def _accuracy(gold: np.ndarray, pred: np.ndarray) -> float:
+    # sklearn's accuracy_score is np.average(gold == pred); numpy directly keeps 1,000 resamples
+    # of 10 experiments quick.
+    return float(np.mean(gold == pred))
+
+
+def _averaged(fn: Callable[..., float], average: str) -> Metric:
+    return lambda gold, pred: float(fn(gold, pred, average=average))
+
+
+# mteb's ClassificationMetrics, computed as AbsTaskClassification._calculate_scores does.
+METRICS: dict[str, Metric] = {
+    "accuracy": _accuracy,
+    "f1": _averaged(f1_score, "macro"),
+    "f1_weighted": _averaged(f1_score, "weighted"),
+    "precision": _averaged(precision_score, "macro"),
+    "precision_weighted": _averaged(precision_score, "weighted"),
+    "recall": _averaged(recall_score, "macro"),
+    "recall_weighted": _averaged(recall_score, "weighted"),
+    # Only for binary tasks; mteb feeds the predicted labels (not probabilities) to it.
+    "ap": _averaged(average_precision_score, "macro"),
+    "ap_weighted": _averaged(average_precision_score, "weighted"),
+}
+
+
+def eval_split(task: AbsTask, hf_subset: str, split: str) -> Any:
+    """The evaluated split of one part, found the way AbsTask.evaluate finds it."""
+    dataset = task.dataset
+    if hf_subset not in dataset and hf_subset == "default":
+        return dataset[split]
+    return dataset[hf_subset][split]
+
+
+def _as_codes(gold: list[Any], pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Labels as ints for compact JSON; non-integer labels become their rank among all labels
+    (every metric here is unchanged by a relabelling that keeps the labels distinct)."""
+    gold_arr = np.asarray(gold)
+    if np.issubdtype(gold_arr.dtype, np.integer) and np.issubdtype(pred.dtype, np.integer):
+        return gold_arr.astype(np.int64), pred.astype(np.int64)
+    _, codes = np.unique(np.concatenate([gold_arr.ravel(), pred.ravel()]), return_inverse=True)
+    return codes[: gold_arr.size], codes[gold_arr.size :].reshape(pred.shape)
+
+
+def build(
+    task: AbsTask, predictions: list[list[Any]], hf_subset: str, split: str
+) -> tuple[list[str], dict[str, Any]]:
+    if getattr(task, "is_cross_validation", False):
+        # Each fold predicts different items there; not used by MTEB(eng, v1/v2).
+        raise NotImplementedError(
+            f"{task.metadata.name}: cross-validated classification has no units yet"
+        )
+    gold = eval_split(task, hf_subset, split)[task.label_column_name]
+    pred = np.asarray(predictions).T  # (n_experiments, n_items) -> (n_items, n_experiments)
+    if pred.shape[0] != len(gold):
+        raise ValueError(
+            f"{task.metadata.name} {hf_subset}/{split}: {pred.shape[0]} predictions per "
+            f"experiment for {len(gold)} test items"
+        )
+    gold_codes, pred_codes = _as_codes(gold, pred)
+    return [str(i) for i in range(len(gold))], {"gold": gold_codes, "pred": pred_codes}
+
+
+def score(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> float:
+    """Mean over experiments of the main metric on the items ``idx``."""
+    metric = METRICS[main_score]
+    gold, pred = data["gold"][idx], data["pred"][idx]
+    return float(np.mean([metric(gold, pred[:, e]) for e in range(pred.shape[1])]))
+
+
+SPEC = units.TypeSpec(unit="item", build=build, score=score)
