@@ -77,25 +77,49 @@ def _check_main_score(task, predictions, result, tmp_path: Path) -> units.TaskUn
     return stored
 
 
-def test_classification_whole_task(tiny_bert, mirror, tmp_path):
-    name = "AmazonCounterfactualClassification"  # binary: ap is defined too
-    task, predictions, result = _evaluated(name, "MTEB(eng, v1)", tiny_bert, mirror, tmp_path)
-    built = _check_main_score(task, predictions, result, tmp_path)
-    assert [(p.subset, p.split) for p in built.parts] == [
-        ("en", "test")
-    ]  # MTEB(eng, v1): test only
-    # Every metric mteb reports, not only the main one (in case a task's main score is f1...).
+def _check_every_metric(built: units.TaskUnits, result) -> None:
+    """Every metric mteb reports, not only the main one (a task's main score may be f1...)."""
     for part, mteb_scores in zip(built.parts, _mteb_scores(result), strict=True):
         for metric in classification.METRICS:
             ours = classification.score(part.data, np.arange(part.n), metric)
             assert abs(ours - mteb_scores[metric]) < 1e-6, metric
-    # A resample with repeats: the mean over experiments of sklearn's accuracy on those items.
+
+
+def test_classification_whole_task(tiny_bert, mirror, tmp_path):
+    name = "AmazonCounterfactualClassification"  # binary: ap is defined too
+    task, predictions, result = _evaluated(name, "MTEB(eng, v1)", tiny_bert, mirror, tmp_path)
+    built = _check_main_score(task, predictions, result, tmp_path)
+    # MTEB(eng, v1) evaluates its test split only
+    assert [(p.subset, p.split) for p in built.parts] == [("en", "test")]
+    _check_every_metric(built, result)
+    # A resample with repeats: the mean over experiments of mteb's own metrics on those items.
     (part,) = built.parts
     idx = np.random.default_rng(0).integers(0, part.n, part.n)
     gold, pred = part.data["gold"][idx], part.data["pred"][idx]
-    direct = np.mean([accuracy_score(gold, pred[:, e]) for e in range(pred.shape[1])])
-    assert abs(units.part_score(built, part, idx) - direct) < 1e-12
     assert pred.shape[1] == task.n_experiments == 10
+    for metric in ("accuracy", "f1"):
+        direct = np.mean([task._calculate_scores(gold, pred[:, e])[metric] for e in range(10)])
+        assert abs(classification.score(part.data, idx, metric) - direct) < 1e-12
+
+
+def _cross_validated(task) -> None:
+    # No MTEB(eng) task is cross-validated; this one, made so, runs mteb's 5-fold path.
+    task.is_cross_validation = True
+    task.train_split = "test"
+
+
+def test_classification_cross_validated(tiny_bert, mirror, tmp_path):
+    name = "AmazonCounterfactualClassification"
+    task, predictions, result = _evaluated(
+        name, "MTEB(eng, v1)", tiny_bert, mirror, tmp_path, _cross_validated
+    )
+    built = _check_main_score(task, predictions, result, tmp_path)
+    _check_every_metric(built, result)
+    (part,) = built.parts
+    idx = np.random.default_rng(0).integers(0, part.n, part.n)
+    gold, pred, fold = (part.data[k][idx] for k in ("gold", "pred", "fold"))
+    direct = np.mean([accuracy_score(gold[fold == f], pred[fold == f, 0]) for f in range(5)])
+    assert abs(units.part_score(built, part, idx) - direct) < 1e-12
 
 
 def _three_small_sets(task) -> None:

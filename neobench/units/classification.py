@@ -6,6 +6,8 @@ experiments of each metric. Its predictions file holds, per part, one list of pr
 per experiment (in test-split order). So a unit is a test item carrying ``gold`` (its label) and
 ``pred`` (one label per experiment, shape (n_items, n_experiments)); a resample's score is the
 mean over experiments of the metric on the resampled items, exactly as mteb averages them.
+Cross-validated tasks (``is_cross_validation``: none in MTEB(eng, v1/v2)) predict each item once,
+in its fold's experiment; there an item also carries its ``fold``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.metrics import average_precision_score, f1_score, precision_score, recall_score
+from sklearn.model_selection import KFold
 
 from neobench import units
 
@@ -67,15 +70,32 @@ def _as_codes(gold: list[Any], pred: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return codes[: gold_arr.size], codes[gold_arr.size :].reshape(pred.shape)
 
 
+def _cross_validation(
+    task: AbsTask, predictions: list[list[Any]], gold: list[Any]
+) -> tuple[list[str], dict[str, Any]]:
+    """Cross-validated tasks: experiment i predicts only fold i's items, so an item carries its
+    fold and its one prediction; the folds are KFold's, seeded as mteb seeds them."""
+    splitter = KFold(n_splits=task.n_splits, shuffle=True, random_state=task.seed)
+    fold = np.empty(len(gold), dtype=np.int64)
+    pred: list[Any] = [None] * len(gold)
+    for i, (_, val_idx) in enumerate(splitter.split(range(len(gold)))):
+        fold[val_idx] = i
+        for j, label in zip(val_idx, predictions[i], strict=True):
+            pred[j] = label
+    gold_codes, pred_codes = _as_codes(gold, np.asarray(pred)[:, None])
+    return [str(i) for i in range(len(gold))], {
+        "gold": gold_codes,
+        "pred": pred_codes,
+        "fold": fold,
+    }
+
+
 def build(
     task: AbsTask, predictions: list[list[Any]], hf_subset: str, split: str
 ) -> tuple[list[str], dict[str, Any]]:
-    if getattr(task, "is_cross_validation", False):
-        # Each fold predicts different items there; not used by MTEB(eng, v1/v2).
-        raise NotImplementedError(
-            f"{task.metadata.name}: cross-validated classification has no units yet"
-        )
     gold = eval_split(task, hf_subset, split)[task.label_column_name]
+    if task.is_cross_validation:
+        return _cross_validation(task, predictions, gold)
     pred = np.asarray(predictions).T  # (n_experiments, n_items) -> (n_items, n_experiments)
     if pred.shape[0] != len(gold):
         raise ValueError(
@@ -87,9 +107,14 @@ def build(
 
 
 def score(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> float:
-    """Mean over experiments of the main metric on the items ``idx``."""
+    """Mean over experiments of the main metric on the items ``idx`` (cross-validated: mean over
+    folds of the metric on the resampled items of each fold)."""
     metric = METRICS[main_score]
     gold, pred = data["gold"][idx], data["pred"][idx]
+    if "fold" in data:
+        fold = data["fold"][idx]
+        per_fold = [metric(gold[fold == f], pred[fold == f, 0]) for f in np.unique(fold)]
+        return float(np.mean(per_fold))
     return float(np.mean([metric(gold, pred[:, e]) for e in range(pred.shape[1])]))
 
 
