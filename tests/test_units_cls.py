@@ -192,6 +192,12 @@ def test_clustering_fast_whole_task(tiny_bert, mirror, tmp_path):
     np.testing.assert_allclose(part.data["score"][:, 0], per_run, rtol=0, atol=1e-12)
     idx = np.array([1, 1, 4, 8, 0, 2, 2, 9, 6, 6])
     assert abs(units.part_score(built, part, idx) - np.mean(np.asarray(per_run)[idx])) < 1e-12
+    # Draws that are not one evaluation's from the seed (the task evaluated again): refused.
+    task.rng_state.random()
+    with pytest.raises(ValueError, match="reset_draws"):
+        units.build(task, predictions, "v_measure")
+    clustering.reset_draws(task)
+    assert task.rng_state.getstate() == type(task)().rng_state.getstate()
 
 
 def test_clustering_single_set_resamples_items():

@@ -127,18 +127,31 @@ def _replay_part(task: AbsTaskClustering, data_split: Any, rng: random.Random) -
     return draws
 
 
+def reset_draws(task: AbsTask) -> None:
+    """Re-seed the task's draws as a freshly made task's (mteb seeds them once, at creation, so
+    a task object evaluated twice draws differently the second time). Call before mteb.evaluate
+    on a task object that may have been evaluated before; `build` needs one evaluation's draws."""
+    task.rng_state = random.Random(task.seed)
+
+
 def _replay_fast(task: AbsTaskClustering, hf_subset: str, split: str) -> list[list[Any]]:
-    """Replay mteb's draws up to this part. mteb draws from ``task.rng_state``, seeded once with
-    ``task.seed`` when the task is made and shared by every part in evaluation order (split,
-    then subset), so a fresh Random(seed) walked through the earlier parts reproduces them.
-    Assumes the task object was evaluated once, all parts in one run (as neobench does)."""
+    """Replay mteb's draws for this part. mteb draws from ``task.rng_state``, seeded with
+    ``task.seed`` and shared by every part in evaluation order (split, then subset), so a fresh
+    Random(seed) walked through all parts reproduces them; it must then be in the very state the
+    task's own is in, which proves the replay (a Mersenne Twister state is 2.5 KB)."""
     rng = random.Random(task.seed)
+    parts = {}
     for s in task.eval_splits:
         for subset in task.hf_subsets:
-            draws = _replay_part(task, eval_split(task, subset, s), rng)
-            if (subset, s) == (hf_subset, split):
-                return draws
-    raise KeyError(f"{task.metadata.name}: no part {hf_subset}/{split}")
+            parts[subset, s] = _replay_part(task, eval_split(task, subset, s), rng)
+    if rng.getstate() != task.rng_state.getstate():
+        raise ValueError(
+            f"{task.metadata.name}: the task's random draws are not those of one evaluation of "
+            "all its parts from its seed (evaluated twice, or only some parts?); call "
+            "neobench.units.clustering.reset_draws(task) before mteb.evaluate and build the "
+            "units right after it"
+        )
+    return parts[hf_subset, split]
 
 
 def _build_fast(
