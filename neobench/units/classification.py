@@ -61,8 +61,9 @@ def eval_split(task: AbsTask, hf_subset: str, split: str) -> Any:
 
 
 def _as_codes(gold: list[Any], pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Labels as ints for compact JSON; non-integer labels become their rank among all labels
-    (every metric here is unchanged by a relabelling that keeps the labels distinct)."""
+    """Labels as ints for compact JSON; other labels (strings) become their sorted rank among all
+    labels: accuracy, f1, precision and recall do not change under a one-to-one relabelling, and
+    the sorted order keeps which of two labels is the positive one for ap."""
     gold_arr = np.asarray(gold)
     if np.issubdtype(gold_arr.dtype, np.integer) and np.issubdtype(pred.dtype, np.integer):
         return gold_arr.astype(np.int64), pred.astype(np.int64)
