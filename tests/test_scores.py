@@ -1,4 +1,5 @@
-"""Scores unchanged: each task type through neobench equals stock mteb + sentence-transformers.
+"""Scores unchanged: each task type through neobench equals stock mteb + sentence-transformers,
+and the per-item units every eval saves give back the same main score.
 
 A tiny BERT built from a config keeps these quick enough to run on every task type of the mirror
 (whole tasks, full corpora); tests/test_eval.py does the same with the real MiniLM on STSBenchmark
@@ -12,6 +13,7 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from neobench import mirror as mirror_mod
+from neobench import units
 from neobench.cli import main
 
 
@@ -33,6 +35,11 @@ def _neobench_vs_stock(task_name: str, model_dir: Path, mirror: Path, tmp_path: 
     # Equal to 4 decimals, read as |difference| < 5e-5: comparing two rounded numbers would fail
     # on a rounding boundary (SummEval: 0.295455 stored vs 0.2954498 stock, 5e-6 apart).
     assert abs(ours.get_score() - stock.task_results[0].get_score()) < 5e-5
+    # The per-item units saved beside the result give back its main score (mteb stores it
+    # rounded to 6 decimals, hence the tolerance).
+    (result_file,) = [p for p in results.rglob(f"{task_name}.json") if p.parent.name != "neobench"]
+    saved = units.read(units.path_for(result_file.parent, task_name))
+    assert abs(units.main_score(saved) - ours.get_score()) <= 1e-6
 
 
 @pytest.mark.parametrize(
