@@ -150,7 +150,8 @@ def _check_inputs(cfg: FinetuneConfig) -> Inputs:
     eval_profile = collect(problems, load_profile, values.eval_instructions)
     rows: list[Row] = []
     if manifest and train_profile:
-        problems += validate_manifest(manifest, set(train_profile.instructions))
+        if train_profile.instructions:  # an empty profile ('none') turns instructions off
+            problems += validate_manifest(manifest, set(train_profile.instructions))
         keys = _dataset_keys(manifest, values.datasets)
         problems += [
             unknown(f"dataset key in manifest {manifest.name!r}", key, manifest.rows)

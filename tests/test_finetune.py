@@ -471,3 +471,16 @@ def test_gradcache_mode_gives_the_same_losses(tmp_path, tiny_bert):
     finetune(config(tiny_bert, tmp_path / "cached", *common, "gradcache_mini_batch=3"))
     plain, cached = curve(tmp_path / "plain"), curve(tmp_path / "cached")
     assert [r["loss"] for r in cached] == pytest.approx([r["loss"] for r in plain], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_instructions_none_trains_without_instructions(tmp_path, tiny_bert):
+    # The 'none' training profile is empty on purpose: no manifest row needs an instruction.
+    out = tmp_path / "plain"
+    summary = finetune(
+        config(tiny_bert, out, *TINY[:2], "max_steps=2", "batch_size=8", "instructions=none")
+    )
+    assert summary.steps == 2
+    card = yaml.safe_load((out / "neobench_run_card.yaml").read_text())
+    assert card["instructions"]["train_profile"] == "none"
+    assert card["recipe"]["values"]["instructions"]["source"] == "override"
