@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -18,66 +19,12 @@ from rich.table import Table
 from rich.text import Text
 
 from neobench import __version__, config, flags, listing
-from neobench.config import DEFAULT_BENCHMARK
 from neobench.errors import NeobenchError, os_error_message
+from neobench.examples import EXAMPLES
 from neobench.progress import EvalProgress, StepProgress, silence_libraries
 
 console = Console(stderr=True)
 out = Console()
-
-# The example under each command's --help.
-EXAMPLES = {
-    "main": f"""examples:
-  neobench eval --model sentence-transformers/all-MiniLM-L6-v2 --tasks STSBenchmark --data-dir DIR
-  neobench data verify DIR --benchmark "{DEFAULT_BENCHMARK}"
-  neobench ls tasks
-Each command has --help with an example.""",
-    "eval": """example (offline, on a mirror):
-  neobench eval --model sentence-transformers/all-MiniLM-L6-v2 --tasks STSBenchmark,BIOSSES \\
-      --data-dir /data/mteb-mirror --results runs/eval
-  neobench eval --model runs/my-finetuned-model --shard 2/8    # job 2 of 8
-
-Results land in <results>/results/<org__model>/<revision>/<Task>.json (mteb's layout; read them
-with mteb.ResultCache(<results>).load_results()). Runs under non-standard conditions (another
-instruction profile or max length) go to .../<revision>/experiments/<conditions>/ (read them with
-load_results(load_experiments="match_name")). Finished tasks are skipped on a re-run.""",
-    "finetune": """examples:
-  neobench finetune --model chandar-lab/NeoBERT --output runs/neobert-2k
-  neobench finetune --model runs/base --data-dir /data/mirror --output runs/sts \\
-      datasets=STSBENCHMARK max_steps=10 batch_size=16
-  torchrun --nproc_per_node 8 -m neobench finetune --model BAAI/bge-base-en-v1.5 --output runs/bge
-  neobench finetune --model ... --output runs/neobert-2k --resume   # from the last checkpoint
-Overrides (key=value) change recipe values; they are recorded and change the recipe hash.""",
-    "table": """examples:
-  neobench table --results runs/eval --reference paper
-  neobench table --results runs/eval --models sentence-transformers/all-MiniLM-L6-v2 --format md \\
-      --out table.md --plot table.png
-  neobench table --results runs/eval --per-task --format csv --out per_task.csv --strict""",
-    "compare": """examples:
-  neobench compare --results runs/eval --baseline bert-base-uncased
-  neobench compare --results runs/eval --baseline bert-base-uncased --models neobench/neobert \\
-      --out compare.json --resamples 2000 --seed 1""",
-    "ls": """examples:
-  neobench ls tasks --benchmark "MTEB(eng, v2)"
-  neobench ls profiles
-  neobench ls recipes
-  neobench ls keys --recipe neobert-mteb-2k      # every recipe value, its source and note
-  neobench ls datasets --recipe neobert-mteb-2k""",
-    "prefetch": f"""example (on a machine with hub access):
-  neobench data prefetch --benchmark "{DEFAULT_BENCHMARK}" --out /data/mteb-mirror
-then copy /data/mteb-mirror to the air-gapped machine and pass --data-dir /data/mteb-mirror.""",
-    "verify": f"""example (offline):
-  neobench data verify /data/mteb-mirror --benchmark "{DEFAULT_BENCHMARK}" --tasks SciFact,STS12""",
-    "bench": """example (offline, on the mirror):
-  neobench bench encode --data-dir ../shared/data/hub --tasks SciFact,STSBenchmark""",
-    "cache": """examples:
-  neobench cache info     # embeddings stored, bytes on disk, full integrity check (exit 1: damaged)
-  neobench cache clear    # delete the cache files (also damaged ones) and start an empty cache""",
-    "validate": """example:
-  neobench validate    # every shipped recipe, manifest and instruction profile, offline""",
-}
-EXAMPLES["data"] = EXAMPLES["prefetch"] + "\n" + EXAMPLES["verify"]
-
 
 # data verify's statuses, on a terminal.
 STATUS_COLORS = {"ok": "green", "present": "green", "other-revision": "yellow"}
@@ -351,7 +298,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (Slurm's notice before SIGKILL at a time limit or scancel, `kill`): raised where
+    the process is, so the same clean-up as Ctrl-C runs (cards marked interrupted, staging
+    folders removed) instead of Python dying without running any `finally`."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_DFL:  # an embedding application's own handler is left alone
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _run(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         args = parse_args(argv)
         _quiet_libraries(args.verbose)
@@ -367,9 +334,10 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(__name__).debug("unexpected OS error", exc_info=True)
         say(f"[bold red]error:[/] {escape(os_error_message(error))}")
         return 1
-    except KeyboardInterrupt:
-        say("interrupted: finished tasks are saved; re-run the same command to resume.")
-        return 130
+    except KeyboardInterrupt as stop:
+        how = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+        say(f"{how}: finished tasks are saved; re-run the same command to resume.")
+        return 143 if isinstance(stop, Terminated) else 130
 
 
 if __name__ == "__main__":

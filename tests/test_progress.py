@@ -107,3 +107,27 @@ def test_eval_heartbeat_while_a_task_runs():
     text = stream.getvalue()
     assert "started ArguAna (1/1)" in text and "running ArguAna: 0:00:00" in text
     assert text.splitlines()[-1] == task_line(outcome) and "0.5000  (0s)" in text
+
+
+def test_sigterm_marks_the_card_interrupted_and_leaves_no_staging(tiny_bert, mirror, tmp_path):
+    # What Slurm sends before SIGKILL: the run ends like Ctrl-C, not as a dead process.
+    log = tmp_path / "eval.log"
+    results = tmp_path / "res"
+    child = start(
+        [
+            "eval", "--model", tiny_bert, "--data-dir", mirror, "--tasks", "BIOSSES,STS12",
+            "--results", results, "--cache-dir", tmp_path / "cache", "--device", "cpu",
+        ],
+        log,
+    )  # fmt: skip
+    try:
+        wait_for(log, "started STS12 (2/2)", child)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=120) == 143
+    finally:
+        stop(child)
+    assert "terminated (SIGTERM): finished tasks are saved" in log.read_text()
+    (card,) = results.rglob("run-*.yaml")
+    assert "status: interrupted" in card.read_text()
+    assert not list(results.rglob(".neobench-staging"))
+    assert list(results.rglob("BIOSSES.json")) and not list(results.rglob("STS12.json"))
