@@ -40,6 +40,17 @@ def stop(child) -> None:
     child.wait()
 
 
+def start_eval(model, mirror, tmp_path, results, log):
+    """`neobench eval` of two small STS tasks in a child process writing to ``log``."""
+    return start(
+        [
+            "eval", "--model", model, "--data-dir", mirror, "--tasks", "BIOSSES,STS12",
+            "--results", results, "--cache-dir", tmp_path / "cache", "--device", "cpu",
+        ],
+        log,
+    )  # fmt: skip
+
+
 def test_finetune_writes_step_lines_to_a_log_while_it_runs(tiny_bert, tmp_path):
     log = tmp_path / "finetune.log"
     child = start(
@@ -63,13 +74,7 @@ def test_finetune_writes_step_lines_to_a_log_while_it_runs(tiny_bert, tmp_path):
 def test_eval_writes_task_lines_to_a_log_while_it_runs(tiny_bert, mirror, tmp_path):
     log = tmp_path / "eval.log"
     results = tmp_path / ("a-results-folder-with-a-long-name-" * 3) / "eval"
-    child = start(
-        [
-            "eval", "--model", tiny_bert, "--data-dir", mirror, "--tasks", "BIOSSES,STS12",
-            "--results", results, "--cache-dir", tmp_path / "cache", "--device", "cpu",
-        ],
-        log,
-    )  # fmt: skip
+    child = start_eval(tiny_bert, mirror, tmp_path, results, log)
     try:
         content = wait_for(log, "started STS12 (2/2)", child)
         assert child.poll() is None
@@ -113,13 +118,7 @@ def test_sigterm_marks_the_card_interrupted_and_leaves_no_staging(tiny_bert, mir
     # What Slurm sends before SIGKILL: the run ends like Ctrl-C, not as a dead process.
     log = tmp_path / "eval.log"
     results = tmp_path / "res"
-    child = start(
-        [
-            "eval", "--model", tiny_bert, "--data-dir", mirror, "--tasks", "BIOSSES,STS12",
-            "--results", results, "--cache-dir", tmp_path / "cache", "--device", "cpu",
-        ],
-        log,
-    )  # fmt: skip
+    child = start_eval(tiny_bert, mirror, tmp_path, results, log)
     try:
         wait_for(log, "started STS12 (2/2)", child)
         child.send_signal(signal.SIGTERM)
