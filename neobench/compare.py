@@ -20,7 +20,7 @@ import numpy as np
 
 from neobench import bootstrap, units
 from neobench.errors import NeobenchError, unknown
-from neobench.results import Run, load_roots
+from neobench.results import Run, differences, load_roots
 from neobench.table import labels_for
 from neobench.units import TaskUnits
 
@@ -90,6 +90,7 @@ def compare(
             f"--baseline {baseline}: no other model to compare with under --results "
             f"{', '.join(map(str, results))}."
         )
+    _check_conditions(labelled, base_label, others)
     base_units = _units_of(labelled[base_label], base_label)
     rows = []
     for label in others:
@@ -112,6 +113,23 @@ def _find(name: str, labelled: dict[str, Run]) -> str:
     raise NeobenchError(
         unknown("model", name, names, "Models found under --results are listed by neobench table.")
     )
+
+
+def _check_conditions(labelled: dict[str, Run], base: str, others: list[str]) -> None:
+    """Refuse pairs evaluated under different conditions (or fine-tuned by different recipes):
+    their difference would mix the model with the conditions."""
+    problems = []
+    for label in others:
+        for key, (mine, theirs) in differences(labelled[label], labelled[base]).items():
+            problems.append(f"{label} vs {base}: {key} {mine} vs {theirs}")
+    if problems:
+        raise NeobenchError(
+            "the models compared were not evaluated under identical conditions ("
+            + "; ".join(problems)
+            + "). Evaluate them again under the same conditions (same benchmark, instructions, "
+            "--max-seq-length, dtype and mteb version; fine-tuned rows: the same recipe), or "
+            "leave a model out with --models."
+        )
 
 
 def _units_of(run: Run, label: str) -> dict[str, TaskUnits]:

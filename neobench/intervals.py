@@ -107,14 +107,15 @@ def _draws(run: Run, resamples: int, seed: int) -> dict[str, np.ndarray]:
 
 
 def _columns(table: LeaderTable, tasks: list[AbsTask]) -> dict[str, list[str]]:
-    """Each annotated column and the tasks it averages."""
+    """Each annotated column and the tasks it averages (the shared ones, as the table does)."""
+    averaged = [t for t in tasks if table.averaged is None or t.metadata.name in table.averaged]
     if table.per_task:
         columns = {t: [t] for t in table.task_names}
     else:
         columns = {}
-        for task in tasks:
+        for task in averaged:
             columns.setdefault(task.metadata.type, []).append(task.metadata.name)
-    columns[AVG] = [t.metadata.name for t in tasks]
+    columns[AVG] = [t.metadata.name for t in averaged]
     return columns
 
 

@@ -207,7 +207,7 @@ def _transposed(table: LeaderTable) -> _Grid:
         key_header="Task",
         keys=keys,
         key_min=max(map(cell_len, keys)),  # task names stay whole
-        headers=[row.label for row in table.rows],
+        headers=[row.name for row in table.rows],
         cells=[[column[i] for column in columns] for i in range(len(keys))],
         dim_columns={i for i, row in enumerate(table.rows) if row.quoted},
         rule_after=len(table.task_names) - 1,

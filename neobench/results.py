@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# What must match for two rows to be compared fairly; each is read from the run cards.
-CONDITION_FIELDS = (
-    "recipe",
+# What must match for two rows to be compared at all: how the model was evaluated. Read from the
+# run cards.
+EVAL_CONDITIONS = (
     "instructions",
     "instructions_sha256",
     "max_seq_length",
@@ -32,6 +32,11 @@ CONDITION_FIELDS = (
     "benchmark",
     "mteb",
 )
+# How the model was trained: must match among the rows neobench fine-tuned. A row neobench did not
+# fine-tune (a released model, evaluated as it is) is compared with them as "not fine-tuned".
+RECIPE = "recipe"
+NOT_FINETUNED = "none (not fine-tuned by neobench)"
+CONDITION_FIELDS = (RECIPE, *EVAL_CONDITIONS)
 
 
 @dataclass
@@ -43,6 +48,22 @@ class Run:
     scores: dict[str, float] = field(default_factory=dict)  # task -> main score in [0, 1]
     conditions: dict[str, Any] = field(default_factory=dict)
     cards: dict[str, str] = field(default_factory=dict)  # run card file -> sha256[:12]
+
+    @property
+    def finetuned(self) -> bool:
+        """Fine-tuned by `neobench finetune` (its cards name a recipe)."""
+        return self.conditions.get(RECIPE) not in (None, NOT_FINETUNED)
+
+
+def differences(a: Run, b: Run) -> dict[str, tuple[Any, Any]]:
+    """The conditions under which ``a`` and ``b`` cannot be compared: field -> (a's, b's). The
+    evaluation conditions always count; the recipe only when neobench fine-tuned both."""
+    keys = [*EVAL_CONDITIONS, *([RECIPE] if a.finetuned and b.finetuned else [])]
+    return {
+        k: (a.conditions.get(k), b.conditions.get(k))
+        for k in keys
+        if str(a.conditions.get(k)) != str(b.conditions.get(k))
+    }
 
 
 def run_folders(root: Path) -> list[Path]:
@@ -146,7 +167,7 @@ def _card_conditions(card: record.EvalCard) -> dict[str, Any]:
     at type-check and test time, instead of turning into None)."""
     conditions = card.conditions
     return {
-        "recipe": (card.model.recipe_sha256 or "")[:12] or "none (not fine-tuned by neobench)",
+        RECIPE: (card.model.recipe_sha256 or "")[:12] or NOT_FINETUNED,
         "instructions": conditions.instructions,
         "instructions_sha256": (conditions.instructions_sha256 or "")[:12] or None,
         "max_seq_length": conditions.max_seq_length,

@@ -2,13 +2,17 @@
 
 Rows are runs (one model revision under one set of conditions) and, on request, the paper's
 published rows. Columns are the benchmark's task types with their task counts, then Avg. = the
-plain mean over ALL tasks of the benchmark (as the paper computes it, not the mean of the type
-means), then Mean(TaskType). Scores are x100 with one decimal.
+plain mean over the tasks (as the paper computes it, not the mean of the type means), then
+Mean(TaskType). Scores are x100 with one decimal.
 
-The rule for partial results: a type column over fewer tasks than the benchmark has shows the
-mean of the tasks present with their count, e.g. "81.6 (2/10)"; Avg. and Mean(TaskType) are
-left empty unless every task of the benchmark is present, and the row's missing tasks are
-listed in the notes.
+Rows are compared over the same tasks: when the computed rows hold different task sets, every
+type column and Avg. averages the tasks they all hold (the shared tasks), with the count shown,
+e.g. "81.6 (2/10)", and a note says so; Mean(TaskType) is left empty unless every type is
+complete. A row's tasks outside the shared set are listed in the notes (see --per-task).
+
+Conditions: the evaluation conditions (benchmark, instructions, length, dtype, mteb version) must
+be equal for rows to be compared; the training recipe must be equal among the rows neobench
+fine-tuned, while rows it did not fine-tune are labelled "(not fine-tuned)".
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import yaml
 
 from neobench.config import BOOTSTRAP_SEED, RESAMPLES
 from neobench.errors import NeobenchError, unknown
-from neobench.results import CONDITION_FIELDS, Run
+from neobench.results import EVAL_CONDITIONS, RECIPE, Run
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -81,6 +85,9 @@ class Row:
     # "▲" / "▼" where the row is significantly above / below the baseline row.
     ci: dict[str, tuple[float, float]] = field(default_factory=dict)
     marks: dict[str, str] = field(default_factory=dict)
+    avg_of: tuple[int, int] = (0, 0)  # Avg. averages (k, n): k of the benchmark's n tasks
+    finetuned: bool = False  # fine-tuned by neobench (its run cards name a recipe)
+    tag: str = ""  # shown after the label, e.g. "(not fine-tuned)"
 
     def text(self, column: str, value: float | None, partial: str = "") -> str:
         """A cell: value, "±" half the interval's width (with --ci), task count, mark."""
@@ -90,6 +97,15 @@ class Row:
         spread = f" ±{(low_high[1] - low_high[0]) / 2:.1f}" if low_high else ""
         mark = f" {self.marks[column]}" if column in self.marks else ""
         return f"{value:.1f}{spread}{partial}{mark}"
+
+    def avg_text(self) -> str:
+        k, n = self.avg_of
+        return self.text(AVG, self.avg, f" ({k}/{n})" if k < n else "")
+
+    @property
+    def name(self) -> str:
+        """The label as shown: with its tag."""
+        return f"{self.label} {self.tag}" if self.tag else self.label
 
 
 @dataclass
@@ -101,6 +117,9 @@ class LeaderTable:
     notes: list[str]
     sources: list[str]
     per_task: bool = False
+    # The tasks type columns and Avg. average when computed rows hold different tasks (the
+    # ones they share); None when they all hold the same tasks.
+    averaged: list[str] | None = None
 
     def header(self) -> list[str]:
         if self.per_task:
@@ -114,14 +133,14 @@ class LeaderTable:
         ]
 
     def cells(self, row: Row) -> list[str]:
-        tail = [row.text(AVG, row.avg)]
+        tail = [row.avg_text()]
         if not self.per_task:
             tail.append("—" if row.mean_types is None else f"{row.mean_types:.1f}")
         missing = "" if row.quoted else str(len(row.missing) or "")
         if self.per_task:
             tasks = [row.text(t, row.tasks.get(t)) for t in self.task_names]
-            return [row.label, *tasks, *tail, missing]
-        return [row.label, *(_type_cell(row, t) for t, _ in self.types), *tail, missing]
+            return [row.name, *tasks, *tail, missing]
+        return [row.name, *(_type_cell(row, t) for t, _ in self.types), *tail, missing]
 
 
 def _type_cell(row: Row, type_: str) -> str:
@@ -137,28 +156,33 @@ def benchmark_layout(tasks: list[AbsTask]) -> list[tuple[str, int]]:
     return [(t, counts[t]) for t in order]
 
 
-def result_row(run: Run, label: str, tasks: list[AbsTask]) -> Row:
+def result_row(run: Run, label: str, tasks: list[AbsTask], shared: set[str] | None = None) -> Row:
+    """A computed row. Type columns and Avg. average the tasks of ``shared`` (default: the
+    tasks the run holds); Avg. is the paper's Avg. only when that is every task."""
+    averaged = run.scores.keys() if shared is None else shared & run.scores.keys()
     by_type: dict[str, list[str]] = {}
     for task in tasks:
         by_type.setdefault(task.metadata.type, []).append(task.metadata.name)
     types = {}
     for type_, names in by_type.items():
-        present = [run.scores[n] * 100 for n in names if n in run.scores]
+        present = [run.scores[n] * 100 for n in names if n in averaged]
         types[type_] = Cell(fmean(present) if present else None, len(present), len(names))
-    missing = [t.metadata.name for t in tasks if t.metadata.name not in run.scores]
-    complete = not missing
+    names = [t.metadata.name for t in tasks if t.metadata.name in averaged]
+    complete = len(names) == len(tasks)
     return Row(
         label=label,
         quoted=False,
         types=types,
-        avg=fmean(run.scores[t.metadata.name] * 100 for t in tasks) if complete else None,
+        avg=fmean(run.scores[n] * 100 for n in names) if names else None,
         mean_types=fmean(c.value for c in types.values()) if complete else None,
-        missing=missing,
+        missing=[t.metadata.name for t in tasks if t.metadata.name not in run.scores],
         tasks={k: v * 100 for k, v in run.scores.items()},
         conditions=run.conditions,
         source=f"{run.folder} (run cards: "
         + (", ".join(f"{k} sha256:{v}" for k, v in run.cards.items()) or "none")
         + ")",
+        avg_of=(len(names), len(tasks)),
+        finetuned=run.finetuned,
     )
 
 
@@ -184,6 +208,7 @@ def paper_rows(benchmark: str) -> list[Row]:
                 mean_types=fmean(named[t] for t in counts),
                 missing=[],
                 source=f"quoted: {data['source']}",
+                avg_of=(sum(counts.values()), sum(counts.values())),
             )
         )
     return rows
@@ -221,16 +246,27 @@ def select_runs(runs: list[Run], wanted: list[str] | None) -> list[tuple[str, Ru
 
 
 def condition_differences(rows: list[Row]) -> dict[str, dict[str, list[str]]]:
-    """For each condition field whose value differs between computed rows: value -> row labels."""
+    """Where computed rows may not be compared: each evaluation condition whose value differs
+    between them, and the recipe where the rows neobench fine-tuned differ. Value -> labels."""
     computed = [r for r in rows if not r.quoted]
     out: dict[str, dict[str, list[str]]] = {}
-    for key in CONDITION_FIELDS:
-        groups: dict[str, list[str]] = {}
-        for row in computed:
-            groups.setdefault(str(row.conditions.get(key)), []).append(row.label)
-        if len(groups) > 1:
-            out[key] = groups
+    checks = [(key, computed) for key in EVAL_CONDITIONS]
+    checks.append((RECIPE, [r for r in computed if r.finetuned]))
+    for key, group in checks:
+        values: dict[str, list[str]] = {}
+        for row in group:
+            values.setdefault(str(row.conditions.get(key)), []).append(row.label)
+        if len(values) > 1:
+            out[key] = values
     return out
+
+
+def shared_tasks(runs: list[Run], tasks: list[AbsTask]) -> set[str] | None:
+    """The benchmark tasks every run holds, or None when all runs hold the same tasks."""
+    held = [{t.metadata.name for t in tasks} & r.scores.keys() for r in runs]
+    if not held or all(h == held[0] for h in held):
+        return None
+    return set.intersection(*held)
 
 
 def build_table(
@@ -244,27 +280,11 @@ def build_table(
     strict: bool = False,
     problems: list[str] | None = None,
 ) -> LeaderTable:
-    rows = [result_row(run, label, tasks) for label, run in select_runs(runs, models)]
-    notes: list[str] = []
-    differences = condition_differences(rows)
-    if differences:
-        described = "; ".join(
-            f"{key}: "
-            + ", ".join(f"{value} ({', '.join(labels)})" for value, labels in groups.items())
-            for key, groups in differences.items()
-        )
-        if strict:
-            raise NeobenchError(
-                f"--strict: the rows were not produced under identical conditions. {described}."
-            )
-        notes.append(f"Conditions differ between rows. {described}.")
-    for row in rows:
-        if row.missing:
-            shown = ", ".join(row.missing[:12]) + (" ..." if len(row.missing) > 12 else "")
-            notes.append(
-                f"{row.label}: incomplete, {len(row.missing)} of {len(tasks)} tasks missing "
-                f"({shown}); Avg. left empty, type columns over the tasks present (k/n)."
-            )
+    chosen = select_runs(runs, models)
+    shared = shared_tasks([run for _, run in chosen], tasks)
+    rows = [result_row(run, label, tasks, shared) for label, run in chosen]
+    notes = _condition_notes(rows, strict) + _training_notes(rows)
+    notes += _coverage_notes(rows, tasks, shared)
     if reference == "paper":
         rows += paper_rows(benchmark)
         notes.append(
@@ -273,20 +293,75 @@ def build_table(
     elif reference is not None:
         raise NeobenchError(unknown("reference", reference, ["paper"]))
     notes.append(
-        f"Avg. = mean over all {len(tasks)} tasks of {benchmark} (as the paper computes it); "
-        "Mean(TaskType) = mean of the type columns. Scores x100."
+        f"Avg. = mean over the tasks averaged ({len(tasks)} when complete: all of {benchmark}, "
+        "as the paper computes it); Mean(TaskType) = mean of the type columns. Scores x100."
     )
     notes += [f"skipped: {p}" for p in problems or []]
-    task_names = [t.metadata.name for t in tasks]
     return LeaderTable(
         benchmark,
         benchmark_layout(tasks),
-        task_names,
+        [t.metadata.name for t in tasks],
         rows,
         notes,
         [f"{r.label}: {r.source}" for r in rows],
         per_task,
+        averaged=sorted(shared) if shared is not None else None,
     )
+
+
+def _condition_notes(rows: list[Row], strict: bool) -> list[str]:
+    differences = condition_differences(rows)
+    if not differences:
+        return []
+    described = "; ".join(
+        f"{'recipe (among fine-tuned rows)' if key == RECIPE else key}: "
+        + ", ".join(f"{value} ({', '.join(labels)})" for value, labels in groups.items())
+        for key, groups in differences.items()
+    )
+    if strict:
+        raise NeobenchError(
+            f"--strict: the rows were not produced under identical conditions. {described}. "
+            "Evaluate them again under the same conditions, or leave rows out with --models."
+        )
+    return [f"Conditions differ between rows. {described}."]
+
+
+def _training_notes(rows: list[Row]) -> list[str]:
+    """Label the rows neobench did not fine-tune when the table also holds fine-tuned ones."""
+    computed = [r for r in rows if not r.quoted]
+    tuned = [r for r in computed if r.finetuned]
+    if not tuned or len(tuned) == len(computed):
+        return []
+    recipes = sorted({str(r.conditions.get(RECIPE)) for r in tuned})
+    for row in computed:
+        if not row.finetuned:
+            row.tag = "(not fine-tuned)"
+    return [
+        "(not fine-tuned): evaluated as given, not fine-tuned by neobench; the other computed "
+        f"rows were fine-tuned by neobench (recipe {', '.join(recipes)}). Evaluation conditions "
+        "are the same for both kinds; only the training differs."
+    ]
+
+
+def _coverage_notes(rows: list[Row], tasks: list[AbsTask], shared: set[str] | None) -> list[str]:
+    notes = []
+    if shared is not None:
+        notes.append(
+            f"The computed rows hold different tasks: type columns and Avg. average the "
+            f"{len(shared)} of {len(tasks)} tasks they all hold, so the rows are compared on the "
+            "same tasks; each row's other tasks are listed below (--per-task shows them)."
+        )
+    for row in rows:
+        outside = sorted(row.tasks.keys() - (shared if shared is not None else row.tasks.keys()))
+        if row.missing or outside:
+            missing = ", ".join(row.missing[:12]) + (" ..." if len(row.missing) > 12 else "")
+            parts = [f"{len(row.missing)} of {len(tasks)} tasks missing ({missing})"] * bool(
+                row.missing
+            )
+            if outside:
+                parts.append(f"not averaged, held by this row only: {', '.join(outside[:12])}")
+            notes.append(f"{row.label}: incomplete; " + "; ".join(parts) + ".")
+    return notes
 
 
 def leaderboard(

@@ -122,6 +122,21 @@ def test_different_tasks_or_items_are_refused(tmp_path, capsys):
     assert "different items" in capsys.readouterr().err
 
 
+def test_models_evaluated_under_different_conditions_are_refused(root, tmp_path, capsys):
+    from neobench import record
+
+    for name, length in (("org__base", 512), ("org__worse", 256)):
+        folder = next(root.rglob(f"{name}/r1"))
+        card = {"benchmark": "MTEB(eng, v1)", "conditions": {"max_seq_length": length}}
+        record.write_card(folder / "neobench" / "run-1.yaml", card)
+    code = main(["compare", "--results", str(root), "--baseline", "org/base",
+                 "--models", "org/worse", "--tasks", ",".join(TASKS)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "not evaluated under identical conditions" in err
+    assert "org/worse vs org/base: max_seq_length 256 vs 512" in err
+
+
 def test_results_without_units_are_named_with_the_fix(tmp_path, capsys):
     rng = np.random.default_rng(2)
     write_model(tmp_path, "org/base", {t: rng.random(40) for t in TASKS})

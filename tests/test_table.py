@@ -32,7 +32,7 @@ def synthetic_score(model: str, i: int) -> float:
     return round(0.2 + 0.013 * ((i * 7 + len(model)) % 53), 6)
 
 
-def write_model(root, tasks, name, max_len, skip=()):
+def write_model(root, tasks, name, max_len, skip=(), recipe=None):
     meta = ModelMeta.create_empty(overwrites={"name": name, "revision": "r1"})
     cache = mteb.ResultCache(root)
     for i, task in enumerate(tasks):
@@ -55,6 +55,7 @@ def write_model(root, tasks, name, max_len, skip=()):
                 "dtype": "float16",
             },
             "environment": {"packages": {"mteb": "2.26.24"}},
+            "model": {"recipe_sha256": recipe},
         },
     )
     return folder
@@ -75,7 +76,9 @@ def table(root, v1_tasks):
     return build_table(runs, v1_tasks, "MTEB(eng, v1)", reference="paper")
 
 
-def test_type_means_and_avg_over_tasks(table, v1_tasks):
+def test_type_means_and_avg_over_tasks(root, v1_tasks):
+    runs, _ = load_runs(root, v1_tasks)
+    table = build_table(runs, v1_tasks, "MTEB(eng, v1)", models=["org/model-a"])
     a = next(r for r in table.rows if r.label == "org/model-a")
     scores = {
         t.metadata.name: synthetic_score("org/model-a", i) * 100 for i, t in enumerate(v1_tasks)
@@ -88,14 +91,31 @@ def test_type_means_and_avg_over_tasks(table, v1_tasks):
     assert a.mean_types == pytest.approx(fmean(c.value for c in a.types.values()))
     assert abs(a.avg - a.mean_types) > 0.1  # the two averages really differ here
     assert [n for _, n in table.types] == [12, 11, 3, 4, 15, 10, 1]
+    assert table.averaged is None and a.avg_text() == f"{a.avg:.1f}"
 
 
-def test_incomplete_rows_are_marked_not_averaged(table):
+def test_rows_over_different_tasks_are_averaged_over_the_shared_ones(table, v1_tasks):
+    """model-b lacks 3 tasks: both rows' columns average the 53 tasks both hold."""
+    a, b = (next(r for r in table.rows if r.label == m) for m in ("org/model-a", "org/model-b"))
+    assert sorted(set(t.metadata.name for t in v1_tasks) - set(table.averaged)) == sorted(MISSING_B)
+    for row, model in ((a, "org/model-a"), (b, "org/model-b")):
+        scores = {t.metadata.name: synthetic_score(model, i) * 100 for i, t in enumerate(v1_tasks)}
+        sts = [t.metadata.name for t in v1_tasks if t.metadata.type == "STS"]
+        shared_sts = [n for n in sts if n not in MISSING_B]
+        assert row.types["STS"].value == pytest.approx(fmean(scores[n] for n in shared_sts))
+        assert row.types["STS"].text().endswith("(9/10)")
+        assert row.avg == pytest.approx(fmean(scores[n] for n in table.averaged))
+        assert row.avg_text().endswith("(53/56)") and row.mean_types is None
+        assert row.types["Summarization"].text() == "—"
+    note = next(n for n in table.notes if n.startswith("The computed rows hold different tasks"))
+    assert "53 of 56 tasks they all hold" in note
+    held_by_a = next(n for n in table.notes if n.startswith("org/model-a: incomplete"))
+    assert all(m in held_by_a for m in MISSING_B)  # a's tasks left out of the averages
+
+
+def test_incomplete_rows_are_marked(table):
     b = next(r for r in table.rows if r.label == "org/model-b")
-    assert b.avg is None and b.mean_types is None
     assert sorted(b.missing) == sorted(MISSING_B)
-    assert b.types["STS"].text().endswith("(9/10)")
-    assert b.types["Summarization"].text() == "—"
     note = next(n for n in table.notes if n.startswith("org/model-b: incomplete"))
     assert "3 of 56 tasks missing" in note and all(m in note for m in MISSING_B)
     assert table.cells(b)[-1] == "3"
@@ -113,6 +133,30 @@ def test_strict_refuses_mixed_conditions(root, v1_tasks):
         build_table(runs, v1_tasks, "MTEB(eng, v1)", strict=True)
     same = build_table(runs, v1_tasks, "MTEB(eng, v1)", models=["org/model-a"], strict=True)
     assert [r.label for r in same.rows] == ["org/model-a"]
+
+
+def test_a_base_model_and_its_fine_tunes_can_be_compared(tmp_path, v1_tasks):
+    """Same evaluation conditions: a released model next to its fine-tunes passes --strict
+    (labelled "not fine-tuned"); fine-tunes under two different recipes do not."""
+    write_model(tmp_path, v1_tasks, "org/base", 512)
+    write_model(tmp_path, v1_tasks, "org/tuned", 512, recipe="1" * 64)
+    write_model(tmp_path, v1_tasks, "org/tuned-other", 512, recipe="2" * 64)
+    runs, _ = load_runs(tmp_path, v1_tasks)
+    pair = build_table(
+        runs, v1_tasks, "MTEB(eng, v1)", models=["org/base", "org/tuned"], strict=True
+    )
+    base, tuned = pair.rows
+    assert (base.name, tuned.name) == ("org/base (not fine-tuned)", "org/tuned")
+    assert pair.cells(base)[0] == "org/base (not fine-tuned)"
+    note = next(n for n in pair.notes if n.startswith("(not fine-tuned)"))
+    assert "recipe 111111111111" in note
+    with pytest.raises(NeobenchError) as refused:
+        build_table(runs, v1_tasks, "MTEB(eng, v1)", strict=True)
+    message = str(refused.value)
+    assert "recipe (among fine-tuned rows): 111111111111 (org/tuned), 222222222222" in message
+    assert "org/base" not in message  # the released model is not part of the recipe question
+    alone = build_table(runs, v1_tasks, "MTEB(eng, v1)", models=["org/base"], strict=True)
+    assert alone.rows[0].name == "org/base"  # nothing to tell it apart from: no label
 
 
 def test_paper_rows_are_quoted_and_marked(table):
@@ -148,7 +192,7 @@ def test_renderers_state_their_sources(table, tmp_path):
     rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
     assert (
         rows[0]["model"] == "org/model-a"
-        and rows[1]["avg"] == ""
+        and float(rows[1]["avg"]) == pytest.approx(table.rows[1].avg, abs=0.05)
         and rows[1]["missing_tasks"] == "3"
     )
     assert to_csv(table).startswith("# neobench table")
