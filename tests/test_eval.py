@@ -152,3 +152,36 @@ def test_results_under_other_conditions_are_never_mixed(first_run, minilm, mirro
     card.write_text(card.read_text().replace("dtype: float32", "dtype: float16"))
     with pytest.raises(NeobenchError, match=r"other conditions .*dtype: float16 there"):
         run_eval(official_conditions(minilm, mirror, results))
+
+
+def test_a_random_model_is_significantly_worse_than_minilm(
+    first_run, minilm, mirror, tiny_bert, tmp_path
+):
+    """Real units from two real evals under the same conditions: the paired bootstrap of
+    `neobench compare` finds an untrained 2-layer BERT worse than MiniLM on STSBenchmark, and
+    finds nothing between MiniLM and itself evaluated again under another name."""
+    import json
+
+    from neobench.cli import main
+
+    results = tmp_path / "copy"
+    shutil.copytree(first_run[0], results)
+    for model, name in ((tiny_bert, "test/random-bert"), (minilm, "test/minilm-again")):
+        conditions = official_conditions(minilm, mirror, results, tasks=["STSBenchmark"])
+        conditions.model, conditions.model_name = str(model), name
+        run_eval(conditions)
+    out = tmp_path / "compare.json"
+    argv = ["compare", "--results", str(results), "--baseline",
+            "sentence-transformers/all-MiniLM-L6-v2", "--tasks", "STSBenchmark",
+            "--resamples", "500", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    found = json.loads(out.read_text())
+    # Labels name the conditions folder too: "test/random-bert [instructions_none__...]".
+    rows = {(r["model"].split(" [")[0], r["task"]): r for r in found["rows"]}
+    assert found["baseline"].startswith("sentence-transformers/all-MiniLM-L6-v2")
+    random = rows[("test/random-bert", "STSBenchmark")]
+    assert random["baseline_score"] == pytest.approx(OFFICIAL_STSBENCHMARK, abs=5e-5)
+    assert random["delta"] < -0.2 and random["ci_high"] < 0 and random["significant"] is True
+    again = rows[("test/minilm-again", "STSBenchmark")]
+    assert (again["delta"], again["ci_low"], again["ci_high"], again["p"]) == (0, 0, 0, 1)
+    assert again["significant"] is False
