@@ -9,6 +9,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -115,3 +116,28 @@ def tmpfs(tmp_path):
     yield mount
     for target in reversed(mounted):
         subprocess.run(["umount", "-l", str(target)], check=False)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A one-node Slurm cluster on localhost (scripts/slurm-local.sh), for the whole session.
+
+    Yields the environment (SLURM_CONF) to run Slurm commands with. Stopped at the end by the
+    pid files the script wrote; the test of the script checks that nothing is left running.
+    Slurm missing and not installable (not root): skipped here, a failure in CI.
+    """
+    import subprocess
+
+    folder = tmp_path_factory.mktemp("slurm")
+    script = str(REPO / "scripts" / "slurm-local.sh")
+    done = subprocess.run([script, "start", str(folder)], capture_output=True, text=True)
+    if done.returncode:
+        message = f"cannot start a local Slurm cluster: {done.stderr.strip()[-800:]}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    env = {**os.environ, "SLURM_CONF": str(folder / "slurm.conf")}
+    try:
+        yield SimpleNamespace(folder=folder, env=env, conf=folder / "slurm.conf")
+    finally:
+        subprocess.run([script, "stop", str(folder)], check=False)
