@@ -17,7 +17,7 @@ from rich.table import Table
 
 from neobench.errors import NeobenchError, check_choice, collect, writable_folder_problems
 from neobench.results import CONDITION_FIELDS
-from neobench.table import SHORT, LeaderTable
+from neobench.table import LeaderTable
 
 # Terminal layout (print_rich): a model name narrower than this wraps onto more lines; headers
 # wrap at spaces, a word longer than the cap (a model name over a per-task column) folds.
@@ -270,40 +270,10 @@ def _rich_part(grid: _Grid, widths: list[int], columns: list[int], title: str | 
 
 
 def plot(table: LeaderTable, path: Path) -> None:
-    """Grouped bars: per task type (and Avg.), one bar per row; partial types hatched."""
-    import matplotlib
+    """The PNG: a forest plot, one panel per column (neobench/forest.py)."""
+    from neobench import forest
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    groups = [t for t, _ in table.types] + ["Avg."]
-    n = len(table.rows)
-    width = 0.8 / max(n, 1)
-    fig, ax = plt.subplots(figsize=(min(16, 6 + 0.9 * len(groups) + 0.05 * n * len(groups)), 6.5))
-    for i, row in enumerate(table.rows):
-        values, hatches = [], []
-        for group in groups:
-            if group == "Avg.":
-                values.append(row.avg or 0.0)
-                hatches.append("")
-            else:
-                cell = row.types[group]
-                values.append(cell.value or 0.0)
-                hatches.append("//" if cell.present < cell.total else "")
-        xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-        bars = ax.bar(xs, values, width, label=row.label, alpha=0.55 if row.quoted else 0.95)
-        for bar, hatch in zip(bars, hatches, strict=True):
-            bar.set_hatch(hatch)
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([f"{SHORT.get(g, g)}\n({c})" for g, c in table.types] + ["Avg.\n(all)"])
-    ax.set_ylabel("score x100")
-    ax.set_title(f"{table.benchmark} (hatched: partial type, k<n tasks; Avg. 0 = incomplete)")
-    ax.legend(fontsize=7, ncol=2 if n > 6 else 1, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.grid(axis="y", alpha=0.3)
-    fig.text(0.01, 0.01, "\n".join(["sources:", *table.sources])[:1500], fontsize=5, va="bottom")
-    fig.tight_layout(rect=(0, 0.04 + 0.012 * len(table.sources), 1, 1))
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    forest.draw(table, path)
 
 
 def _num(value: float | None) -> str:

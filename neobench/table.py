@@ -101,6 +101,7 @@ class LeaderTable:
     notes: list[str]
     sources: list[str]
     per_task: bool = False
+    baseline: str | None = None  # with --baseline: the label of that row (neobench/intervals.py)
 
     def header(self) -> list[str]:
         if self.per_task:
