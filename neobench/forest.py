@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from neobench.errors import NeobenchError
+from neobench.intervals import DOWN, UP
 from neobench.table import AVG, SHORT, LeaderTable, Row
 
 if TYPE_CHECKING:
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 # Beyond this many task panels (--per-task) the figure stops being readable at a glance.
 MAX_TASK_PANELS = 24
-UP, DOWN = "▲", "▼"  # as neobench/intervals.py marks cells
 
 
 @dataclass(frozen=True)
