@@ -183,7 +183,7 @@ def draw(table: LeaderTable, path: Path) -> None:
     nrows = -(-len(found) // ncols)
     width = 2.6 + ncols * _PANEL_W_IN
     notes = _footnote(table, width)
-    head, foot = 0.75, 0.25 + len(notes) * _NOTE_FONT * 1.4 / 72
+    head, foot = 0.75, 0.15 + len(notes) * _NOTE_FONT * 1.4 / 72
     height = head + nrows * (0.75 + _ROW_IN * max(rows.units, 3)) + foot
     fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)
     for k, ax in enumerate(axes.flat):
@@ -303,8 +303,9 @@ def _footnote(table: LeaderTable, width_in: float) -> list[str]:
             notes.append("Lines = the " + note[len(_PLUS_MINUS) :])
         elif note.startswith("±"):
             notes.append("Lines = the interval whose half width the table shows after ±. " + note)
-        elif note.startswith((UP, "Avg. = ", "Rows marked (paper)")):
+        elif note.startswith(UP):
             notes.append(note)
+    notes += [n for n in table.notes if n.startswith(("Rows marked (paper)", "Avg. = "))]
     notes.append("No point: no score in that cell (Avg. needs every task of the benchmark).")
     chars = int(width_in * 72 / (0.58 * _NOTE_FONT))
     lines = [line for note in notes for line in textwrap.wrap(note, chars)]
