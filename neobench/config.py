@@ -194,7 +194,11 @@ class TableCommand:
     out: str | None = opt(None, "write the table to this file (.md, .csv, .tex)")
     reference: str | None = opt(None, "add published rows: paper (NeoBERT Table 4)")
     per_task: bool = opt(False, "one column per task")
-    plot: str | None = opt(None, "also write a PNG bar chart of per-type scores")
+    plot: str | None = opt(
+        None,
+        "also write a PNG forest plot: a panel per type (or task) and Avg., each row a point "
+        "with its 95% interval (--ci), paper rows as grey diamonds",
+    )
     strict: bool = opt(False, "refuse rows produced under different conditions")
     ci: bool = opt(False, "show each cell's 95% bootstrap interval (needs per-item predictions)")
     baseline: str | None = opt(

@@ -170,7 +170,7 @@ def _mark(
     baseline: str,
     settings: _Settings,
 ) -> None:
-    base = _find(baseline, table.rows, data)
+    base = table.baseline = _find(baseline, table.rows, data)
     for row in table.rows:
         if row.label == base or row.label not in data:
             continue

@@ -14,10 +14,12 @@ from rich import box
 from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from neobench.errors import NeobenchError, check_choice, collect, writable_folder_problems
+from neobench.intervals import DOWN, UP
 from neobench.results import CONDITION_FIELDS
-from neobench.table import SHORT, LeaderTable
+from neobench.table import AVG, LeaderTable, Row
 
 # Terminal layout (print_rich): a model name narrower than this wraps onto more lines; headers
 # wrap at spaces, a word longer than the cap (a model name over a per-task column) folds.
@@ -47,50 +49,91 @@ def to_markdown(table: LeaderTable) -> str:
 
 
 def to_csv(table: LeaderTable) -> str:
+    """One row per table row, plain numbers only. With --ci each score column is followed by
+    ``<column>_ci_low`` and ``<column>_ci_high`` (and ``<column>_mark`` = above / below with
+    --baseline), so the file stays machine-readable instead of carrying "±" text."""
     buffer = io.StringIO()
     for line in ["neobench table: " + table.benchmark, *table.notes, "Sources:", *table.sources]:
         buffer.write(f"# {line}\n")
     writer = csv.writer(buffer)
-    if table.per_task:
-        writer.writerow(["model", *table.task_names, "avg", "missing_tasks", "quoted"])
-        for row in table.rows:
-            writer.writerow(
-                [
-                    row.label,
-                    *(_num(row.tasks.get(t)) for t in table.task_names),
-                    _num(row.avg),
-                    len(row.missing),
-                    row.quoted,
-                ]
-            )
-        return buffer.getvalue()
-    types = [t for t, _ in table.types]
-    writer.writerow(
-        [
-            "model",
-            *types,
-            *(f"{t}_tasks" for t in types),
-            "avg",
-            "mean_task_type",
-            "missing_tasks",
-            "quoted",
-            *CONDITION_FIELDS,
-        ]
-    )
+    extra = _CsvExtra(_has_intervals(table), table.baseline is not None)
+    writer.writerow(_csv_header(table, extra))
     for row in table.rows:
-        writer.writerow(
-            [
-                row.label,
-                *(_num(row.types[t].value) for t in types),
-                *(f"{row.types[t].present}/{row.types[t].total}" for t in types),
-                _num(row.avg),
-                _num(row.mean_types),
-                len(row.missing),
-                row.quoted,
-                *(row.conditions.get(k, "") for k in CONDITION_FIELDS),
-            ]
-        )
+        writer.writerow(_csv_row(table, row, extra))
     return buffer.getvalue()
+
+
+def _csv_header(table: LeaderTable, extra: _CsvExtra) -> list[str]:
+    if table.per_task:
+        scores = [h for t in table.task_names for h in extra.header(t)]
+        return ["model", *scores, *extra.header("avg"), "missing_tasks", "quoted"]
+    types = [t for t, _ in table.types]
+    return [
+        "model",
+        *(h for t in types for h in extra.header(t)),
+        *(f"{t}_tasks" for t in types),
+        *extra.header("avg"),
+        "avg_tasks",
+        "mean_task_type",
+        "missing_tasks",
+        "quoted",
+        "finetuned",
+        *CONDITION_FIELDS,
+    ]
+
+
+def _csv_row(table: LeaderTable, row: Row, extra: _CsvExtra) -> list[object]:
+    avg = extra.cells(row, AVG, row.avg)
+    if table.per_task:
+        scores = [c for t in table.task_names for c in extra.cells(row, t, row.tasks.get(t))]
+        return [row.label, *scores, *avg, len(row.missing), row.quoted]
+    types = [t for t, _ in table.types]
+    return [
+        row.label,
+        *(c for t in types for c in extra.cells(row, t, row.types[t].value)),
+        *(f"{row.types[t].present}/{row.types[t].total}" for t in types),
+        *avg,
+        "{}/{}".format(*row.avg_of),
+        _num(row.mean_types),
+        len(row.missing),
+        row.quoted,
+        row.finetuned,
+        *(row.conditions.get(k, "") for k in CONDITION_FIELDS),
+    ]
+
+
+@dataclass(frozen=True)
+class _CsvExtra:
+    """The columns that follow each score column in the CSV: its interval, its mark."""
+
+    ci: bool
+    marks: bool
+
+    def header(self, name: str) -> list[str]:
+        return [
+            name,
+            *((f"{name}_ci_low", f"{name}_ci_high") if self.ci else ()),
+            *((f"{name}_mark",) if self.marks else ()),
+        ]
+
+    def cells(self, row: Row, column: str, value: float | None) -> list[str]:
+        # An empty score (a missing task, Avg. of an incomplete row) has no interval or mark.
+        low_high = row.ci.get(column) if value is not None else None
+        mark = row.marks.get(column, "") if value is not None else ""
+        return [
+            _num(value),
+            *((_num(low_high[0]), _num(low_high[1])) if self.ci and low_high else ()),
+            *(("", "") if self.ci and not low_high else ()),
+            *((_MARK_WORDS.get(mark, ""),) if self.marks else ()),
+        ]
+
+
+_MARK_WORDS = {UP: "above", DOWN: "below"}
+
+
+def _has_intervals(table: LeaderTable) -> bool:
+    """Whether the table was built with --ci: its legend note says what ± is."""
+    return any(row.ci for row in table.rows) or any(n.startswith("±") for n in table.notes)
 
 
 def to_latex(table: LeaderTable) -> str:
@@ -98,7 +141,7 @@ def to_latex(table: LeaderTable) -> str:
     lines = [
         f"% neobench table: {table.benchmark}",
         *(f"% source: {s}" for s in table.sources),
-        "% requires \\usepackage{booktabs}",
+        "% requires \\usepackage{booktabs} (and amssymb for the ▲ / ▼ marks of --baseline)",
         "\\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
         "\\toprule",
         " & ".join(header) + " \\\\",
@@ -112,6 +155,10 @@ def to_latex(table: LeaderTable) -> str:
         lines.append(" & ".join(_tex(c) for c in table.cells(row)) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}"]
     lines += [f"% note: {n}" for n in table.notes]
+    # What ± and ▲ / ▼ mean is part of the table, so it is typeset under it, not only commented.
+    legend = [n for n in table.notes if n.startswith(("±", UP))]
+    if legend:
+        lines += ["\\par\\smallskip", "{\\footnotesize", *(_tex(n) + "\\par" for n in legend), "}"]
     return "\n".join(lines) + "\n"
 
 
@@ -244,15 +291,22 @@ def _table_width(widths: list[int], columns: list[int]) -> int:
 
 
 def _rich_part(grid: _Grid, widths: list[int], columns: list[int], title: str | None) -> Table:
-    """A rich Table of the name column and ``columns``, every width fixed (nothing measured)."""
+    """A rich Table of the name column and ``columns``, every width fixed (nothing measured).
+
+    Every string goes in as Text, not markup: a label such as "org/m [max_seq_length_256]"
+    would otherwise lose its brackets (rich reads them as a style tag)."""
     out = Table(
-        title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left"
+        title=Text(title) if title else None,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        title_justify="left",
     )
-    out.add_column(grid.key_header, width=widths[0], overflow="fold")
+    out.add_column(Text(grid.key_header), width=widths[0], overflow="fold")
     for c in columns:
         dim = "dim" if c in grid.dim_columns else None
         out.add_column(
-            grid.headers[c],
+            Text(grid.headers[c]),
             width=widths[c + 1],
             justify="right",
             overflow="fold",
@@ -261,8 +315,8 @@ def _rich_part(grid: _Grid, widths: list[int], columns: list[int], title: str | 
         )
     for r, key in enumerate(grid.keys):
         out.add_row(
-            key,
-            *(grid.cells[r][c] for c in columns),
+            Text(key),
+            *(Text(grid.cells[r][c]) for c in columns),
             style="dim" if r in grid.dim_rows else None,
             end_section=r == grid.rule_after,
         )
@@ -270,40 +324,10 @@ def _rich_part(grid: _Grid, widths: list[int], columns: list[int], title: str | 
 
 
 def plot(table: LeaderTable, path: Path) -> None:
-    """Grouped bars: per task type (and Avg.), one bar per row; partial types hatched."""
-    import matplotlib
+    """The PNG: a forest plot, one panel per column (neobench/forest.py)."""
+    from neobench import forest
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    groups = [t for t, _ in table.types] + ["Avg."]
-    n = len(table.rows)
-    width = 0.8 / max(n, 1)
-    fig, ax = plt.subplots(figsize=(min(16, 6 + 0.9 * len(groups) + 0.05 * n * len(groups)), 6.5))
-    for i, row in enumerate(table.rows):
-        values, hatches = [], []
-        for group in groups:
-            if group == "Avg.":
-                values.append(row.avg or 0.0)
-                hatches.append("")
-            else:
-                cell = row.types[group]
-                values.append(cell.value or 0.0)
-                hatches.append("//" if cell.present < cell.total else "")
-        xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-        bars = ax.bar(xs, values, width, label=row.label, alpha=0.55 if row.quoted else 0.95)
-        for bar, hatch in zip(bars, hatches, strict=True):
-            bar.set_hatch(hatch)
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([f"{SHORT.get(g, g)}\n({c})" for g, c in table.types] + ["Avg.\n(all)"])
-    ax.set_ylabel("score x100")
-    ax.set_title(f"{table.benchmark} (hatched: partial type, k<n tasks; Avg. 0 = incomplete)")
-    ax.legend(fontsize=7, ncol=2 if n > 6 else 1, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.grid(axis="y", alpha=0.3)
-    fig.text(0.01, 0.01, "\n".join(["sources:", *table.sources])[:1500], fontsize=5, va="bottom")
-    fig.tight_layout(rect=(0, 0.04 + 0.012 * len(table.sources), 1, 1))
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    forest.draw(table, path)
 
 
 def _num(value: float | None) -> str:
@@ -311,13 +335,27 @@ def _num(value: float | None) -> str:
 
 
 def _tex(text: str) -> str:
-    return (
-        text.replace("&", "\\&")
-        .replace("%", "\\%")
-        .replace("_", "\\_")
-        .replace("#", "\\#")
-        .replace("—", "--")
-    )
+    """``text`` as LaTeX: special characters escaped, ± and the marks as math symbols."""
+    return "".join(_TEX.get(c, c) for c in text)
+
+
+_TEX = {
+    "\\": "\\textbackslash{}",
+    "&": "\\&",
+    "%": "\\%",
+    "$": "\\$",
+    "#": "\\#",
+    "_": "\\_",
+    "{": "\\{",
+    "}": "\\}",
+    "~": "\\textasciitilde{}",
+    "^": "\\textasciicircum{}",
+    "—": "--",
+    "…": "\\ldots{}",
+    "±": "$\\pm$",
+    UP: "$\\blacktriangle$",
+    DOWN: "$\\blacktriangledown$",
+}
 
 
 def output_format(fmt: str | None, out: str | None, plot: str | None) -> str:

@@ -120,6 +120,7 @@ class LeaderTable:
     # The tasks type columns and Avg. average when computed rows hold different tasks (the
     # ones they share); None when they all hold the same tasks.
     averaged: list[str] | None = None
+    baseline: str | None = None  # with --baseline: the label of that row (neobench/intervals.py)
 
     def header(self) -> list[str]:
         if self.per_task:

@@ -1,5 +1,6 @@
 """neobench table on synthetic scores written through mteb's own ResultCache, plus the paper."""
 
+import copy
 import csv
 import io
 from importlib import resources
@@ -312,3 +313,12 @@ def test_terminal_per_task_table_is_readable(long_runs, v1_tasks, width):
     rows = {line.split("  ")[0] for line in lines}
     assert set(table.task_names) <= rows  # one row per task, its name whole
     assert all(cell in text for cell in score_cells(table))
+
+
+def test_rich_table_keeps_brackets_in_labels(table):
+    # An experiment suffix such as "[max_seq_length_256]" is text, not rich markup.
+    bracketed = copy.deepcopy(table)
+    bracketed.rows[0].label = "org/model-a [max_seq_length_256]"
+    assert "org/model-a [max_seq_length_256]" in rendered(bracketed, terminal=False)
+    flat = "".join(rendered(bracketed, terminal=True, width=200).split())
+    assert "org/model-a[max_seq_length_256]" in flat
