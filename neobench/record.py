@@ -465,9 +465,13 @@ def finetuned_model(folder: Path) -> OutputModel | None:
     if card.kind != "neobench finetune" or not card.output_model:
         return None
     model = card.output_model
-    if model.training_datasets is None and card.data:
-        # A card written before the declaration existed: its datasets say what was trained on.
+    recorded = card.data and all("in_domain" in entry for entry in card.data.values())
+    if model.training_datasets is None and recorded:
+        # A card written before the declaration existed: its datasets say what was trained on,
+        # and a base loaded from the hub is named by its id (a local one as local/<folder>).
         model.training_datasets = in_domain_tasks(card.data)
+        base = card.model
+        model.adapted_from = base.name if base.name and base.name == base.base else None
     return model
 
 

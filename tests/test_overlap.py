@@ -191,3 +191,22 @@ def test_registry_models_and_hub_bases_follow_mteb(tmp_path):
     meta.write_text(json.dumps({"name": MINILM, "training_datasets": None}))
     assert "MSMARCO" in overlap.read_training(meta, MINILM)
     assert overlap.read_training(meta, "org/unknown-model") is None
+
+
+def test_a_card_written_before_the_declaration_still_declares(tmp_path):
+    # Cards of earlier neobench versions record each dataset's in_domain, not the declaration.
+    old = {
+        "kind": "neobench finetune",
+        "output_model": {"name": "neobench/old", "recipe_sha256": "ab" * 32},
+        "data": {"STSBENCHMARK": {"in_domain": ["STSBenchmark", "STS12"]}, "AGNEWS": {}},
+        "model": {"base": MINILM, "name": MINILM},
+    }
+    record.write_card(tmp_path / record.FINETUNE_CARD, old)
+    assert record.finetuned_model(tmp_path).training_datasets is None  # AGNEWS: not recorded
+    old["data"]["AGNEWS"] = {"in_domain": []}
+    record.write_card(tmp_path / record.FINETUNE_CARD, old)
+    model = record.finetuned_model(tmp_path)
+    assert (model.training_datasets, model.adapted_from) == (["STS12", "STSBenchmark"], MINILM)
+    # What the adapter gives mteb: through adapted_from, mteb adds the base's own training data.
+    meta = ModelMeta.create_empty(overwrites=overlap.meta_training("neobench/old", model))
+    assert {"STSBenchmark", "STS12", "MSMARCO", "NQ"} <= meta.get_training_datasets()
