@@ -149,7 +149,13 @@ class ZeroShotSubset:
                 f"--zero-shot-only: no compared row trained on any of the {len(self.kept)} "
                 "tasks; nothing dropped."
             )
-        named = "; ".join(f"{t} ({', '.join(rows)})" for t, rows in self.dropped.items())
+        # Tasks trained on by the same rows are named together: one fine-tune drops several.
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for task, rows in self.dropped.items():
+            groups.setdefault(tuple(rows), []).append(task)
+        named = "; ".join(
+            f"{', '.join(ts)} (trained on by {', '.join(rs)})" for rs, ts in groups.items()
+        )
         return (
             f"--zero-shot-only: {len(self.dropped)} task(s) dropped because a compared row "
             f"trained on them: {named}. Every column and average is over the remaining "
