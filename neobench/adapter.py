@@ -25,6 +25,8 @@ from neobench.search import RunningTopK
 if TYPE_CHECKING:
     from mteb.models import ModelMeta
 
+    from neobench.record import OutputModel
+
 logger = logging.getLogger(__name__)
 
 CORPUS_CHUNK = 200_000  # documents encoded (and held in host memory) at a time during search
@@ -39,7 +41,9 @@ class MtebEncoder:
     ``prompts`` are in mteb's key vocabulary (``Task-query`` > ``Task`` > ``Type-query`` >
     ``Type`` > ``query``) and replace any prompts the model folder carried. ``name``,
     ``revision`` and ``experiment_kwargs`` decide where mteb files the results; left out, they
-    are what mteb reads from the model itself.
+    are what mteb reads from the model itself. ``declared``, a fine-tuning card's record of the
+    model, gives the meta's ``training_datasets`` and ``adapted_from``; without it they are
+    mteb's registry entry for ``name``, or None (unknown) for a model mteb does not know.
     """
 
     def __init__(
@@ -51,8 +55,11 @@ class MtebEncoder:
         name: str | None = None,
         revision: str | None = None,
         experiment_kwargs: dict[str, Any] | None = None,
+        declared: OutputModel | None = None,
     ) -> None:
         from mteb.models import ModelMeta
+
+        from neobench.overlap import meta_training
 
         # The profile's prompts only: sentence-transformers must not add the folder's own.
         model.prompts = dict(prompts)
@@ -70,6 +77,8 @@ class MtebEncoder:
             update={
                 **{k: v for k, v in identity.items() if v is not None},
                 "experiment_kwargs": experiment_kwargs,
+                # What the model trained on, in mteb's words: mteb saves it in model_meta.json.
+                **meta_training(name or meta.name, declared),
             }
         )
 

@@ -169,6 +169,7 @@ def cmd_table(cfg: config.TableCommand) -> int:
         resamples=cfg.resamples,
         seed=cfg.seed,
         over=cfg.over,
+        zero_shot_only=cfg.zero_shot_only,
     )
     text = {"md": render.to_markdown, "csv": render.to_csv, "latex": render.to_latex}
     if fmt == "rich":
@@ -200,6 +201,7 @@ def cmd_compare(cfg: config.CompareCommand) -> int:
         tasks=cfg.tasks,
         resamples=cfg.resamples,
         seed=cfg.seed,
+        zero_shot_only=cfg.zero_shot_only,
     )
     if cfg.out:
         write_text_atomic(Path(cfg.out), compare.output_text(found, cfg.out))

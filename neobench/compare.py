@@ -13,8 +13,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from neobench.errors import NeobenchError, unknown
 from neobench.results import Run, differences, load_roots
 from neobench.table import labels_for
 from neobench.units import TaskUnits
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
 
 AVG = "Avg."
 
@@ -41,6 +45,9 @@ class Row:
     p: float
     p_holm: float
     significant: bool
+    # Whether the model trained on the task (on one of the compared tasks, for Avg.); None when
+    # its training data is not declared (neobench/overlap.py).
+    in_domain: bool | None = None
 
 
 @dataclass
@@ -74,8 +81,10 @@ def compare(
     resamples: int = bootstrap.RESAMPLES,
     seed: int = bootstrap.SEED,
     alpha: float = bootstrap.ALPHA,
+    zero_shot_only: bool = False,
 ) -> Comparison:
-    """Compare every model (or ``models``) found under ``results`` with ``baseline``."""
+    """Compare every model (or ``models``) found under ``results`` with ``baseline``;
+    ``zero_shot_only`` keeps the tasks none of them trained on."""
     from neobench.tasks import load_benchmark, select_tasks
 
     bootstrap.check_resamples(resamples)
@@ -91,13 +100,52 @@ def compare(
             f"{', '.join(map(str, results))}."
         )
     _check_conditions(labelled, base_label, others)
+    notes: list[str] = []
+    if zero_shot_only:
+        chosen, labelled, note = _zero_shot_only(results, chosen, labelled, [base_label, *others])
+        notes.append(note)
     base_units = _units_of(labelled[base_label], base_label)
     rows = []
     for label in others:
         rows += _compare_one(
             label, base_units, _units_of(labelled[label], label), resamples, seed, alpha
         )
-    return Comparison(base_label, resamples, seed, alpha, rows, [])
+    rows = [_with_in_domain(r, labelled[r.model], sorted(base_units)) for r in rows]
+    return Comparison(base_label, resamples, seed, alpha, rows, notes + _overlap_notes(rows))
+
+
+def _zero_shot_only(
+    results: list[str], tasks: list[AbsTask], labelled: dict[str, Run], compared: list[str]
+) -> tuple[list[AbsTask], dict[str, Run], str]:
+    """The tasks no compared model trained on, the runs read again on them, and the note."""
+    from neobench import overlap
+
+    subset = overlap.zero_shot_subset({label: labelled[label] for label in compared}, tasks)
+    kept = overlap.keep_tasks(tasks, subset)
+    runs, _ = load_roots(results, kept)
+    return kept, dict(zip(labels_for(runs), runs, strict=True)), subset.note()
+
+
+def _with_in_domain(row: Row, run: Run, tasks: list[str]) -> Row:
+    from neobench import overlap
+
+    trained = overlap.trained_on(run, tasks if row.task == AVG else [row.task])
+    return replace(row, in_domain=None if trained is None else bool(trained))
+
+
+def _overlap_notes(rows: list[Row]) -> list[str]:
+    """Which compared model trained on which task, under the † the cells carry."""
+    trained: dict[str, list[str]] = {}
+    for row in rows:
+        if row.in_domain and row.task != AVG:
+            trained.setdefault(row.model, []).append(row.task)
+    if not trained:
+        return []
+    named = "; ".join(f"{model}: {', '.join(tasks)}" for model, tasks in trained.items())
+    return [
+        f"† = in-domain, the model trained on the task (mteb's ModelMeta training datasets): "
+        f"{named}. --zero-shot-only leaves those tasks out."
+    ]
 
 
 def _find(name: str, labelled: dict[str, Run]) -> str:
@@ -229,7 +277,8 @@ def cells(row: Row) -> list[str]:
         row.model,
         row.task,
         f"{100 * row.baseline_score:.1f}",
-        f"{100 * row.score:.1f} [{100 * row.score_ci_low:.1f}, {100 * row.score_ci_high:.1f}]",
+        f"{100 * row.score:.1f}{'†' if row.in_domain else ''} "
+        f"[{100 * row.score_ci_low:.1f}, {100 * row.score_ci_high:.1f}]",
         f"{100 * row.delta:+.1f} [{100 * row.ci_low:+.1f}, {100 * row.ci_high:+.1f}]",
         f"{row.p:.3f}",
         f"{row.p_holm:.3f}",

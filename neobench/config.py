@@ -211,6 +211,9 @@ class TableCommand:
         "what type columns and Avg. resample: items (each task's units, tasks fixed) | tasks",
         choices=("items", "tasks"),
     )
+    zero_shot_only: bool = opt(
+        False, "average only over the tasks no row trained on (drops in-domain tasks)"
+    )
 
 
 @dataclass(kw_only=True)
@@ -229,6 +232,9 @@ class CompareCommand:
     resamples: int = opt(RESAMPLES, "bootstrap resamples of each task's units")
     seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
     out: str | None = opt(None, "write the comparison to this file (.md, .csv or .json)")
+    zero_shot_only: bool = opt(
+        False, "compare only on the tasks no compared model trained on (drops in-domain tasks)"
+    )
 
 
 @dataclass(kw_only=True)

@@ -276,6 +276,7 @@ def _encoder(
         name=loaded.name,
         revision=loaded.revision,
         experiment_kwargs=experiment_kwargs(profile.name, loaded.max_seq_length),
+        declared=record.finetuned_model(Path(loaded.path)),
     )
 
 

@@ -37,6 +37,7 @@ from neobench.instructions import (
 )
 from neobench.manifest import Manifest, Row, load_manifest, validate_manifest
 from neobench.model import LoadedModel, check_spec, load_model, resolve_device
+from neobench.overlap import finetune_declaration
 from neobench.recipe import Recipe, apply_overrides, load_recipe, parse_overrides
 from neobench.record import FinetuneCard
 from neobench.run_folder import CARD, CHECKPOINTS, CURVE, CURVE_PNG
@@ -268,6 +269,9 @@ def _card(
     import torch
 
     recipe, values = inputs.recipe, inputs.recipe.values
+    data = _data_records(built, data_dir)
+    # What the model will declare it trained on (mteb's ModelMeta vocabulary; neobench/overlap).
+    trained, adapted_from = finetune_declaration(data, loaded.name, loaded.source, loaded.path)
     return FinetuneCard(
         started=record.now(),
         status="running",
@@ -275,13 +279,16 @@ def _card(
         config=asdict(cfg),
         recipe=recipe.record(),
         manifest=record.ManifestRecord(inputs.manifest.name, inputs.manifest.path),
-        data=_data_records(built, data_dir),
+        data=data,
         sampling_probabilities=_probabilities(built, values.sampling_alpha),
         instructions=record.InstructionsRecord(
             inputs.train_profile.name, inputs.train_profile.sha256, values.eval_instructions
         ),
         output_model=record.OutputModel(
-            cfg.model_name or f"neobench/{Path(cfg.output).name}", recipe.sha256
+            cfg.model_name or f"neobench/{Path(cfg.output).name}",
+            recipe.sha256,
+            training_datasets=trained,
+            adapted_from=adapted_from,
         ),
         model=record.BaseModelRecord(
             base=cfg.model,

@@ -371,6 +371,11 @@ class OutputModel:
 
     name: str | None = None
     recipe_sha256: str | None = None
+    # In mteb's vocabulary (ModelMeta.training_datasets / adapted_from): the mteb tasks whose
+    # data the run trained on (the manifest's in_domain of the datasets used), and the base
+    # model's mteb name, through which mteb adds what the base itself was trained on.
+    training_datasets: list[str] | None = None
+    adapted_from: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -457,4 +462,20 @@ def finetuned_model(folder: Path) -> OutputModel | None:
     if not path.is_file():
         return None
     card = read_finetune_card(path)
-    return card.output_model if card.kind == "neobench finetune" and card.output_model else None
+    if card.kind != "neobench finetune" or not card.output_model:
+        return None
+    model = card.output_model
+    recorded = card.data and all("in_domain" in entry for entry in card.data.values())
+    if model.training_datasets is None and recorded:
+        # A card written before the declaration existed: its datasets say what was trained on,
+        # and a base loaded from the hub is named by its id (a local one as local/<folder>).
+        model.training_datasets = in_domain_tasks(card.data)
+        base = card.model
+        model.adapted_from = base.name if base.name and base.name == base.base else None
+    return model
+
+
+def in_domain_tasks(data: dict[str, dict[str, Any]]) -> list[str]:
+    """The mteb tasks a fine-tuning run trained on: the union of its datasets' ``in_domain``
+    (the ``data`` section of the card, one entry per dataset)."""
+    return sorted({task for entry in data.values() for task in entry.get("in_domain") or []})

@@ -78,6 +78,8 @@ def _csv_header(table: LeaderTable, extra: _CsvExtra) -> list[str]:
         "missing_tasks",
         "quoted",
         "finetuned",
+        "zero_shot",
+        "in_domain",
         *CONDITION_FIELDS,
     ]
 
@@ -98,6 +100,8 @@ def _csv_row(table: LeaderTable, row: Row, extra: _CsvExtra) -> list[object]:
         len(row.missing),
         row.quoted,
         row.finetuned,
+        row.zero_shot_text(),
+        " ".join(sorted(c for c in row.in_domain if c in row.tasks)),
         *(row.conditions.get(k, "") for k in CONDITION_FIELDS),
     ]
 

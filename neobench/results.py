@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neobench import record, units
+from neobench import overlap, record, units
 from neobench.errors import NeobenchError
 
 if TYPE_CHECKING:
@@ -48,6 +48,9 @@ class Run:
     scores: dict[str, float] = field(default_factory=dict)  # task -> main score in [0, 1]
     conditions: dict[str, Any] = field(default_factory=dict)
     cards: dict[str, str] = field(default_factory=dict)  # run card file -> sha256[:12]
+    # The mteb tasks the model trained on, as mteb computes them from model_meta.json (declared,
+    # base model's, similar tasks); None = not declared, i.e. unknown (neobench/overlap.py).
+    training_datasets: frozenset[str] | None = None
 
     @property
     def finetuned(self) -> bool:
@@ -102,6 +105,7 @@ def load_runs(root: Path, tasks: list[AbsTask]) -> tuple[list[Run], list[str]]:
                     f"{path}: unreadable ({type(error).__name__}: {_first_line(error)}); skipped"
                 )
         run.conditions, run.cards = _conditions(folder, problems)
+        run.training_datasets = overlap.read_training(folder / "model_meta.json", run.model)
         runs.append(run)
     return runs, problems
 

@@ -44,6 +44,8 @@ TYPE_ORDER = (
     "Summarization",
 )
 AVG = "Avg."
+MEAN_TYPES = "Mean(TaskType)"
+ZERO_SHOT = "Zero-shot"
 SHORT = {
     "Classification": "Class.",
     "Clustering": "Clust.",
@@ -88,15 +90,27 @@ class Row:
     avg_of: tuple[int, int] = (0, 0)  # Avg. averages (k, n): k of the benchmark's n tasks
     finetuned: bool = False  # fine-tuned by neobench (its run cards name a recipe)
     tag: str = ""  # shown after the label, e.g. "(not fine-tuned)"
+    # Train/eval overlap (neobench/overlap.py): the columns (tasks, types, Avg.) holding a task
+    # the row's model trained on, marked "†"; mteb's zero-shot percentage, None when unknown.
+    in_domain: set[str] = field(default_factory=set)
+    zero_shot: int | None = None
 
     def text(self, column: str, value: float | None, partial: str = "") -> str:
-        """A cell: value, "±" half the interval's width (with --ci), task count, mark."""
+        """A cell: value, "†" when in-domain, "±" half the interval's width (with --ci), task
+        count, mark."""
         if value is None:
             return "—"
         low_high = self.ci.get(column)
         spread = f" ±{(low_high[1] - low_high[0]) / 2:.1f}" if low_high else ""
         mark = f" {self.marks[column]}" if column in self.marks else ""
-        return f"{value:.1f}{spread}{partial}{mark}"
+        dagger = "†" if column in self.in_domain else ""
+        return f"{value:.1f}{dagger}{spread}{partial}{mark}"
+
+    def zero_shot_text(self) -> str:
+        """The Zero-shot cell: empty for a quoted row, "unknown" when undeclared."""
+        if self.quoted:
+            return ""
+        return "unknown" if self.zero_shot is None else f"{self.zero_shot}%"
 
     def avg_text(self) -> str:
         k, n = self.avg_of
@@ -121,22 +135,27 @@ class LeaderTable:
     # ones they share); None when they all hold the same tasks.
     averaged: list[str] | None = None
     baseline: str | None = None  # with --baseline: the label of that row (neobench/intervals.py)
+    zero_shot: bool = False  # a Zero-shot column (neobench/overlap.py fills it)
 
     def header(self) -> list[str]:
+        extra = [ZERO_SHOT] if self.zero_shot else []
         if self.per_task:
-            return ["Model", *self.task_names, "Avg.", "Missing"]
+            return ["Model", *self.task_names, "Avg.", *extra, "Missing"]
         return [
             "Model",
             *(f"{SHORT.get(t, t)} ({n})" for t, n in self.types),
             "Avg.",
-            "Mean(TaskType)",
+            MEAN_TYPES,
+            *extra,
             "Missing",
         ]
 
     def cells(self, row: Row) -> list[str]:
         tail = [row.avg_text()]
         if not self.per_task:
-            tail.append("—" if row.mean_types is None else f"{row.mean_types:.1f}")
+            tail.append(row.text(MEAN_TYPES, row.mean_types))
+        if self.zero_shot:
+            tail.append(row.zero_shot_text())
         missing = "" if row.quoted else str(len(row.missing) or "")
         if self.per_task:
             tasks = [row.text(t, row.tasks.get(t)) for t in self.task_names]
@@ -378,17 +397,25 @@ def leaderboard(
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
     over: str = "items",
+    zero_shot_only: bool = False,
 ) -> LeaderTable:
     """`neobench table`: the runs of every results root on one benchmark's tasks, as a table.
     Files that cannot be read are skipped with a warning and a note under the table. ``ci``
     adds intervals, ``baseline`` marks cells significantly above or below that row
-    (neobench/intervals.py)."""
+    (neobench/intervals.py); in-domain cells are marked and ``zero_shot_only`` keeps the tasks
+    no row trained on (neobench/overlap.py)."""
+    from neobench import overlap
     from neobench.results import load_roots
     from neobench.tasks import load_benchmark, select_tasks
 
     bench = load_benchmark(benchmark)
     tasks = select_tasks(bench)
     runs, problems = load_roots(results, tasks)
+    subset = None
+    if zero_shot_only:
+        subset = _zero_shot_only(runs, tasks, models, reference)
+        tasks = overlap.keep_tasks(tasks, subset)
+        runs, problems = load_roots(results, tasks)
     for problem in problems:
         logger.warning("skipped: %s", problem)
     table = build_table(
@@ -401,6 +428,9 @@ def leaderboard(
         strict=strict,
         problems=problems,
     )
+    if subset is not None:
+        table.notes.append(subset.note())
+    overlap.annotate_table(table, dict(select_runs(runs, models)), tasks)
     if ci or baseline:
         from neobench import intervals
 
@@ -409,3 +439,18 @@ def leaderboard(
             table, selected, tasks, resamples, seed, ci=ci, baseline=baseline, over=over
         )
     return table
+
+
+def _zero_shot_only(
+    runs: list[Run], tasks: list[AbsTask], models: list[str] | None, reference: str | None
+) -> Any:
+    """The tasks no compared row trained on (an overlap.ZeroShotSubset), or a refusal."""
+    from neobench import overlap
+
+    if reference is not None:
+        raise NeobenchError(
+            f"--zero-shot-only with --reference {reference}: the quoted rows are averages over "
+            "all the benchmark's tasks and cannot be recomputed over a subset. Leave out "
+            "--reference."
+        )
+    return overlap.zero_shot_subset(dict(select_runs(runs, models)), tasks)

@@ -82,8 +82,9 @@ def test_a_copy_is_never_different_and_a_worse_model_is(root, tmp_path):
         assert worse["p"] <= worse["p_holm"] <= 1
         assert worse["score_ci_low"] < worse["score"] < worse["score_ci_high"]
     keys = {"model", "task", "baseline_score", "score", "score_ci_low", "score_ci_high", "delta",
-            "ci_low", "ci_high", "p", "p_holm", "significant"}  # fmt: skip
+            "ci_low", "ci_high", "p", "p_holm", "significant", "in_domain"}  # fmt: skip
     assert set(found["rows"][0]) == keys
+    assert found["rows"][0]["in_domain"] is None  # these synthetic models declare no training
 
 
 def test_same_inputs_and_seed_give_byte_identical_output(root, tmp_path):
