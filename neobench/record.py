@@ -266,6 +266,11 @@ class EvalModel:
     trust_remote_code: bool | None = None
     pooling: str | None = None
     recipe_sha256: str | None = None  # set when `neobench finetune` made the model
+    # Also from the fine-tuning card, written only when it gave them: what tells the seed
+    # replicates of one backbone and recipe apart (neobench/replicates.py).
+    finetune_seed: int | None = None
+    base_model: str | None = None
+    base_revision: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -321,11 +326,17 @@ class EvalCard:
 
 
 _UNTIL_SET = ("finished", "encoding", "interrupted")
+_MODEL_IF_SET = ("finetune_seed", "base_model", "base_revision")
 
 
 def eval_card_to_dict(card: EvalCard) -> dict[str, Any]:
-    """The YAML mapping: the running card has no `finished`/`encoding`/`interrupted` keys."""
+    """The YAML mapping: the running card has no `finished`/`encoding`/`interrupted` keys, and
+    the model section names a fine-tune's seed and base model only for a neobench fine-tune
+    (so a card read and written back keeps the layout it had)."""
     data = card_to_dict(card)
+    model = data.get("model")
+    if isinstance(model, dict):
+        data["model"] = {k: v for k, v in model.items() if not (k in _MODEL_IF_SET and v is None)}
     return {k: v for k, v in data.items() if not (k in _UNTIL_SET and v is None)}
 
 
@@ -371,6 +382,9 @@ class OutputModel:
 
     name: str | None = None
     recipe_sha256: str | None = None
+    seed: int | None = None  # the recipe's seed: the one value seed replicates differ in
+    base_model: str | None = None  # the model fine-tuned (its name and revision when loaded)
+    base_revision: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -452,9 +466,20 @@ def read_finetune_card(path: Path) -> FinetuneCard:
 
 
 def finetuned_model(folder: Path) -> OutputModel | None:
-    """Name and recipe hash that `neobench finetune` recorded in a model folder, if it did."""
+    """Name, recipe hash, seed and base model that `neobench finetune` recorded in a model
+    folder, if it did. Cards written before the output section held the seed and base model
+    give them from their own `seed` and `model` sections."""
     path = Path(folder) / FINETUNE_CARD
     if not path.is_file():
         return None
     card = read_finetune_card(path)
-    return card.output_model if card.kind == "neobench finetune" and card.output_model else None
+    if card.kind != "neobench finetune" or not card.output_model:
+        return None
+    out = card.output_model
+    base = card.model or BaseModelRecord()
+    return dataclasses.replace(
+        out,
+        seed=out.seed if out.seed is not None else card.seed,
+        base_model=out.base_model or base.name,
+        base_revision=out.base_revision or base.revision,
+    )

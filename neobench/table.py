@@ -81,15 +81,19 @@ class Row:
     # "▲" / "▼" where the row is significantly above / below the baseline row.
     ci: dict[str, tuple[float, float]] = field(default_factory=dict)
     marks: dict[str, str] = field(default_factory=dict)
+    # A row of seed replicates (neobench/replicates.py): column -> seed standard deviation x100.
+    sd: dict[str, float] = field(default_factory=dict)
 
     def text(self, column: str, value: float | None, partial: str = "") -> str:
-        """A cell: value, "±" half the interval's width (with --ci), task count, mark."""
+        """A cell: value, "±" half the interval's width (with --ci), the seed sd (replicate
+        rows), task count, mark."""
         if value is None:
             return "—"
         low_high = self.ci.get(column)
         spread = f" ±{(low_high[1] - low_high[0]) / 2:.1f}" if low_high else ""
+        sd = f" sd {self.sd[column]:.1f}" if column in self.sd else ""
         mark = f" {self.marks[column]}" if column in self.marks else ""
-        return f"{value:.1f}{spread}{partial}{mark}"
+        return f"{value:.1f}{spread}{sd}{partial}{mark}"
 
 
 @dataclass
@@ -190,8 +194,13 @@ def paper_rows(benchmark: str) -> list[Row]:
 
 
 def labels_for(runs: list[Run]) -> list[str]:
-    """Model name, plus the experiment, plus the revision where names would collide."""
-    base = [r.model + (f" [{r.experiment}]" if r.experiment else "") for r in runs]
+    """Model name, plus the experiment, plus "(N seeds)" for seed replicates, plus the
+    revision where names would collide."""
+    from neobench.replicates import label_suffix
+
+    base = [
+        r.model + (f" [{r.experiment}]" if r.experiment else "") + label_suffix(r) for r in runs
+    ]
     return [
         b + (f" @{r.revision[:12]}" if base.count(b) > 1 else "")
         for b, r in zip(base, runs, strict=True)
@@ -307,6 +316,7 @@ def leaderboard(
     Files that cannot be read are skipped with a warning and a note under the table. ``ci``
     adds intervals, ``baseline`` marks cells significantly above or below that row
     (neobench/intervals.py)."""
+    from neobench import replicates
     from neobench.results import load_roots
     from neobench.tasks import load_benchmark, select_tasks
 
@@ -315,6 +325,7 @@ def leaderboard(
     runs, problems = load_roots(results, tasks)
     for problem in problems:
         logger.warning("skipped: %s", problem)
+    runs, merged = replicates.merge(runs)  # the seeds of one fine-tune: one row
     table = build_table(
         runs,
         tasks,
@@ -325,6 +336,8 @@ def leaderboard(
         strict=strict,
         problems=problems,
     )
+    table.notes += merged
+    replicates.annotate(table, dict(select_runs(runs, models)), tasks, ci=ci)
     if ci or baseline:
         from neobench import intervals
 
