@@ -131,6 +131,11 @@ def _parse_seeds(cfg: FinetuneConfig) -> list[int]:
             f"--seed {cfg.seed} and --seeds {','.join(cfg.seeds or [])}: give one of them "
             "(--seeds 0,1,2 runs the recipe once per seed; --seed N runs it once)."
         )
+    if any(item.split("=", 1)[0].strip() == "seed" for item in cfg.overrides):
+        raise NeobenchError(
+            f"--seeds {','.join(cfg.seeds or [])} and the override seed=...: give the seeds "
+            "once, with --seeds."
+        )
     bad = [s for s in cfg.seeds or [] if not s.isdigit()]
     if bad or not cfg.seeds:
         raise NeobenchError(
@@ -152,7 +157,7 @@ def _complete(output: Path) -> bool:
 
 def _fresh(output: Path) -> bool:
     """Nothing to resume: no folder, an empty one, or a run that stopped before a checkpoint."""
-    if not output.exists() or not any(output.iterdir()):
+    if not output.is_dir() or not any(output.iterdir()):
         return True
     return run_folder.unfinished_without_checkpoint(output)
 
