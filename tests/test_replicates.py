@@ -2,6 +2,8 @@
 seeds (mean, seed sd), and intervals and paired tests that resample seeds, then items."""
 
 import json
+from dataclasses import replace
+from pathlib import Path
 
 import mteb
 import numpy as np
@@ -207,6 +209,27 @@ def test_a_seed_folder_in_the_way_stops_every_seed_before_any_work(tmp_path, cap
     err = capsys.readouterr().err
     assert code == 2 and f"--output {tmp_path / 'out-seed2'} already exists" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out-seed2"]
+
+
+def test_resume_skips_complete_seeds_resumes_started_ones_and_starts_the_rest(tmp_path):
+    record.write_finetune_card(tmp_path / "out-seed0" / record.FINETUNE_CARD,
+                               record.FinetuneCard(status="complete"))  # fmt: skip
+    (tmp_path / "out-seed1" / "checkpoints" / "checkpoint-3").mkdir(parents=True)
+    record.write_finetune_card(tmp_path / "out-seed1" / record.FINETUNE_CARD,
+                               record.FinetuneCard(status="interrupted"))  # fmt: skip
+    cfg = FinetuneConfig(model="m", output=str(tmp_path / "out"), seeds=["0", "1", "2"])
+    runs = seed_configs(replace(cfg, resume=True))
+    assert [(r.seed, Path(r.output).name, r.resume) for r in runs] == [
+        (1, "out-seed1", True),
+        (2, "out-seed2", False),
+    ]
+    assert {r.model_name for r in runs} == {"neobench/out"} and {r.seeds for r in runs} == {None}
+    with pytest.raises(NeobenchError) as refused:  # without --resume: both folders named
+        seed_configs(cfg)
+    assert [p.split(" already exists")[0] for p in refused.value.problems] == [
+        f"--output {tmp_path / 'out-seed0'}",
+        f"--output {tmp_path / 'out-seed1'}",
+    ]
 
 
 def _eval(model, results, mirror, *extra):
