@@ -5,7 +5,9 @@ each task (neobench/bootstrap.py), from the per-item files `neobench eval` saves
 result (neobench/units). Per task: the baseline's and the model's score, the difference with its
 95% interval, a two-sided p-value, and the Holm-adjusted p-value over the tasks compared (the
 family is one model's tasks). The "Avg." row is the mean over those tasks with the tasks fixed
-(units resampled within every task); its p-value is a single test, not adjusted.
+(units resampled within every task); its p-value is a single test, not adjusted. A model
+fine-tuned with several seeds is one row (neobench/replicates.py): its scores are the means over
+the seeds, and its draws resample the seeds, then the items.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ A cell's interval comes from the per-item units each result carries (neobench/un
 of the row is resampled (its units, B times, seeded: neobench/bootstrap.py) and a type column or
 Avg. is the mean of its tasks on each resample, with the tasks fixed ("if the test items were
 drawn again"). A cell is marked against the baseline row when the paired difference on the same
-resamples is significant after Holm's adjustment over that row's marked columns.
+resamples is significant after Holm's adjustment over that row's marked columns. A row of seed
+replicates (neobench/replicates.py) resamples its seeds, then their items.
 """
 
 from __future__ import annotations

@@ -134,7 +134,9 @@ def _replicates(kept: list[tuple[int, Run]], notes: list[str]) -> Replicates:
     }
     row = Replicates(
         model=first.model,
-        revision="seeds-" + "-".join(map(str, seeds)),
+        # The members' revisions: where two rows share a label, its first 12 characters (the
+        # first member's) tell them apart (table.labels_for).
+        revision="+".join(r.revision for r in runs),
         experiment=first.experiment,
         folder=first.folder,
         scores={t: fmean(r.scores[t] for r in runs) for t in shared},

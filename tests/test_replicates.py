@@ -90,7 +90,7 @@ def mean_units(monkeypatch):
     monkeypatch.setattr(units, "registry", lambda: {"Retrieval": TypeSpec("query", None, _mean)})
 
 
-def write_run(root, name, values_by_task, revision="r1", seed=None):
+def write_run(root, name, values_by_task, revision="r1", seed=None, recipe="r" * 64):
     """A run's mteb task files (main score = the units' mean) and units files; with ``seed``,
     an eval card whose model section is that of a neobench fine-tune of org/base."""
     meta = ModelMeta.create_empty(overwrites={"name": name, "revision": revision})
@@ -108,7 +108,7 @@ def write_run(root, name, values_by_task, revision="r1", seed=None):
                                                 [part])))  # fmt: skip
     if seed is not None:
         model = EvalModel(name=name, revision=revision, finetune_seed=seed, base_model="org/base",
-                          base_revision="b1", recipe_sha256="r" * 64)  # fmt: skip
+                          base_revision="b1", recipe_sha256=recipe)  # fmt: skip
         record.write_eval_card(folder / "neobench" / f"run-{seed}.yaml", EvalCard(model=model))
     return folder
 
@@ -178,6 +178,18 @@ def test_partial_and_repeated_seeds_are_said(tmp_path, mean_units):
     assert "ArguAna (seeds 0, 1, 2 only)" in text and "left out of the row" in text
     assert "seed 1 was evaluated twice" in text and "s9" in text
     assert "'sd' is the standard deviation over the seeds" in text
+
+
+def test_seeds_of_two_recipes_are_two_rows(tmp_path, mean_units):
+    rng = np.random.default_rng(3)
+    for recipe in ("a", "b"):
+        for seed in (0, 1):
+            values = {"SciFact": rng.random(50)}
+            write_run(tmp_path, "org/tuned", values, f"{recipe}{seed}", seed, recipe * 64)
+    out = tmp_path / "t.md"
+    assert main(["table", "--results", str(tmp_path), "--out", str(out)]) == 0
+    labels = [line.split("|")[1].strip() for line in out.read_text().splitlines()[4:6]]
+    assert labels == ["org/tuned (2 seeds) @a0+a1", "org/tuned (2 seeds) @b0+b1"]
 
 
 # ----------------------------------------------------------------- finetune --seeds, for real
