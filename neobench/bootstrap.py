@@ -10,6 +10,8 @@ with the same indices: the paired difference removes item difficulty (docs/uncer
 - `paired`: the difference B - A with its percentile interval and a two-sided p-value from the
   bootstrap distribution of the difference centred on the observed one.
 - `holm`: Holm's step-down adjustment of p-values over the tasks compared.
+- `replicate_draws`: the mean over seed replicates of one model, two levels: seeds drawn with
+  replacement, then items (docs/uncertainty.md, "Seed replicates").
 - `benchmark_draws`: the mean over tasks; ``over="items"`` keeps the tasks and uses each task's
   item resamples (stratified: "if the test items were drawn again"), ``over="tasks"`` resamples
   the tasks themselves ("if the tasks were drawn again").
@@ -155,6 +157,26 @@ def over_tasks(
     check_resamples(resamples)
     rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
     return points[rng.integers(0, len(points), size=(resamples, len(points)))].mean(axis=1)
+
+
+def replicate_draws(
+    per_seed: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED, key: str = "seeds"
+) -> np.ndarray:
+    """[resamples] two-level draws of the mean over seed replicates: on resample b, the seeds
+    are drawn with replacement, then each drawn seed contributes its own b-th item draw.
+
+    ``per_seed`` is [seeds, resamples]: each seed's draws (`task_draws` or a column's mean of
+    them), whose b-th draws all resampled the same items, since the item indices depend on the
+    task, the part and ``seed`` only. The seed draws depend on ``seed`` and ``key``: give every
+    column of one row the same key (a seed drawn carries all its tasks), and each row its own
+    key naming its members, so two rows are resampled independently over seeds, unless their
+    members are the same, which then gives them the same draws."""
+    check_resamples(resamples)
+    per_seed = np.asarray(per_seed, dtype=float)
+    count = per_seed.shape[0]
+    rng = np.random.default_rng([seed, zlib.crc32(key.encode()), count])
+    drawn = rng.integers(0, count, size=(resamples, count))  # [resamples, seeds]
+    return per_seed[drawn, np.arange(resamples)[:, None]].mean(axis=1)
 
 
 def holm(pvalues: list[float]) -> list[float]:

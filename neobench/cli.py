@@ -80,18 +80,24 @@ def cmd_eval(cfg: config.EvalConfig) -> int:
 
 def cmd_finetune(cfg: config.FinetuneConfig) -> int:
     """fine-tune an encoder with the standard recipe"""
-    from neobench.finetune import finetune
+    from neobench.finetune import finetune, seed_configs
 
-    progress = StepProgress(console)
-    try:
-        summary = finetune(cfg, on_step=progress)
-    finally:
-        progress.stop()
-    loss = "n/a" if summary.final_loss is None else f"{summary.final_loss:.4f}"
-    say(
-        f"[green]done[/]: {summary.steps} steps, final loss {loss}, recipe sha256 "
-        f"{summary.recipe_sha256[:12]}. Model: {summary.output}"
-    )
+    runs = seed_configs(cfg)  # --seeds: one run per seed, every folder checked first
+    if cfg.seeds is not None and not runs:
+        say(f"every seed of --seeds {','.join(cfg.seeds)} is complete; nothing to resume.")
+    for i, run in enumerate(runs):
+        if cfg.seeds is not None:
+            say(f"seed {run.seed} ({i + 1}/{len(runs)}): {run.output}", markup=False)
+        progress = StepProgress(console)
+        try:
+            summary = finetune(run, on_step=progress)
+        finally:
+            progress.stop()
+        loss = "n/a" if summary.final_loss is None else f"{summary.final_loss:.4f}"
+        say(
+            f"[green]done[/]: {summary.steps} steps, final loss {loss}, recipe sha256 "
+            f"{summary.recipe_sha256[:12]}. Model: {escape(str(summary.output))}"
+        )
     return 0
 
 

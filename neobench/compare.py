@@ -5,7 +5,9 @@ each task (neobench/bootstrap.py), from the per-item files `neobench eval` saves
 result (neobench/units). Per task: the baseline's and the model's score, the difference with its
 95% interval, a two-sided p-value, and the Holm-adjusted p-value over the tasks compared (the
 family is one model's tasks). The "Avg." row is the mean over those tasks with the tasks fixed
-(units resampled within every task); its p-value is a single test, not adjusted.
+(units resampled within every task); its p-value is a single test, not adjusted. A model
+fine-tuned with several seeds is one row (neobench/replicates.py): its scores are the means over
+the seeds, and its draws resample the seeds, then the items.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from neobench import bootstrap, units
+from neobench import bootstrap, replicates, units
 from neobench.errors import NeobenchError, unknown
 from neobench.results import Run, differences, load_roots
 from neobench.table import labels_for
@@ -48,6 +50,17 @@ class Row:
     # Whether the model trained on the task (on one of the compared tasks, for Avg.); None when
     # its training data is not declared (neobench/overlap.py).
     in_domain: bool | None = None
+    # A row of seed replicates (neobench/replicates.py): its seeds, and the standard deviation
+    # of its score over them; absent from the JSON and CSV of other rows.
+    seeds: list[int] | None = None
+    seed_sd: float | None = None
+
+    def record(self) -> dict:
+        data = asdict(self)
+        return data if self.seeds is not None else {k: data[k] for k in data if k not in SEEDED}
+
+
+SEEDED = ("seeds", "seed_sd")
 
 
 @dataclass
@@ -58,6 +71,7 @@ class Comparison:
     alpha: float
     rows: list[Row]
     notes: list[str]
+    baseline_seeds: list[int] | None = None  # when the baseline is a row of seed replicates
 
     def to_json(self) -> str:
         body = {
@@ -65,9 +79,11 @@ class Comparison:
             "resamples": self.resamples,
             "seed": self.seed,
             "alpha": self.alpha,
-            "rows": [asdict(r) for r in self.rows],
+            "rows": [r.record() for r in self.rows],
             "notes": self.notes,
         }
+        if self.baseline_seeds is not None:
+            body["baseline_seeds"] = self.baseline_seeds
         return json.dumps(body, indent=1) + "\n"
 
 
@@ -90,6 +106,7 @@ def compare(
     bootstrap.check_resamples(resamples)
     chosen = select_tasks(load_benchmark(benchmark), tasks)
     runs, _ = load_roots(results, chosen)
+    runs, notes = replicates.merge(runs)  # the seeds of one fine-tune: one model
     labelled = dict(zip(labels_for(runs), runs, strict=True))
     base_label = _find(baseline, labelled)
     others = [_find(m, labelled) for m in models] if models else list(labelled)
@@ -100,18 +117,17 @@ def compare(
             f"{', '.join(map(str, results))}."
         )
     _check_conditions(labelled, base_label, others)
-    notes: list[str] = []
     if zero_shot_only:
         chosen, labelled, note = _zero_shot_only(results, chosen, labelled, [base_label, *others])
         notes.append(note)
-    base_units = _units_of(labelled[base_label], base_label)
+    base = _Side(labelled[base_label], _units_of(labelled[base_label], base_label))
     rows = []
     for label in others:
-        rows += _compare_one(
-            label, base_units, _units_of(labelled[label], label), resamples, seed, alpha
-        )
-    rows = [_with_in_domain(r, labelled[r.model], sorted(base_units)) for r in rows]
-    return Comparison(base_label, resamples, seed, alpha, rows, notes + _overlap_notes(rows))
+        mine = _Side(labelled[label], _units_of(labelled[label], label))
+        rows += _compare_one(label, base, mine, resamples, seed, alpha)
+    rows = [_with_in_domain(r, labelled[r.model], sorted(base.units)) for r in rows]
+    notes += _overlap_notes(rows)
+    return Comparison(base_label, resamples, seed, alpha, rows, notes, base.seeds)
 
 
 def _zero_shot_only(
@@ -122,7 +138,7 @@ def _zero_shot_only(
 
     subset = overlap.zero_shot_subset({label: labelled[label] for label in compared}, tasks)
     kept = overlap.keep_tasks(tasks, subset)
-    runs, _ = load_roots(results, kept)
+    runs, _ = replicates.merge(load_roots(results, kept)[0])
     return kept, dict(zip(labels_for(runs), runs, strict=True)), subset.note()
 
 
@@ -180,10 +196,46 @@ def _check_conditions(labelled: dict[str, Run], base: str, others: list[str]) ->
         )
 
 
-def _units_of(run: Run, label: str) -> dict[str, TaskUnits]:
-    """The per-item units of each task of a run; a task saved without them is refused with the
-    command that adds them."""
-    missing = [t for t in sorted(run.scores) if not units.path_for(run.folder, t).is_file()]
+@dataclass
+class _Side:
+    """One model of a comparison: its run and, per task, the units of each of its seeds (one
+    entry for a single run)."""
+
+    run: Run
+    units: dict[str, list[TaskUnits]]
+
+    def draws(self, task: str, order: TaskUnits, resamples: int, seed: int) -> np.ndarray:
+        """The task's draws with the units in ``order``'s order (the same items at the same
+        indices on both sides); a replicate row resamples seeds too, independently of the
+        other side unless both have the same members."""
+        found = [bootstrap.aligned(order, u) for u in self.units[task]]
+        per_seed = [bootstrap.task_draws(u, resamples, seed) for u in found]
+        return replicates.combine(self.run, per_seed, resamples, seed)
+
+    @property
+    def seeds(self) -> list[int] | None:
+        return self.run.seeds if isinstance(self.run, replicates.Replicates) else None
+
+    def point(self, task: str) -> float:
+        return float(np.mean([units.main_score(u) for u in self.units[task]]))
+
+    def seed_sd(self, tasks: list[str]) -> float | None:
+        """Standard deviation over the seeds of each seed's mean over ``tasks``."""
+        if self.seeds is None:
+            return None
+        seeds = np.mean([[units.main_score(u) for u in self.units[t]] for t in tasks], axis=0)
+        return float(np.std(seeds, ddof=1))
+
+
+def _units_of(run: Run, label: str) -> dict[str, list[TaskUnits]]:
+    """The per-item units of each task of a run (of each seed, for replicates); a task saved
+    without them is refused with the command that adds them."""
+    everyone = replicates.members(run)
+    missing = [
+        t
+        for t in sorted(run.scores)
+        if not all(units.path_for(m.folder, t).is_file() for m in everyone)
+    ]
     if missing:
         raise NeobenchError(
             f"{label}: no per-item predictions for {', '.join(missing)} (evaluated before neobench "
@@ -191,45 +243,42 @@ def _units_of(run: Run, label: str) -> dict[str, TaskUnits]:
             f"Delete those task files in {run.folder} and re-run the same `neobench eval` to add "
             "them, or leave the tasks out with --tasks."
         )
-    return {t: units.read(units.path_for(run.folder, t)) for t in sorted(run.scores)}
+    return {t: replicates.member_units(run, t) or [] for t in sorted(run.scores)}
 
 
 def _compare_one(
-    label: str,
-    base: dict[str, TaskUnits],
-    mine: dict[str, TaskUnits],
-    resamples: int,
-    seed: int,
-    alpha: float,
+    label: str, base: _Side, mine: _Side, resamples: int, seed: int, alpha: float
 ) -> list[Row]:
-    if set(base) != set(mine):
-        only_base, only_mine = sorted(set(base) - set(mine)), sorted(set(mine) - set(base))
+    if set(base.units) != set(mine.units):
+        only_base = sorted(set(base.units) - set(mine.units))
+        only_mine = sorted(set(mine.units) - set(base.units))
         raise NeobenchError(
             f"{label} and the baseline were evaluated on different tasks (only the baseline: "
             f"{', '.join(only_base) or 'none'}; only {label}: {', '.join(only_mine) or 'none'}). "
             "Evaluate the missing tasks, or restrict the comparison with --tasks."
         )
-    if not base:
+    if not base.units:
         raise NeobenchError(
             f"{label}: no task with per-item predictions to compare; re-run `neobench eval`."
         )
-    names = sorted(base)
+    names = sorted(base.units)
     draws_a, draws_b, found = [], [], []
     for task in names:
-        other = bootstrap.aligned(base[task], mine[task])
-        a = bootstrap.task_draws(base[task], resamples, seed)
-        b = bootstrap.task_draws(other, resamples, seed)
+        order = base.units[task][0]  # both sides' units in the baseline's first seed's order
+        a = base.draws(task, order, resamples, seed)
+        b = mine.draws(task, order, resamples, seed)
         draws_a.append(a)
         draws_b.append(b)
-        points = units.main_score(base[task]), units.main_score(other)
-        found.append(_row(label, task, points, a, b, alpha))
+        points = base.point(task), mine.point(task)
+        found.append(_row(label, task, points, a, b, alpha, mine.seeds, mine.seed_sd([task])))
     adjusted = bootstrap.holm([r.p for r in found])
     rows = [_with_holm(r, p, alpha) for r, p in zip(found, adjusted, strict=True)]
     points = (
         float(np.mean([r.baseline_score for r in found])),
         float(np.mean([r.score for r in found])),
     )
-    rows.append(_row(label, AVG, points, np.mean(draws_a, 0), np.mean(draws_b, 0), alpha))
+    a, b = np.mean(draws_a, 0), np.mean(draws_b, 0)
+    rows.append(_row(label, AVG, points, a, b, alpha, mine.seeds, mine.seed_sd(names)))
     return rows
 
 
@@ -240,6 +289,8 @@ def _row(
     a: np.ndarray,
     b: np.ndarray,
     alpha: float,
+    seeds: list[int] | None = None,
+    seed_sd: float | None = None,
 ) -> Row:
     """A row from the two point estimates and the two models' draws on the same resamples; its
     p_holm is its own p until the family's adjustment replaces it."""
@@ -247,7 +298,7 @@ def _row(
     low, high = np.quantile(b, [alpha / 2, 1 - alpha / 2])
     return Row(
         label, task, points[0], points[1], float(low), float(high),
-        pair.delta, pair.low, pair.high, pair.p, pair.p, pair.p < alpha,
+        pair.delta, pair.low, pair.high, pair.p, pair.p, pair.p < alpha, seeds, seed_sd,
     )  # fmt: skip
 
 
@@ -273,12 +324,13 @@ COLUMNS = (
 def cells(row: Row) -> list[str]:
     """One row as text: scores x100 with one decimal, as in the tables."""
     mark = ("higher" if row.delta > 0 else "lower") if row.significant else ""
+    sd = "" if row.seed_sd is None else f" sd {100 * row.seed_sd:.1f}"
     return [
         row.model,
         row.task,
         f"{100 * row.baseline_score:.1f}",
         f"{100 * row.score:.1f}{'†' if row.in_domain else ''} "
-        f"[{100 * row.score_ci_low:.1f}, {100 * row.score_ci_high:.1f}]",
+        f"[{100 * row.score_ci_low:.1f}, {100 * row.score_ci_high:.1f}]" + sd,
         f"{100 * row.delta:+.1f} [{100 * row.ci_low:+.1f}, {100 * row.ci_high:+.1f}]",
         f"{row.p:.3f}",
         f"{row.p_holm:.3f}",
@@ -287,12 +339,19 @@ def cells(row: Row) -> list[str]:
 
 
 def legend(comparison: Comparison) -> str:
-    return (
+    text = (
         f"Baseline: {comparison.baseline}. Scores x100. [ ] = 95% paired-bootstrap interval "
         f"({comparison.resamples} resamples of each task's units, seed {comparison.seed}); "
         f"p two-sided; Holm over each model's tasks; higher/lower = significant at "
         f"{comparison.alpha:g} after Holm. Avg. = mean over the compared tasks, tasks fixed."
     )
+    if comparison.baseline_seeds is not None or any(r.seeds for r in comparison.rows):
+        text += (
+            " Models '(N seeds)': scores are means over N fine-tuning seeds, 'sd' their standard "
+            "deviation over the seeds; their intervals and p-values resample the seeds (each "
+            "side on its own), then the same items on both sides."
+        )
+    return text
 
 
 def to_markdown(comparison: Comparison) -> str:
@@ -304,10 +363,12 @@ def to_markdown(comparison: Comparison) -> str:
 
 def to_csv(comparison: Comparison) -> str:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(Row.__dataclass_fields__), lineterminator="\n")
+    seeded = any(r.seeds is not None for r in comparison.rows)
+    names = [f for f in Row.__dataclass_fields__ if seeded or f not in SEEDED]
+    writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\n")
     writer.writeheader()
     for row in comparison.rows:
-        writer.writerow(asdict(row))
+        writer.writerow(row.record())
     return buffer.getvalue()
 
 

@@ -156,6 +156,13 @@ class FinetuneConfig(ModelInputs):
         [], "recipe overrides, e.g. max_steps=40", positional=True, metavar="key=value"
     )
     seed: int | None = opt(None, "overrides the recipe's seed")
+    seeds: list[str] | None = opt(
+        None,
+        "comma-separated seeds, e.g. 0,1,2: the recipe once per seed, into <output>-seed<N> "
+        "(instead of --seed); evaluated, the seeds form one table row",
+        csv=True,
+        metavar="N,N,...",
+    )
     resume: bool = opt(False, "continue from the last checkpoint in --output")
     model_name: str | None = opt(
         None, "name recorded for the fine-tuned model (default: neobench/<output folder>)"

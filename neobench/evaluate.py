@@ -123,7 +123,7 @@ class _Model:
     loaded: LoadedModel
     device: str
     dtype: str  # float32 | float16 | bfloat16 (autocast)
-    recipe_sha256: str | None  # set when `neobench finetune` made the model
+    tuned: record.OutputModel | None  # set when `neobench finetune` made the model
 
 
 @dataclass
@@ -246,7 +246,7 @@ def _load(cfg: EvalConfig) -> _Model:
     tuned = record.finetuned_model(Path(loaded.path))
     if tuned and tuned.name and not cfg.model_name:
         loaded.name = tuned.name
-    return _Model(loaded, device, dtype, tuned.recipe_sha256 if tuned else None)
+    return _Model(loaded, device, dtype, tuned)
 
 
 def _encoder(
@@ -334,8 +334,20 @@ def _model_section(cfg: EvalConfig, model: _Model) -> EvalModel:
         tokenizer=loaded.tokenizer,
         trust_remote_code=loaded.trust_remote_code,
         pooling=_pooling(loaded.model),
-        recipe_sha256=model.recipe_sha256,
+        **_finetuned_from(model.tuned),
     )
+
+
+def _finetuned_from(tuned: record.OutputModel | None) -> dict[str, Any]:
+    """The model-section fields a neobench fine-tune contributes: recipe hash, seed, base."""
+    if tuned is None:
+        return {}
+    return {
+        "recipe_sha256": tuned.recipe_sha256,
+        "finetune_seed": tuned.seed,
+        "base_model": tuned.base_model,
+        "base_revision": tuned.base_revision,
+    }
 
 
 def _card_path(results_dir: Path, shard: EvalShard) -> Path:

@@ -14,7 +14,7 @@ import functools
 import logging
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +45,7 @@ from neobench.run_folder import CARD, CHECKPOINTS, CURVE, CURVE_PNG
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["FinetuneConfig", "FinetuneSummary", "finetune", "resolve_recipe"]
+__all__ = ["FinetuneConfig", "FinetuneSummary", "finetune", "resolve_recipe", "seed_configs"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +83,86 @@ def resolve_recipe(cfg: FinetuneConfig) -> Recipe:
     return apply_overrides(load_recipe(cfg.recipe), overrides)
 
 
+def default_name(output: str) -> str:
+    """The name results are filed under when --model-name is not given: neobench/<folder>.
+    The runs of `--seeds` share it (their folder without the -seed<N> suffix), so their
+    evaluations land side by side, told apart by revision (neobench/replicates.py)."""
+    return f"neobench/{Path(output).expanduser().name}"
+
+
+SEED_SUFFIX = "-seed"
+
+
+def seed_configs(cfg: FinetuneConfig) -> list[FinetuneConfig]:
+    """One config per run: ``[cfg]`` without --seeds; with --seeds 0,1,2 one per seed, into
+    sibling folders <output>-seed<N> under one model name, the seed the only difference.
+
+    Every seed folder is checked before the first run starts, with the rules of one run; with
+    --resume a complete seed is skipped, an unfinished one resumed, a missing one started."""
+    if cfg.seeds is None:
+        return [cfg]
+    seeds = _parse_seeds(cfg)
+    base = Path(cfg.output).expanduser().resolve()
+    runs, problems = [], []
+    for seed in seeds:
+        output = base.with_name(f"{base.name}{SEED_SUFFIX}{seed}")
+        resume = cfg.resume and not _fresh(output)
+        if cfg.resume and _complete(output):
+            logger.warning("%s: seed %d is complete; skipped", output, seed)
+            continue
+        problems += run_folder.output_problems(output, resume)
+        runs.append(
+            replace(
+                cfg,
+                output=str(output),
+                seed=seed,
+                seeds=None,
+                resume=resume,
+                model_name=cfg.model_name or default_name(str(base)),
+            )
+        )
+    if problems:
+        raise NeobenchError(problems)
+    return runs
+
+
+def _parse_seeds(cfg: FinetuneConfig) -> list[int]:
+    if cfg.seed is not None:
+        raise NeobenchError(
+            f"--seed {cfg.seed} and --seeds {','.join(cfg.seeds or [])}: give one of them "
+            "(--seeds 0,1,2 runs the recipe once per seed; --seed N runs it once)."
+        )
+    if any(item.split("=", 1)[0].strip() == "seed" for item in cfg.overrides):
+        raise NeobenchError(
+            f"--seeds {','.join(cfg.seeds or [])} and the override seed=...: give the seeds "
+            "once, with --seeds."
+        )
+    bad = [s for s in cfg.seeds or [] if not s.isdigit()]
+    if bad or not cfg.seeds:
+        raise NeobenchError(
+            f"--seeds {','.join(cfg.seeds or []) or repr('')}: expected comma-separated "
+            "non-negative whole numbers, e.g. --seeds 0,1,2."
+        )
+    seeds = [int(s) for s in cfg.seeds]
+    if len(set(seeds)) != len(seeds):
+        raise NeobenchError(
+            f"--seeds {','.join(cfg.seeds)}: a seed is repeated; each seed runs once."
+        )
+    return seeds
+
+
+def _complete(output: Path) -> bool:
+    path = output / CARD
+    return path.is_file() and record.read_finetune_card(path).status == "complete"
+
+
+def _fresh(output: Path) -> bool:
+    """Nothing to resume: no folder, an empty one, or a run that stopped before a checkpoint."""
+    if not output.is_dir() or not any(output.iterdir()):
+        return True
+    return run_folder.unfinished_without_checkpoint(output)
+
+
 def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
@@ -96,7 +176,12 @@ def finetune(
     on_step: Callable[[dict[str, Any]], None] | None = None,
     extra_callbacks: list[Any] | None = None,
 ) -> FinetuneSummary:
-    """Run the recipe. Every input problem is reported before any data or model loads."""
+    """Run the recipe. Every input problem is reported before any data or model loads.
+    One seed per call: --seeds is expanded into one config per seed by `seed_configs`."""
+    if cfg.seeds is not None:
+        raise NeobenchError(
+            "finetune() runs one seed; expand --seeds with seed_configs() and run each config."
+        )
     # 1. Inputs: recipe, model id, device, output folder, manifest, instructions, all at once.
     inputs = _check_inputs(cfg)
     output = inputs.output
@@ -285,10 +370,13 @@ def _card(
             inputs.train_profile.name, inputs.train_profile.sha256, values.eval_instructions
         ),
         output_model=record.OutputModel(
-            cfg.model_name or f"neobench/{Path(cfg.output).name}",
+            cfg.model_name or default_name(cfg.output),
             recipe.sha256,
             training_datasets=trained,
             adapted_from=adapted_from,
+            seed=values.seed,
+            base_model=loaded.name,
+            base_revision=loaded.revision,
         ),
         model=record.BaseModelRecord(
             base=cfg.model,

@@ -4,17 +4,19 @@ A cell's interval comes from the per-item units each result carries (neobench/un
 of the row is resampled (its units, B times, seeded: neobench/bootstrap.py) and a type column or
 Avg. is the mean of its tasks on each resample, with the tasks fixed ("if the test items were
 drawn again"). A cell is marked against the baseline row when the paired difference on the same
-resamples is significant after Holm's adjustment over that row's marked columns.
+resamples is significant after Holm's adjustment over that row's marked columns. A row of seed
+replicates (neobench/replicates.py) resamples its seeds, then their items.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from neobench import bootstrap, units
+from neobench import bootstrap, replicates
 from neobench.config import ALPHA
 from neobench.errors import NeobenchError, unknown
 from neobench.results import Run
@@ -97,13 +99,9 @@ def _legend(settings: _Settings) -> str:
 
 
 def _draws(run: Run, resamples: int, seed: int) -> dict[str, np.ndarray]:
-    """Task -> its B resampled main scores, for the tasks whose units were saved."""
-    out = {}
-    for task in sorted(run.scores):
-        path = units.path_for(run.folder, task)
-        if path.is_file():
-            out[task] = bootstrap.task_draws(units.read(path), resamples, seed)
-    return out
+    """Task -> its B resampled main scores, for the tasks whose units were saved; a row of
+    seed replicates resamples its seeds, then their items (neobench/replicates.py)."""
+    return replicates.task_draws(run, resamples, seed)
 
 
 def _columns(table: LeaderTable, tasks: list[AbsTask]) -> dict[str, list[str]]:
@@ -197,7 +195,8 @@ def _mark(
 
 def _find(name: str, rows: list[Row], data: dict[str, _RowData]) -> str:
     labels = [r.label for r in rows if not r.quoted]
-    hits = [label for label in labels if name in (label, label.split(" [")[0].split(" @")[0])]
+    # A label without its experiment, revision or "(N seeds)": the model name.
+    hits = [label for label in labels if name in (label, re.split(r" \[| @| \(", label)[0])]
     if len(hits) != 1:
         raise NeobenchError(unknown("--baseline model", name, labels))
     return hits[0]

@@ -266,6 +266,11 @@ class EvalModel:
     trust_remote_code: bool | None = None
     pooling: str | None = None
     recipe_sha256: str | None = None  # set when `neobench finetune` made the model
+    # Also from the fine-tuning card, written only when it gave them: what tells the seed
+    # replicates of one backbone and recipe apart (neobench/replicates.py).
+    finetune_seed: int | None = None
+    base_model: str | None = None
+    base_revision: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -321,11 +326,17 @@ class EvalCard:
 
 
 _UNTIL_SET = ("finished", "encoding", "interrupted")
+_MODEL_IF_SET = ("finetune_seed", "base_model", "base_revision")
 
 
 def eval_card_to_dict(card: EvalCard) -> dict[str, Any]:
-    """The YAML mapping: the running card has no `finished`/`encoding`/`interrupted` keys."""
+    """The YAML mapping: the running card has no `finished`/`encoding`/`interrupted` keys, and
+    the model section names a fine-tune's seed and base model only for a neobench fine-tune
+    (so a card read and written back keeps the layout it had)."""
     data = card_to_dict(card)
+    model = data.get("model")
+    if isinstance(model, dict):
+        data["model"] = {k: v for k, v in model.items() if not (k in _MODEL_IF_SET and v is None)}
     return {k: v for k, v in data.items() if not (k in _UNTIL_SET and v is None)}
 
 
@@ -376,6 +387,9 @@ class OutputModel:
     # model's mteb name, through which mteb adds what the base itself was trained on.
     training_datasets: list[str] | None = None
     adapted_from: str | None = None
+    seed: int | None = None  # the recipe's seed: the one value seed replicates differ in
+    base_model: str | None = None  # the model fine-tuned (its name and revision when loaded)
+    base_revision: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -457,7 +471,9 @@ def read_finetune_card(path: Path) -> FinetuneCard:
 
 
 def finetuned_model(folder: Path) -> OutputModel | None:
-    """Name and recipe hash that `neobench finetune` recorded in a model folder, if it did."""
+    """Name, recipe hash, seed and base model that `neobench finetune` recorded in a model
+    folder, if it did. Cards written before the output section held the seed and base model
+    give them from their own `seed` and `model` sections."""
     path = Path(folder) / FINETUNE_CARD
     if not path.is_file():
         return None
@@ -466,13 +482,18 @@ def finetuned_model(folder: Path) -> OutputModel | None:
         return None
     model = card.output_model
     recorded = card.data and all("in_domain" in entry for entry in card.data.values())
+    base = card.model or BaseModelRecord()
     if model.training_datasets is None and recorded:
         # A card written before the declaration existed: its datasets say what was trained on,
         # and a base loaded from the hub is named by its id (a local one as local/<folder>).
         model.training_datasets = in_domain_tasks(card.data)
-        base = card.model
         model.adapted_from = base.name if base.name and base.name == base.base else None
-    return model
+    return dataclasses.replace(
+        model,
+        seed=model.seed if model.seed is not None else card.seed,
+        base_model=model.base_model or base.name,
+        base_revision=model.base_revision or base.revision,
+    )
 
 
 def in_domain_tasks(data: dict[str, dict[str, Any]]) -> list[str]:

@@ -94,17 +94,20 @@ class Row:
     # the row's model trained on, marked "†"; mteb's zero-shot percentage, None when unknown.
     in_domain: set[str] = field(default_factory=set)
     zero_shot: int | None = None
+    # A row of seed replicates (neobench/replicates.py): column -> seed standard deviation x100.
+    sd: dict[str, float] = field(default_factory=dict)
 
     def text(self, column: str, value: float | None, partial: str = "") -> str:
-        """A cell: value, "†" when in-domain, "±" half the interval's width (with --ci), task
-        count, mark."""
+        """A cell: value, "†" when in-domain, "±" half the interval's width (with --ci), the
+        seed sd (replicate rows), task count, mark."""
         if value is None:
             return "—"
         low_high = self.ci.get(column)
         spread = f" ±{(low_high[1] - low_high[0]) / 2:.1f}" if low_high else ""
+        sd = f" sd {self.sd[column]:.1f}" if column in self.sd else ""
         mark = f" {self.marks[column]}" if column in self.marks else ""
         dagger = "†" if column in self.in_domain else ""
-        return f"{value:.1f}{dagger}{spread}{partial}{mark}"
+        return f"{value:.1f}{dagger}{spread}{sd}{partial}{mark}"
 
     def zero_shot_text(self) -> str:
         """The Zero-shot cell: empty for a quoted row, "unknown" when undeclared."""
@@ -235,8 +238,13 @@ def paper_rows(benchmark: str) -> list[Row]:
 
 
 def labels_for(runs: list[Run]) -> list[str]:
-    """Model name, plus the experiment, plus the revision where names would collide."""
-    base = [r.model + (f" [{r.experiment}]" if r.experiment else "") for r in runs]
+    """Model name, plus the experiment, plus "(N seeds)" for seed replicates, plus the
+    revision where names would collide."""
+    from neobench.replicates import label_suffix
+
+    base = [
+        r.model + (f" [{r.experiment}]" if r.experiment else "") + label_suffix(r) for r in runs
+    ]
     return [
         b + (f" @{r.revision[:12]}" if base.count(b) > 1 else "")
         for b, r in zip(base, runs, strict=True)
@@ -404,18 +412,20 @@ def leaderboard(
     adds intervals, ``baseline`` marks cells significantly above or below that row
     (neobench/intervals.py); in-domain cells are marked and ``zero_shot_only`` keeps the tasks
     no row trained on (neobench/overlap.py)."""
-    from neobench import overlap
+    from neobench import overlap, replicates
     from neobench.results import load_roots
     from neobench.tasks import load_benchmark, select_tasks
 
     bench = load_benchmark(benchmark)
     tasks = select_tasks(bench)
     runs, problems = load_roots(results, tasks)
+    runs, merged = replicates.merge(runs)  # the seeds of one fine-tune: one row
     subset = None
     if zero_shot_only:
         subset = _zero_shot_only(runs, tasks, models, reference)
         tasks = overlap.keep_tasks(tasks, subset)
         runs, problems = load_roots(results, tasks)
+        runs, merged = replicates.merge(runs)
     for problem in problems:
         logger.warning("skipped: %s", problem)
     table = build_table(
@@ -431,6 +441,8 @@ def leaderboard(
     if subset is not None:
         table.notes.append(subset.note())
     overlap.annotate_table(table, dict(select_runs(runs, models)), tasks)
+    table.notes += merged
+    replicates.annotate(table, dict(select_runs(runs, models)), tasks, ci=ci)
     if ci or baseline:
         from neobench import intervals
 
