@@ -63,8 +63,7 @@ def task_draws(units: TaskUnits, resamples: int = RESAMPLES, seed: int = SEED) -
     check_resamples(resamples)
     per_part = []
     for i, part in enumerate(units.parts):
-        idx = _indices(units, i, resamples, seed)
-        per_part.append([units_mod.part_score(units, part, row) for row in idx])
+        per_part.append(units_mod.part_scores(units, part, _indices(units, i, resamples, seed)))
     return np.mean(np.asarray(per_part, dtype=float), axis=0)
 
 
