@@ -5,7 +5,7 @@ inputs and seed give the same numbers, and two models evaluated on the same unit
 with the same indices: the paired difference removes item difficulty (docs/uncertainty.md).
 
 - `task_draws`: the task's main score on each of B resamples (units resampled within each part,
-  parts kept, as mteb averages over them).
+  parts kept, as mteb averages over them; an aggregate's parts are its subtasks' parts).
 - `interval`: the percentile interval of those draws around the point estimate.
 - `paired`: the difference B - A with its percentile interval and a two-sided p-value from the
   bootstrap distribution of the difference centred on the observed one.
@@ -64,7 +64,7 @@ def task_draws(units: TaskUnits, resamples: int = RESAMPLES, seed: int = SEED) -
     per_part = []
     for i, part in enumerate(units.parts):
         per_part.append(units_mod.part_scores(units, part, _indices(units, i, resamples, seed)))
-    return np.mean(np.asarray(per_part, dtype=float), axis=0)
+    return np.asarray(units_mod.combine(units, per_part), dtype=float)
 
 
 def interval(
@@ -111,7 +111,7 @@ def p_value(diffs: np.ndarray, delta: float) -> float:
 def aligned(baseline: TaskUnits, other: TaskUnits) -> TaskUnits:
     """``other`` with its units in the baseline's order; a NeobenchError when the two did not
     see the same parts and items (nothing paired can be said then)."""
-    if [(p.subset, p.split) for p in baseline.parts] != [(p.subset, p.split) for p in other.parts]:
+    if _layout(baseline) != _layout(other):
         raise NeobenchError(
             f"{baseline.task}: the two results cover different subsets or splits; re-run both "
             "with the same neobench and mteb versions."
@@ -174,3 +174,7 @@ def check_resamples(resamples: int) -> None:
             f"--resamples {resamples}: must be a positive number of bootstrap resamples "
             f"(default {RESAMPLES})."
         )
+
+
+def _layout(units: TaskUnits) -> list[tuple[str | None, str, str]]:
+    return [(p.subtask, p.subset, p.split) for p in units.parts]

@@ -17,14 +17,19 @@ type's ``score`` turns them, restricted to a resample of unit indices, into the 
 
 Each task type is one small module (a `TypeSpec`): how to build a part from mteb's saved
 predictions and the task's gold data, and how to score it.
+
+An aggregate task (mteb's AbsTaskAggregate: CQADupstackRetrieval averages 12 forum retrieval
+tasks) has no predictions of its own: its file holds the parts of all its subtasks, each part
+naming its ``subtask``, and its main score is computed as mteb combines them, the mean over
+subtasks of each subtask's main score (a subtask's own parts averaged first).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +48,7 @@ class Part:
     split: str
     ids: list[str]
     data: dict[str, np.ndarray]  # name -> array whose first axis is the unit
+    subtask: str | None = None  # the part's task inside an aggregate (None: the task itself)
 
     @property
     def n(self) -> int:
@@ -102,7 +108,10 @@ def supported(task_type: str) -> bool:
 
 
 def build(task: AbsTask, predictions: dict[str, dict[str, Any]], main_score: str) -> TaskUnits:
-    """Units of a whole task from mteb's predictions file content ({subset: {split: ...}})."""
+    """Units of a whole task from mteb's predictions file content ({subset: {split: ...}}; for an
+    aggregate, {subtask name: that subtask's file content})."""
+    if getattr(task, "is_aggregate", False):
+        return _build_aggregate(task, predictions, main_score)
     spec = registry()[task.metadata.type]
     units = TaskUnits(task.metadata.name, task.metadata.type, main_score, spec.unit)
     for subset in task.hf_subsets:
@@ -111,6 +120,32 @@ def build(task: AbsTask, predictions: dict[str, dict[str, Any]], main_score: str
             arrays = {k: np.asarray(v) for k, v in data.items()}
             units.parts.append(Part(subset, split, [str(i) for i in ids], arrays))
     return units
+
+
+def _build_aggregate(task: AbsTask, predictions: dict[str, Any], main_score: str) -> TaskUnits:
+    """The subtasks' parts in mteb's order, each marked with its subtask. mteb averages the
+    subtasks' own main scores under the aggregate's name, so they must be one metric."""
+    units = TaskUnits(task.metadata.name, task.metadata.type, main_score, "")
+    for sub in task.tasks:
+        name, meta = sub.metadata.name, sub.metadata
+        if (meta.type, meta.main_score) != (task.metadata.type, main_score):
+            raise ValueError(
+                f"subtask {name} is {meta.type} scored by {meta.main_score}, the aggregate "
+                f"{task.metadata.type} scored by {main_score}: their mean has no units"
+            )
+        built = build(sub, predictions[name], main_score)
+        units.unit = built.unit
+        units.parts += [replace(part, subtask=name) for part in built.parts]
+    return units
+
+
+def combine(units: TaskUnits, per_part: Sequence[Any]) -> Any:
+    """The task's score from its parts' scores (floats, or arrays of draws), as mteb combines
+    them: the mean over parts; for an aggregate, the mean over subtasks of their parts' mean."""
+    groups: dict[str | None, list[Any]] = {}
+    for part, value in zip(units.parts, per_part, strict=True):
+        groups.setdefault(part.subtask, []).append(value)
+    return np.mean([np.mean(values, axis=0) for values in groups.values()], axis=0)
 
 
 def part_score(units: TaskUnits, part: Part, idx: np.ndarray | None = None) -> float:
@@ -129,7 +164,7 @@ def part_scores(units: TaskUnits, part: Part, idx: np.ndarray) -> np.ndarray:
 
 def main_score(units: TaskUnits) -> float:
     """The task's main score recomputed from its units (equals mteb's)."""
-    return float(np.mean([part_score(units, p) for p in units.parts]))
+    return float(combine(units, [part_score(units, p) for p in units.parts]))
 
 
 def path_for(results_dir: Path, task: str) -> Path:
@@ -144,25 +179,34 @@ def to_json(units: TaskUnits) -> str:
             "type": units.type,
             "main_score": units.main_score,
             "unit": units.unit,
-            "parts": [
-                {
-                    "subset": p.subset,
-                    "split": p.split,
-                    "n": p.n,
-                    "ids": p.ids,
-                    "data": {k: v.tolist() for k, v in p.data.items()},
-                }
-                for p in units.parts
-            ],
+            "parts": [_part_json(p) for p in units.parts],
         },
         separators=(",", ":"),
     )
 
 
+def _part_json(part: Part) -> dict[str, Any]:
+    # "subtask" only where there is one: a plain task's file stays as it was written before.
+    named = {"subtask": part.subtask} if part.subtask is not None else {}
+    return named | {
+        "subset": part.subset,
+        "split": part.split,
+        "n": part.n,
+        "ids": part.ids,
+        "data": {k: v.tolist() for k, v in part.data.items()},
+    }
+
+
 def read(path: Path) -> TaskUnits:
     raw = json.loads(Path(path).read_text())
     parts = [
-        Part(p["subset"], p["split"], p["ids"], {k: np.asarray(v) for k, v in p["data"].items()})
+        Part(
+            p["subset"],
+            p["split"],
+            p["ids"],
+            {k: np.asarray(v) for k, v in p["data"].items()},
+            p.get("subtask"),
+        )
         for p in raw["parts"]
     ]
     return TaskUnits(raw["task"], raw["type"], raw["main_score"], raw["unit"], parts)
