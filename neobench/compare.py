@@ -6,6 +6,10 @@ result (neobench/units). Per task: the baseline's and the model's score, the dif
 95% interval, a two-sided p-value, and the Holm-adjusted p-value over the tasks compared (the
 family is one model's tasks). The "Avg." row is the mean over those tasks with the tasks fixed
 (units resampled within every task); its p-value is a single test, not adjusted.
+
+Units are paired by id. Where mteb leaves units out per model (SummEval drops the texts whose
+summaries a model scores all alike), a task is compared on the units both models kept, both
+scores recomputed on them, and a note names the task and how many units were left out.
 """
 
 from __future__ import annotations
@@ -91,12 +95,15 @@ def compare(
             f"{', '.join(map(str, results))}."
         )
     base_units = _units_of(labelled[base_label], base_label)
-    rows = []
+    rows: list[Row] = []
+    notes: list[str] = []
     for label in others:
-        rows += _compare_one(
+        found = _compare_one(
             label, base_units, _units_of(labelled[label], label), resamples, seed, alpha
         )
-    return Comparison(base_label, resamples, seed, alpha, rows, [])
+        rows += found[0]
+        notes += found[1]
+    return Comparison(base_label, resamples, seed, alpha, rows, notes)
 
 
 def _find(name: str, labelled: dict[str, Run]) -> str:
@@ -135,7 +142,8 @@ def _compare_one(
     resamples: int,
     seed: int,
     alpha: float,
-) -> list[Row]:
+) -> tuple[list[Row], list[str]]:
+    """One model's rows (its tasks, then Avg.) and the notes on tasks paired on shared units."""
     if set(base) != set(mine):
         only_base, only_mine = sorted(set(base) - set(mine)), sorted(set(mine) - set(base))
         raise NeobenchError(
@@ -148,15 +156,15 @@ def _compare_one(
             f"{label}: no task with per-item predictions to compare; re-run `neobench eval`."
         )
     names = sorted(base)
-    draws_a, draws_b, found = [], [], []
+    draws_a, draws_b, found, notes = [], [], [], []
     for task in names:
-        other = bootstrap.aligned(base[task], mine[task])
-        a = bootstrap.task_draws(base[task], resamples, seed)
-        b = bootstrap.task_draws(other, resamples, seed)
+        pair, a, b = bootstrap.paired_draws(base[task], mine[task], resamples, seed)
         draws_a.append(a)
         draws_b.append(b)
-        points = units.main_score(base[task]), units.main_score(other)
+        points = units.main_score(pair.baseline), units.main_score(pair.other)
         found.append(_row(label, task, points, a, b, alpha))
+        if pair.dropped:
+            notes.append(_dropped_note(label, task, pair))
     adjusted = bootstrap.holm([r.p for r in found])
     rows = [_with_holm(r, p, alpha) for r, p in zip(found, adjusted, strict=True)]
     points = (
@@ -164,7 +172,18 @@ def _compare_one(
         float(np.mean([r.score for r in found])),
     )
     rows.append(_row(label, AVG, points, np.mean(draws_a, 0), np.mean(draws_b, 0), alpha))
-    return rows
+    return rows, notes
+
+
+def _dropped_note(label: str, task: str, pair: bootstrap.Shared) -> str:
+    unit = pair.baseline.unit
+    kept = sum(p.n for p in pair.baseline.parts)
+    return (
+        f"{task}: {label} and the baseline compared on the {kept} {unit}s both kept; "
+        f"{pair.dropped} left out ({pair.only_baseline} kept only by the baseline, "
+        f"{pair.only_other} only by {label}: mteb leaves out a model's {unit}s it scores all "
+        "alike), and both scores recomputed on the shared ones."
+    )
 
 
 def _row(

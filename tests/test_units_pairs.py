@@ -17,8 +17,8 @@ import pytest
 from mteb._evaluators.text.summarization_evaluator import DeprecatedSummarizationEvaluator
 from scipy.stats import spearmanr
 
+from neobench import bootstrap, units
 from neobench import mirror as mirror_mod
-from neobench import units
 from neobench.adapter import MtebEncoder
 from neobench.encode import FastEncoder
 from neobench.model import load_model
@@ -91,6 +91,14 @@ def test_summarization_units_give_mteb_score(name, deprecated, tiny_bert, mirror
     ids, data = summarization.build(task, dropped, "default", "test")
     assert ids[:4] == ["0", "1", "2", "4"] and len(ids) == len(data["term"]) == part.n - 1
     assert np.array_equal(data["term"], np.delete(part.data["term"], 3))
+    # Another model that dropped that text is compared with this one on the texts both kept.
+    other = units.build(task, {"default": {"test": dropped}}, task.metadata.main_score)
+    assert other.parts[0].rows == part.rows == len(task.dataset["test"])
+    pair = bootstrap.shared(built, other)
+    assert (pair.only_baseline, pair.only_other, pair.baseline.parts[0].n) == (1, 0, part.n - 1)
+    result = bootstrap.paired(built, other, resamples=200)
+    assert (result.delta, result.low, result.high, result.p) == (0.0, 0.0, 0.0, 1.0)
+    assert result.baseline == units.main_score(other) != units.main_score(built)
 
 
 def test_pair_classification_units_give_mteb_score(tiny_bert, mirror, tmp_path):

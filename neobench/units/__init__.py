@@ -49,6 +49,9 @@ class Part:
     ids: list[str]
     data: dict[str, np.ndarray]  # name -> array whose first axis is the unit
     subtask: str | None = None  # the part's task inside an aggregate (None: the task itself)
+    # Types whose evaluation may leave units out (`TypeSpec.rows`): how many the part could have
+    # held. Two results with different counts saw different data; None in older files.
+    rows: int | None = None
 
     @property
     def n(self) -> int:
@@ -78,6 +81,15 @@ class TypeSpec:
     # scores), for types whose per-resample Python call is slow (51k-pair PairClassification);
     # it must give what ``score`` gives on each row.
     score_many: Callable[[dict[str, np.ndarray], np.ndarray, str], np.ndarray] | None = None
+    # Only for types where mteb leaves out, per model, units it cannot score (SummEval's texts
+    # whose summaries all get one score): (task, hf_subset, split) -> the units the part could
+    # hold. Two models' files then list different units, and paired tests use those both kept.
+    rows: Callable[[AbsTask, str, str], int] | None = None
+
+
+def drops_units(task_type: str) -> bool:
+    """Whether two models may hold different units of one part of this type's tasks."""
+    return task_type in registry() and registry()[task_type].rows is not None
 
 
 @functools.cache
@@ -118,7 +130,8 @@ def build(task: AbsTask, predictions: dict[str, dict[str, Any]], main_score: str
         for split in task.eval_splits:
             ids, data = spec.build(task, predictions[subset][split], subset, split)
             arrays = {k: np.asarray(v) for k, v in data.items()}
-            units.parts.append(Part(subset, split, [str(i) for i in ids], arrays))
+            rows = spec.rows(task, subset, split) if spec.rows else None
+            units.parts.append(Part(subset, split, [str(i) for i in ids], arrays, rows=rows))
     return units
 
 
@@ -186,12 +199,14 @@ def to_json(units: TaskUnits) -> str:
 
 
 def _part_json(part: Part) -> dict[str, Any]:
-    # "subtask" only where there is one: a plain task's file stays as it was written before.
+    # "subtask" and "rows" only where there are: other files stay as they were written before.
     named = {"subtask": part.subtask} if part.subtask is not None else {}
+    rows = {"rows": part.rows} if part.rows is not None else {}
     return named | {
         "subset": part.subset,
         "split": part.split,
         "n": part.n,
+        **rows,
         "ids": part.ids,
         "data": {k: v.tolist() for k, v in part.data.items()},
     }
@@ -206,6 +221,7 @@ def read(path: Path) -> TaskUnits:
             p["ids"],
             {k: np.asarray(v) for k, v in p["data"].items()},
             p.get("subtask"),
+            p.get("rows"),
         )
         for p in raw["parts"]
     ]
