@@ -53,18 +53,35 @@ def _rng(seed: int, task: str, part: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(task.encode()), part])
 
 
+# Unit indices drawn (and scored) at a time: 32 MB of int64. All at once, AmazonPolarity's
+# 400,000 test items x 1,000 resamples would take 3.2 GB.
+BLOCK = 4_000_000
+
+
 def _indices(units: TaskUnits, part: int, resamples: int, seed: int) -> np.ndarray:
-    """[resamples, n] unit indices drawn with replacement."""
+    """[resamples, n] unit indices drawn with replacement (all at once: for tests)."""
     n = units.parts[part].n
     return _rng(seed, units.task, part).integers(0, n, size=(resamples, n))
+
+
+def _part_draws(units: TaskUnits, part: int, resamples: int, seed: int) -> np.ndarray:
+    """[resamples] scores of one part, its resamples drawn and scored in blocks of rows. A
+    generator gives the same numbers in blocks as in one call, so the draws are `_indices`'s
+    whatever the block size."""
+    n = units.parts[part].n
+    rng = _rng(seed, units.task, part)
+    rows = max(1, BLOCK // max(1, n))
+    out = []
+    for start in range(0, resamples, rows):
+        idx = rng.integers(0, n, size=(min(rows, resamples - start), n))
+        out.append(units_mod.part_scores(units, units.parts[part], idx))
+    return np.concatenate(out)
 
 
 def task_draws(units: TaskUnits, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
     """[resamples] main scores of the task on resampled units."""
     check_resamples(resamples)
-    per_part = []
-    for i, part in enumerate(units.parts):
-        per_part.append(units_mod.part_scores(units, part, _indices(units, i, resamples, seed)))
+    per_part = [_part_draws(units, i, resamples, seed) for i in range(len(units.parts))]
     return np.asarray(units_mod.combine(units, per_part), dtype=float)
 
 

@@ -192,3 +192,13 @@ def test_benchmark_draws_over_items_and_over_tasks():
 def test_zero_resamples_is_refused():
     with pytest.raises(NeobenchError, match="--resamples 0"):
         bootstrap.interval(_task([0.1, 0.2]), resamples=0)
+
+
+def test_draws_in_blocks_are_the_draws_of_one_call(monkeypatch):
+    """Resamples drawn a few rows at a time (bounded memory) are the ones drawn all at once."""
+    values = np.random.default_rng(8).beta(2, 5, size=70)
+    task = _task(values)
+    monkeypatch.setattr(bootstrap, "BLOCK", 3 * 70 + 5)  # 3 rows a block, a short last one
+    draws = bootstrap.task_draws(task, resamples=20, seed=4)
+    at_once = [_mean(task.parts[0].data, row, "") for row in bootstrap._indices(task, 0, 20, 4)]
+    assert draws.tolist() == at_once

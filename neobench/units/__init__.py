@@ -21,7 +21,9 @@ predictions and the task's gold data, and how to score it.
 An aggregate task (mteb's AbsTaskAggregate: CQADupstackRetrieval averages 12 forum retrieval
 tasks) has no predictions of its own: its file holds the parts of all its subtasks, each part
 naming its ``subtask``, and its main score is computed as mteb combines them, the mean over
-subtasks of each subtask's main score (a subtask's own parts averaged first).
+subtasks of each subtask's main score (a subtask's own parts averaged first). A part of a type
+whose evaluation drops units per model (SummEval) also records ``rows``, the units it could hold.
+Both keys are written only where they apply.
 """
 
 from __future__ import annotations
@@ -138,7 +140,8 @@ def build(task: AbsTask, predictions: dict[str, dict[str, Any]], main_score: str
 def _build_aggregate(task: AbsTask, predictions: dict[str, Any], main_score: str) -> TaskUnits:
     """The subtasks' parts in mteb's order, each marked with its subtask. mteb averages the
     subtasks' own main scores under the aggregate's name, so they must be one metric."""
-    units = TaskUnits(task.metadata.name, task.metadata.type, main_score, "")
+    unit = registry()[task.metadata.type].unit
+    units = TaskUnits(task.metadata.name, task.metadata.type, main_score, unit)
     for sub in task.tasks:
         name, meta = sub.metadata.name, sub.metadata
         if (meta.type, meta.main_score) != (task.metadata.type, main_score):
@@ -147,7 +150,6 @@ def _build_aggregate(task: AbsTask, predictions: dict[str, Any], main_score: str
                 f"{task.metadata.type} scored by {main_score}: their mean has no units"
             )
         built = build(sub, predictions[name], main_score)
-        units.unit = built.unit
         units.parts += [replace(part, subtask=name) for part in built.parts]
     return units
 
