@@ -66,6 +66,11 @@ def test_sts_units_give_mteb_score(tiny_bert, mirror, tmp_path):
     gold = [task._normalize(x) for x in task.dataset["test"]["score"]]
     expected = spearmanr([gold[i] for i in idx], [raw[i] for i in idx])[0]
     assert units.part_score(built, part, idx) == pytest.approx(expected, abs=1e-12)
+    # The bootstrap's block computation gives scipy's Spearman on the real pairs too.
+    rows = np.random.default_rng(1).integers(0, part.n, size=(50, part.n))
+    fast = sts.score_many(part.data, rows, "cosine_spearman")
+    slow = [sts.score(part.data, row, "cosine_spearman") for row in rows]
+    assert np.abs(fast - slow).max() < 1e-12
 
 
 @pytest.mark.parametrize(
@@ -135,6 +140,18 @@ def test_compact_keeps_float32_values_and_order():
     assert len(json.dumps(short.tolist())) < 0.7 * len(json.dumps(values.tolist()))
     full = [0.1 + 1e-12, 0.3]  # not float32 values: kept as they are
     assert sts.compact(full) == full
+
+
+@pytest.mark.parametrize("main_score", ["cosine_spearman", "cosine_pearson"])
+def test_block_spearman_equals_scipy_with_ties(main_score, monkeypatch):
+    rng = np.random.default_rng(10)
+    gold = rng.integers(0, 6, size=800) / 5  # 6 gold values: long runs of ties
+    data = {"gold": gold, "pred": np.round(gold + rng.normal(0, 0.3, size=800), 1)}
+    idx = rng.integers(0, 800, size=(30, 800))
+    monkeypatch.setattr(sts, "BLOCK", 4 * 800)  # several blocks, a short last one
+    fast = sts.score_many(data, idx, main_score)
+    slow = [sts.score(data, row, main_score) for row in idx]
+    assert np.abs(fast - slow).max() < 1e-12
 
 
 def _tied_pairs(n: int, seed: int) -> dict[str, np.ndarray]:

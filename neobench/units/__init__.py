@@ -177,6 +177,14 @@ def part_scores(units: TaskUnits, part: Part, idx: np.ndarray) -> np.ndarray:
     return np.asarray([spec.score(part.data, row, units.main_score) for row in idx], dtype=float)
 
 
+def draw_counts(idx: np.ndarray, n: int) -> np.ndarray:
+    """[rows, n] how many times each of n units is drawn in each row of ``idx``: the form of a
+    block of resamples that `TypeSpec.score_many` functions compute on."""
+    rows = len(idx)
+    flat = (idx + n * np.arange(rows)[:, None]).ravel()
+    return np.bincount(flat, minlength=rows * n).reshape(rows, n)
+
+
 def main_score(units: TaskUnits) -> float:
     """The task's main score recomputed from its units (equals mteb's)."""
     return float(combine(units, [part_score(units, p) for p in units.parts]))

@@ -25,7 +25,7 @@ import numpy as np
 from mteb.abstasks.pair_classification import AbsTaskPairClassification
 from sklearn.metrics import average_precision_score
 
-from neobench.units import TypeSpec
+from neobench.units import TypeSpec, draw_counts
 from neobench.units.sts import compact, data_split
 
 if TYPE_CHECKING:
@@ -113,13 +113,6 @@ def _ranking(scores: np.ndarray, higher_similar: bool, labels: np.ndarray) -> tu
     return order, positives, ends, upto
 
 
-def _counts(idx: np.ndarray, n: int) -> np.ndarray:
-    """[rows, n] how many times each pair is drawn in each row of ``idx``."""
-    rows = len(idx)
-    flat = (idx + n * np.arange(rows)[:, None]).ravel()
-    return np.bincount(flat, minlength=rows * n).reshape(rows, n)
-
-
 def _ap_block(counts: np.ndarray, ranking: tuple) -> np.ndarray:
     """sklearn's average_precision_score of each row's resample, from its pair counts: at each
     threshold, tps = drawn positives and ps = drawn pairs at or above it; AP is the sum of
@@ -144,7 +137,7 @@ def score_many(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) ->
     out = np.empty(len(idx))
     rows = max(1, BLOCK // max(1, len(labels)))
     for start in range(0, len(idx), rows):
-        counts = _counts(idx[start : start + rows], len(labels))
+        counts = draw_counts(idx[start : start + rows], len(labels))
         out[start : start + rows] = np.max([_ap_block(counts, r) for r in rankings], 0)
     # A resample without a positive pair: sklearn's own answer (its recall is defined as 1).
     for i in np.flatnonzero(labels[idx].sum(axis=1) == 0):
