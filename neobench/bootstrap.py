@@ -160,6 +160,19 @@ def shared(baseline: TaskUnits, other: TaskUnits) -> Shared:
     return Shared(_with_parts(baseline, mine), _with_parts(other, theirs), only_mine, only_theirs)
 
 
+def aligned(baseline: TaskUnits, other: TaskUnits) -> TaskUnits:
+    """``other`` with its units in the baseline's order, for callers that keep the baseline's
+    units whole: as `shared`, but units only one result holds are refused too."""
+    pair = shared(baseline, other)
+    if pair.dropped:
+        raise NeobenchError(
+            f"{baseline.task}: the two results hold different units ({pair.only_baseline} only "
+            f"in the baseline's, {pair.only_other} only in the other's); compare them on the "
+            "units both hold (neobench.bootstrap.shared)."
+        )
+    return pair.other
+
+
 def _shared_part(
     units: TaskUnits, mine: units_mod.Part, theirs: units_mod.Part
 ) -> tuple[units_mod.Part, units_mod.Part]:

@@ -119,6 +119,12 @@ def test_units_one_model_left_out_are_left_out_of_both():
     assert np.array_equal(
         pair.other.parts[0].data["value"], values[[int(u) for u in pair.other.parts[0].ids]]
     )
+    assert (
+        bootstrap.aligned(base, _task(values[::-1], ids=ids[::-1], kind="Drops")).parts[0].ids
+        == ids
+    )
+    with pytest.raises(NeobenchError, match="3 only in the baseline's, 0 only in the other's"):
+        bootstrap.aligned(base, other)  # for callers that keep the baseline's units whole
     # A model against itself: still exactly nothing.
     same = bootstrap.paired(other, _task(values[keep] + 0.01, ids=[ids[i] for i in keep],
                                          kind="Drops", rows=60), resamples=300)  # fmt: skip
