@@ -8,6 +8,10 @@ family is one model's tasks). The "Avg." row is the mean over those tasks with t
 (units resampled within every task); its p-value is a single test, not adjusted. A model
 fine-tuned with several seeds is one row (neobench/replicates.py): its scores are the means over
 the seeds, and its draws resample the seeds, then the items.
+
+Units are paired by id. Where mteb leaves units out per model (SummEval drops the texts whose
+summaries a model scores all alike), a task is compared on the units both models kept, both
+scores recomputed on them, and a note names the task and how many units were left out.
 """
 
 from __future__ import annotations
@@ -124,7 +128,9 @@ def compare(
     rows = []
     for label in others:
         mine = _Side(labelled[label], _units_of(labelled[label], label))
-        rows += _compare_one(label, base, mine, resamples, seed, alpha)
+        found, dropped = _compare_one(label, base, mine, resamples, seed, alpha)
+        rows += found
+        notes += dropped
     rows = [_with_in_domain(r, labelled[r.model], sorted(base.units)) for r in rows]
     notes += _overlap_notes(rows)
     return Comparison(base_label, resamples, seed, alpha, rows, notes, base.seeds)
@@ -208,7 +214,7 @@ class _Side:
         """The task's draws with the units in ``order``'s order (the same items at the same
         indices on both sides); a replicate row resamples seeds too, independently of the
         other side unless both have the same members."""
-        found = [bootstrap.aligned(order, u) for u in self.units[task]]
+        found = [bootstrap.shared(order, u).other for u in self.units[task]]
         per_seed = [bootstrap.task_draws(u, resamples, seed) for u in found]
         return replicates.combine(self.run, per_seed, resamples, seed)
 
@@ -216,8 +222,14 @@ class _Side:
     def seeds(self) -> list[int] | None:
         return self.run.seeds if isinstance(self.run, replicates.Replicates) else None
 
-    def point(self, task: str) -> float:
-        return float(np.mean([units.main_score(u) for u in self.units[task]]))
+    def point(self, task: str, order: TaskUnits) -> float:
+        """The mean over seeds of the task's score on ``order``'s units."""
+        found = [bootstrap.shared(order, u).other for u in self.units[task]]
+        return float(np.mean([units.main_score(u) for u in found]))
+
+    def left_out(self, task: str, order: TaskUnits) -> int:
+        """How many of this side's units (its first seed's) are not among ``order``'s."""
+        return sum(p.n for p in self.units[task][0].parts) - sum(p.n for p in order.parts)
 
     def seed_sd(self, tasks: list[str]) -> float | None:
         """Standard deviation over the seeds of each seed's mean over ``tasks``."""
@@ -248,7 +260,8 @@ def _units_of(run: Run, label: str) -> dict[str, list[TaskUnits]]:
 
 def _compare_one(
     label: str, base: _Side, mine: _Side, resamples: int, seed: int, alpha: float
-) -> list[Row]:
+) -> tuple[list[Row], list[str]]:
+    """One model's rows (its tasks, then Avg.) and the notes on tasks paired on shared units."""
     if set(base.units) != set(mine.units):
         only_base = sorted(set(base.units) - set(mine.units))
         only_mine = sorted(set(mine.units) - set(base.units))
@@ -262,15 +275,19 @@ def _compare_one(
             f"{label}: no task with per-item predictions to compare; re-run `neobench eval`."
         )
     names = sorted(base.units)
-    draws_a, draws_b, found = [], [], []
+    draws_a, draws_b, found, notes = [], [], [], []
     for task in names:
-        order = base.units[task][0]  # both sides' units in the baseline's first seed's order
+        # Both sides' units on the items all of them hold, in the baseline's order.
+        order = _common(base.units[task] + mine.units[task])
         a = base.draws(task, order, resamples, seed)
         b = mine.draws(task, order, resamples, seed)
         draws_a.append(a)
         draws_b.append(b)
-        points = base.point(task), mine.point(task)
+        points = base.point(task, order), mine.point(task, order)
         found.append(_row(label, task, points, a, b, alpha, mine.seeds, mine.seed_sd([task])))
+        dropped = base.left_out(task, order), mine.left_out(task, order)
+        if any(dropped):
+            notes.append(_dropped_note(label, task, order, *dropped))
     adjusted = bootstrap.holm([r.p for r in found])
     rows = [_with_holm(r, p, alpha) for r, p in zip(found, adjusted, strict=True)]
     points = (
@@ -279,7 +296,26 @@ def _compare_one(
     )
     a, b = np.mean(draws_a, 0), np.mean(draws_b, 0)
     rows.append(_row(label, AVG, points, a, b, alpha, mine.seeds, mine.seed_sd(names)))
-    return rows
+    return rows, notes
+
+
+def _common(found: list[TaskUnits]) -> TaskUnits:
+    """The first result's units restricted to the items every result holds (bootstrap.shared:
+    only where mteb leaves units out per model; any other difference is refused)."""
+    order = found[0]
+    for other in found[1:]:
+        order = bootstrap.shared(order, other).baseline
+    return order
+
+
+def _dropped_note(label: str, task: str, order: TaskUnits, base: int, mine: int) -> str:
+    kept = sum(p.n for p in order.parts)
+    return (
+        f"{task}: {label} and the baseline compared on the {kept} {order.unit}s both kept; "
+        f"{base + mine} left out ({base} kept only by the baseline, {mine} only by {label}: mteb "
+        f"leaves out a model's {order.unit}s it scores all alike), and both scores recomputed on "
+        "the shared ones."
+    )
 
 
 def _row(
@@ -298,7 +334,8 @@ def _row(
     low, high = np.quantile(b, [alpha / 2, 1 - alpha / 2])
     return Row(
         label, task, points[0], points[1], float(low), float(high),
-        pair.delta, pair.low, pair.high, pair.p, pair.p, pair.p < alpha, seeds, seed_sd,
+        pair.delta, pair.low, pair.high, pair.p, pair.p, pair.p < alpha,
+        seeds=seeds, seed_sd=seed_sd,
     )  # fmt: skip
 
 

@@ -62,11 +62,12 @@ def differences(a: Run, b: Run) -> dict[str, tuple[Any, Any]]:
     """The conditions under which ``a`` and ``b`` cannot be compared: field -> (a's, b's). The
     evaluation conditions always count; the recipe only when neobench fine-tuned both."""
     keys = [*EVAL_CONDITIONS, *([RECIPE] if a.finetuned and b.finetuned else [])]
-    return {
-        k: (a.conditions.get(k), b.conditions.get(k))
-        for k in keys
-        if str(a.conditions.get(k)) != str(b.conditions.get(k))
-    }
+
+    def value(run: Run, key: str) -> str:
+        found = run.conditions.get(key)
+        return UNKNOWN if found is None else str(found)  # no card and an old card: both unknown
+
+    return {k: (value(a, k), value(b, k)) for k in keys if value(a, k) != value(b, k)}
 
 
 def run_folders(root: Path) -> list[Path]:

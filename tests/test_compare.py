@@ -187,3 +187,32 @@ def test_table_ci_over_tasks_says_so(root, tmp_path):
     text = out.read_text()
     assert "'if the tasks were drawn again'" in text and "±" in text
     assert main(["table", "--results", str(root), "--ci", "--over", "models"]) == 2
+
+
+def test_summeval_texts_one_model_dropped_are_left_out_with_a_note(tmp_path, monkeypatch):
+    """mteb drops, per model, the SummEval texts whose summaries it scores all alike: the two
+    are compared on the texts both kept, and the output says how many were left out."""
+    spec = TypeSpec("text", None, _mean, rows=lambda *a: 100)
+    monkeypatch.setattr(units, "registry", lambda: {"Summarization": spec})
+    terms = np.random.default_rng(4).random(100)
+    kept = [i for i in range(100) if i not in (5, 6)]
+    for name, rows in (("org/base", range(100)), ("org/drops", kept), ("org/again", kept)):
+        folder = write_model(tmp_path, name, {"SummEval": terms[list(rows)]})
+        part = Part("default", "test", [str(i) for i in rows], {"value": terms[list(rows)]})
+        part.rows = 100
+        found = TaskUnits("SummEval", "Summarization", "cosine_spearman", "text", [part])
+        units.path_for(folder, "SummEval").write_text(units.to_json(found))
+    out = tmp_path / "out.json"
+    assert main(["compare", "--results", str(tmp_path), "--baseline", "org/base", "--resamples",
+                 "200", "--out", str(out)]) == 0  # fmt: skip
+    found = json.loads(out.read_text())
+    rows = {(r["model"], r["task"]): r for r in found["rows"]}
+    for model in ("org/drops", "org/again"):
+        row = rows[(model, "SummEval")]
+        assert row["baseline_score"] == row["score"] == pytest.approx(terms[kept].mean())
+        assert (row["delta"], row["ci_low"], row["ci_high"], row["p"]) == (0, 0, 0, 1)
+    assert found["notes"][0] == (
+        "SummEval: org/again and the baseline compared on the 98 texts both kept; 2 left out "
+        "(2 kept only by the baseline, 0 only by org/again: mteb leaves out a model's texts it "
+        "scores all alike), and both scores recomputed on the shared ones."
+    )

@@ -100,6 +100,12 @@ def test_classification_whole_task(tiny_bert, mirror, tmp_path):
     for metric in ("accuracy", "f1"):
         direct = np.mean([task._calculate_scores(gold, pred[:, e])[metric] for e in range(10)])
         assert abs(classification.score(part.data, idx, metric) - direct) < 1e-12
+    # The bootstrap's block form: the same scores for many resamples at once.
+    rows = np.random.default_rng(1).integers(0, part.n, size=(30, part.n))
+    for metric in ("accuracy", "f1"):
+        block = classification.score_many(part.data, rows, metric)
+        one_by_one = [classification.score(part.data, row, metric) for row in rows]
+        assert np.abs(block - one_by_one).max() < 1e-12, metric
 
 
 def _cross_validated(task) -> None:

@@ -17,8 +17,8 @@ import pytest
 from mteb._evaluators.text.summarization_evaluator import DeprecatedSummarizationEvaluator
 from scipy.stats import spearmanr
 
+from neobench import bootstrap, units
 from neobench import mirror as mirror_mod
-from neobench import units
 from neobench.adapter import MtebEncoder
 from neobench.encode import FastEncoder
 from neobench.model import load_model
@@ -66,6 +66,11 @@ def test_sts_units_give_mteb_score(tiny_bert, mirror, tmp_path):
     gold = [task._normalize(x) for x in task.dataset["test"]["score"]]
     expected = spearmanr([gold[i] for i in idx], [raw[i] for i in idx])[0]
     assert units.part_score(built, part, idx) == pytest.approx(expected, abs=1e-12)
+    # The bootstrap's block computation gives scipy's Spearman on the real pairs too.
+    rows = np.random.default_rng(1).integers(0, part.n, size=(50, part.n))
+    fast = sts.score_many(part.data, rows, "cosine_spearman")
+    slow = [sts.score(part.data, row, "cosine_spearman") for row in rows]
+    assert np.abs(fast - slow).max() < 1e-12
 
 
 @pytest.mark.parametrize(
@@ -91,6 +96,14 @@ def test_summarization_units_give_mteb_score(name, deprecated, tiny_bert, mirror
     ids, data = summarization.build(task, dropped, "default", "test")
     assert ids[:4] == ["0", "1", "2", "4"] and len(ids) == len(data["term"]) == part.n - 1
     assert np.array_equal(data["term"], np.delete(part.data["term"], 3))
+    # Another model that dropped that text is compared with this one on the texts both kept.
+    other = units.build(task, {"default": {"test": dropped}}, task.metadata.main_score)
+    assert other.parts[0].rows == part.rows == len(task.dataset["test"])
+    pair = bootstrap.shared(built, other)
+    assert (pair.only_baseline, pair.only_other, pair.baseline.parts[0].n) == (1, 0, part.n - 1)
+    result = bootstrap.paired(built, other, resamples=200)
+    assert (result.delta, result.low, result.high, result.p) == (0.0, 0.0, 0.0, 1.0)
+    assert result.baseline == units.main_score(other) != units.main_score(built)
 
 
 def test_pair_classification_units_give_mteb_score(tiny_bert, mirror, tmp_path):
@@ -110,6 +123,11 @@ def test_pair_classification_units_give_mteb_score(tiny_bert, mirror, tmp_path):
     labels = part.data["label"][idx].astype(np.int64)
     metrics = task._compute_metrics({key: [saved[key][i] for i in idx] for key in saved}, labels)
     assert units.part_score(built, part, idx) == pytest.approx(metrics["max_ap"], abs=1e-12)
+    # The bootstrap's block computation gives sklearn's AP on the real pairs too.
+    rows = np.random.default_rng(1).integers(0, part.n, size=(12, part.n))
+    fast = pair_classification.score_many(part.data, rows, "max_ap")
+    slow = [pair_classification.score(part.data, row, "max_ap") for row in rows]
+    assert np.abs(fast - slow).max() < 1e-9
 
 
 def test_compact_keeps_float32_values_and_order():
@@ -122,3 +140,60 @@ def test_compact_keeps_float32_values_and_order():
     assert len(json.dumps(short.tolist())) < 0.7 * len(json.dumps(values.tolist()))
     full = [0.1 + 1e-12, 0.3]  # not float32 values: kept as they are
     assert sts.compact(full) == full
+
+
+@pytest.mark.parametrize("main_score", ["cosine_spearman", "cosine_pearson"])
+def test_block_spearman_equals_scipy_with_ties(main_score, monkeypatch):
+    rng = np.random.default_rng(10)
+    gold = rng.integers(0, 6, size=800) / 5  # 6 gold values: long runs of ties
+    data = {"gold": gold, "pred": np.round(gold + rng.normal(0, 0.3, size=800), 1)}
+    idx = rng.integers(0, 800, size=(30, 800))
+    monkeypatch.setattr(sts, "BLOCK", 4 * 800)  # several blocks, a short last one
+    fast = sts.score_many(data, idx, main_score)
+    slow = [sts.score(data, row, main_score) for row in idx]
+    assert np.abs(fast - slow).max() < 1e-12
+
+
+def _tied_pairs(n: int, seed: int) -> dict[str, np.ndarray]:
+    """Pair-classification data with many tied scores (two decimals) in every function."""
+    rng = np.random.default_rng(seed)
+    labels = (rng.random(n) < 0.3).astype(np.int64)
+    data = {"label": labels}
+    for name, (_, higher) in pair_classification.FUNCTIONS.items():
+        signal = labels * (1.0 if higher else -1.0) * rng.random()
+        data[name] = np.round(rng.normal(size=n) + signal, 2)
+    return data
+
+
+@pytest.mark.parametrize("main_score", ["max_ap", "cosine_ap", "euclidean_ap"])
+def test_block_ap_equals_sklearn_on_every_resample(main_score, monkeypatch):
+    data = _tied_pairs(3000, seed=4)
+    assert len(np.unique(data["cosine"])) < 1000  # ties everywhere
+    idx = np.random.default_rng(5).integers(0, 3000, size=(40, 3000))
+    monkeypatch.setattr(pair_classification, "BLOCK", 7 * 3000)  # several blocks, a short last
+    fast = pair_classification.score_many(data, idx, main_score)
+    slow = np.asarray([pair_classification.score(data, row, main_score) for row in idx])
+    assert np.abs(fast - slow).max() < 1e-9
+
+
+def test_block_ap_edge_resamples():
+    """A resample drawing one pair many times, one without any positive (sklearn's own answer),
+    and one where the top-scored pairs are not drawn at all."""
+    data = _tied_pairs(50, seed=6)
+    negatives = np.flatnonzero(data["label"] == 0)
+    top = np.argsort(-data["cosine"])[:10]
+    rest = np.setdiff1d(np.arange(50), top)
+    idx = np.stack([np.full(50, 7), np.resize(negatives, 50), np.resize(rest, 50)])
+    with pytest.warns(UserWarning, match="No positive class"):
+        slow = [pair_classification.score(data, row, "max_ap") for row in idx]
+    with pytest.warns(UserWarning, match="No positive class"):
+        fast = pair_classification.score_many(data, idx, "max_ap")
+    assert np.abs(fast - slow).max() < 1e-12
+
+
+def test_threshold_metrics_keep_mteb_s_search():
+    """max_f1 and the like go through mteb's threshold searches, one resample at a time."""
+    data = _tied_pairs(300, seed=8)
+    idx = np.random.default_rng(9).integers(0, 300, size=(3, 300))
+    fast = pair_classification.score_many(data, idx, "max_f1")
+    assert fast.tolist() == [pair_classification.score(data, row, "max_f1") for row in idx]

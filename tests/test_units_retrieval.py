@@ -15,13 +15,15 @@ import mteb
 import numpy as np
 import pytest
 from mteb._evaluators.retrieval_metrics import calculate_retrieval_scores, max_over_subqueries
+from mteb.abstasks.aggregate_task_metadata import AggregateTaskMetadata
+from mteb.abstasks.aggregated_task import AbsTaskAggregate
 from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.task_metadata import TaskMetadata
 from mteb.mocks.mock_tasks.reranking import general_args
 from sentence_transformers import SentenceTransformer
 
+from neobench import bootstrap, staging, units
 from neobench import mirror as mirror_mod
-from neobench import units
 from neobench.units import retrieval
 
 
@@ -160,6 +162,94 @@ def test_reranking_map_equals_mteb(tiny_bert, mirror, tmp_path):
         task.metadata = task.metadata.model_copy(update={"main_score": name})
         other = units.build(task, predictions, name)
         assert abs(units.main_score(other) - scores[name]) < 1e-12, name
+
+
+def _sample(real: AbsTaskRetrieval, queries: int, others: int) -> AbsTaskRetrieval:
+    """A real mirror retrieval task cut down to its first ``queries`` judged test queries, their
+    relevant documents, the documents named like them (ArguAna's own arguments) and ``others``
+    seeded draws: the same texts, judgments and flags, evaluated in seconds."""
+
+    def load_data(self, num_proc: int | None = None, **kwargs) -> None:
+        if self.data_loaded:
+            return
+        real.load_data()
+        split = real.dataset["default"]["test"]
+        qrels = split["relevant_docs"]
+        qids = sorted(q for q in qrels if qrels[q])[:queries]
+        drawn = np.random.default_rng(0).choice(len(split["corpus"]), others, replace=False)
+        keep = {d for q in qids for d in qrels[q]} | set(qids)
+        keep |= set(split["corpus"].select(drawn)["id"])
+        chosen = set(qids)
+        self.dataset = {
+            "default": {
+                "test": {
+                    "corpus": split["corpus"].filter(lambda row: row["id"] in keep),
+                    "queries": split["queries"].filter(lambda row: row["id"] in chosen),
+                    "relevant_docs": {q: dict(qrels[q]) for q in qids},
+                    "top_ranked": None,
+                }
+            }
+        }
+        self.data_loaded = True
+
+    name = f"{real.metadata.name}Sample"
+    attributes = {
+        "metadata": real.metadata.model_copy(update={"name": name}),
+        "ignore_identical_ids": real.ignore_identical_ids,
+        "load_data": load_data,
+    }
+    return type(name, (AbsTaskRetrieval,), attributes)()
+
+
+def _aggregate(subtasks: list) -> AbsTaskAggregate:
+    """An aggregate built as mteb builds CQADupstackRetrieval (whose forums the mirror lacks)."""
+    metadata = AggregateTaskMetadata(
+        name="SampleAggregateRetrieval",
+        description="Two sampled mirror retrieval tasks, averaged as CQADupstackRetrieval.",
+        tasks=subtasks,
+        main_score="ndcg_at_10",
+        type="Retrieval",
+        eval_splits=["test"],
+    )
+    return type("SampleAggregateRetrieval", (AbsTaskAggregate,), {"metadata": metadata})()
+
+
+def test_aggregate_units_give_mteb_s_aggregate(tiny_bert, mirror, tmp_path):
+    """CQADupstackRetrieval's structure on real data: the units of an aggregate score what mteb
+    reports for it (the mean of its subtasks' scores), built by the eval's own code path, and a
+    resample redraws each subtask's queries within that subtask."""
+    names = ("SciFact", "ArguAna")
+    subtasks = [_sample(_mirror_task(name, mirror), 120, 300) for name in names]
+    task = _aggregate(subtasks)
+    for sub in subtasks:
+        sub.load_data()  # loaded before evaluate, so mteb leaves the data for the units build
+    folder = tmp_path / "predictions"
+    result = mteb.evaluate(
+        _model(tiny_bert), [task], cache=None, prediction_folder=folder, show_progress_bar=False
+    ).task_results[0]
+    assert result.task_name == task.metadata.name
+    assert not (folder / task.prediction_file_name).exists()  # mteb saves the subtasks' only
+    text = staging._units_text(task, folder, [result])  # as `neobench eval` saves them
+    assert text is not None
+    path = units.path_for(tmp_path / "results", task.metadata.name)
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    built = units.read(path)
+    assert [(p.subtask, p.n) for p in built.parts] == [(f"{n}Sample", 120) for n in names]
+    assert abs(units.main_score(built) - result.get_score()) < 1e-6
+    # One bootstrap resample: mteb's nDCG@10 of each subtask on the queries drawn from it,
+    # averaged as mteb averages the subtasks.
+    draws = bootstrap.task_draws(built, resamples=3, seed=7)
+    by_mteb = []
+    for i, (sub, part) in enumerate(zip(subtasks, built.parts, strict=True)):
+        idx = bootstrap._indices(built, i, 3, 7)[2]
+        predictions = json.loads((folder / sub.prediction_file_name).read_text())
+        by_mteb.append(_resample_by_mteb(sub, predictions, part.ids, idx))
+    assert abs(draws[2] - np.mean(by_mteb)) < 1e-12
+    # A subtask scored by another metric has no units as an aggregate.
+    subtasks[0].metadata = subtasks[0].metadata.model_copy(update={"main_score": "map_at_10"})
+    with pytest.raises(ValueError, match="SciFactSample is Retrieval scored by map_at_10"):
+        units.build(task, {}, "ndcg_at_10")
 
 
 def _fake_task(main_score: str, qrels: dict) -> SimpleNamespace:

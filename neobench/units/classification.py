@@ -119,4 +119,16 @@ def score(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> floa
     return float(np.mean([metric(gold, pred[:, e]) for e in range(pred.shape[1])]))
 
 
-SPEC = units.TypeSpec(unit="item", build=build, score=score)
+def score_many(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> np.ndarray:
+    """`score` of every row of ``idx``. Accuracy (the usual main score) needs only how many of
+    its experiments got each item right: one gather per resample instead of one per experiment
+    (AmazonPolarity: 400,000 items x 10 experiments)."""
+    if main_score != "accuracy" or "fold" in data:
+        return np.asarray([score(data, row, main_score) for row in idx], dtype=float)
+    pred = data["pred"]
+    # items right per item (uint8 for 10 experiments: the gather is memory-bound)
+    right = (data["gold"][:, None] == pred).sum(axis=1).astype(np.min_scalar_type(pred.shape[1]))
+    return right[idx].sum(axis=1) / (idx.shape[1] * pred.shape[1])
+
+
+SPEC = units.TypeSpec(unit="item", build=build, score=score, score_many=score_many)

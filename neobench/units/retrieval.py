@@ -17,9 +17,10 @@ pytrec_eval metrics (nDCG, MAP, recall, precision, hit rate) to 5 decimals, MRR 
 ``max_over_subqueries`` does; its unit is the merged query.
 
 CQADupstackRetrieval is an aggregate of 12 forum tasks, each an ordinary Retrieval task with its
-own predictions; mteb's score is the unweighted mean of the 12 main scores. Its units are the 12
-subtasks' files (one per subtask, built here as any retrieval task); an interval for the
-aggregate resamples each subtask's queries on its own and averages the 12 scores.
+own predictions; mteb's score is the unweighted mean of the 12 main scores. Its units file holds
+the 12 subtasks' parts, each built here as any retrieval task and marked with its subtask
+(`neobench.units.build`); an interval for the aggregate resamples each subtask's queries within
+that subtask and averages the 12 scores (`neobench.units.combine`).
 """
 
 from __future__ import annotations

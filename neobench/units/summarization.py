@@ -5,7 +5,9 @@ text's human summaries, correlates those with the text's human relevance scores 
 [0, 1]), and averages the per-text correlations. Texts whose human scores, cosine scores or dot
 scores are all equal are dropped before anything is saved (their correlation is undefined), so
 the predictions list only the kept texts; `build` matches them back to dataset rows by their
-human scores, which are the normalised relevance of that row.
+human scores, which are the normalised relevance of that row. Which texts are dropped depends on
+the model, so a part also records how many texts the split has (``rows``): two models compared
+are paired on the texts both kept (`neobench.bootstrap.shared`).
 
 SummEval (v1) uses DeprecatedSummarizationEvaluator, which keeps mteb issue 1156: it averages the
 scipy results themselves, i.e. each text's (statistic, p-value) pair, so a text contributes the
@@ -84,4 +86,9 @@ def score(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> floa
     return float(np.mean(data["term"][idx]))
 
 
-SPEC = TypeSpec(unit="text", build=build, score=score)
+def rows(task: AbsTask, hf_subset: str, split: str) -> int:
+    """The texts of the split, before mteb drops any."""
+    return len(data_split(task, hf_subset, split))
+
+
+SPEC = TypeSpec(unit="text", build=build, score=score, rows=rows)
