@@ -215,6 +215,20 @@ def _with_parts(units: TaskUnits, parts: list[units_mod.Part]) -> TaskUnits:
     return TaskUnits(units.task, units.type, units.main_score, units.unit, parts)
 
 
+def common(found: list[TaskUnits]) -> TaskUnits:
+    """The first result's units restricted to the units every result holds (`shared`, applied
+    in turn: only where mteb leaves units out per model; any other difference is refused)."""
+    order = found[0]
+    for other in found[1:]:
+        order = shared(order, other).baseline
+    return order
+
+
+def on_units(order: TaskUnits, found: list[TaskUnits]) -> list[TaskUnits]:
+    """Each result of ``found`` on ``order``'s units, in ``order``'s order."""
+    return [shared(order, u).other for u in found]
+
+
 def paired_draws(
     baseline: TaskUnits, other: TaskUnits, resamples: int = RESAMPLES, seed: int = SEED
 ) -> tuple[Shared, np.ndarray, np.ndarray]:

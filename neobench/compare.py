@@ -214,7 +214,7 @@ class _Side:
         """The task's draws with the units in ``order``'s order (the same items at the same
         indices on both sides); a replicate row resamples seeds too, independently of the
         other side unless both have the same members."""
-        found = [bootstrap.shared(order, u).other for u in self.units[task]]
+        found = bootstrap.on_units(order, self.units[task])
         per_seed = [bootstrap.task_draws(u, resamples, seed) for u in found]
         return replicates.combine(self.run, per_seed, resamples, seed)
 
@@ -224,7 +224,7 @@ class _Side:
 
     def point(self, task: str, order: TaskUnits) -> float:
         """The mean over seeds of the task's score on ``order``'s units."""
-        found = [bootstrap.shared(order, u).other for u in self.units[task]]
+        found = bootstrap.on_units(order, self.units[task])
         return float(np.mean([units.main_score(u) for u in found]))
 
     def left_out(self, task: str, order: TaskUnits) -> int:
@@ -278,7 +278,7 @@ def _compare_one(
     draws_a, draws_b, found, notes = [], [], [], []
     for task in names:
         # Both sides' units on the items all of them hold, in the baseline's order.
-        order = _common(base.units[task] + mine.units[task])
+        order = bootstrap.common(base.units[task] + mine.units[task])
         a = base.draws(task, order, resamples, seed)
         b = mine.draws(task, order, resamples, seed)
         draws_a.append(a)
@@ -297,15 +297,6 @@ def _compare_one(
     a, b = np.mean(draws_a, 0), np.mean(draws_b, 0)
     rows.append(_row(label, AVG, points, a, b, alpha, mine.seeds, mine.seed_sd(names)))
     return rows, notes
-
-
-def _common(found: list[TaskUnits]) -> TaskUnits:
-    """The first result's units restricted to the items every result holds (bootstrap.shared:
-    only where mteb leaves units out per model; any other difference is refused)."""
-    order = found[0]
-    for other in found[1:]:
-        order = bootstrap.shared(order, other).baseline
-    return order
 
 
 def _dropped_note(label: str, task: str, order: TaskUnits, base: int, mine: int) -> str:

@@ -11,7 +11,7 @@ replicates (neobench/replicates.py) resamples its seeds, then their items.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,6 +21,7 @@ from neobench.config import ALPHA
 from neobench.errors import NeobenchError, unknown
 from neobench.results import Run
 from neobench.table import AVG, LeaderTable, Row
+from neobench.units import TaskUnits, main_score
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -35,6 +36,8 @@ OVER = ("items", "tasks")
 class _RowData:
     scores: dict[str, float]  # task -> main score, from the result files
     draws: dict[str, np.ndarray]  # task -> its resampled main scores, where units were saved
+    run: Run | None = None
+    units: dict[str, list[TaskUnits]] = field(default_factory=dict)  # task -> per member
 
 
 @dataclass
@@ -60,20 +63,19 @@ def annotate(
     if over not in OVER:
         raise NeobenchError(unknown("--over", over, OVER))
     settings = _Settings(resamples, seed, over)
-    data = {
-        label: _RowData(run.scores, _draws(run, resamples, seed)) for label, run in runs.items()
-    }
+    columns = _columns(table, tasks)
+    needed = set().union(*columns.values())  # a task no column averages needs no resampling
+    data = {label: _row_data(run, needed, resamples, seed) for label, run in runs.items()}
     if over == "items" and not any(d.draws for d in data.values()):
         raise NeobenchError(
             "--ci/--baseline: none of the results has per-item predictions (they were evaluated "
             "before neobench saved them, or with --no-predictions). Delete the task files and "
             "re-run the same `neobench eval` to add them, or use --over tasks."
         )
-    columns = _columns(table, tasks)
     for row in table.rows:
         if row.label in data and ci:
             row.ci = _intervals(data[row.label], columns, settings)
-    table.notes += _missing_notes(data)
+    table.notes += _missing_notes(data, needed)
     if ci:
         table.notes.append(_legend(settings))
     if baseline:
@@ -98,10 +100,17 @@ def _legend(settings: _Settings) -> str:
     )
 
 
-def _draws(run: Run, resamples: int, seed: int) -> dict[str, np.ndarray]:
-    """Task -> its B resampled main scores, for the tasks whose units were saved; a row of
-    seed replicates resamples its seeds, then their items (neobench/replicates.py)."""
-    return replicates.task_draws(run, resamples, seed)
+def _row_data(run: Run, needed: set[str], resamples: int, seed: int) -> _RowData:
+    """A row's scores, and per task whose units were saved its units and B resampled main
+    scores; a row of seed replicates resamples its seeds, then their items."""
+    found, draws = {}, {}
+    for task in sorted(run.scores.keys() & needed):
+        members = replicates.member_units(run, task)
+        if members is not None:
+            found[task] = members
+            per_seed = [bootstrap.task_draws(u, resamples, seed) for u in members]
+            draws[task] = replicates.combine(run, per_seed, resamples, seed)
+    return _RowData(run.scores, draws, run, found)
 
 
 def _columns(table: LeaderTable, tasks: list[AbsTask]) -> dict[str, list[str]]:
@@ -147,10 +156,10 @@ def _intervals(
     return out
 
 
-def _missing_notes(data: dict[str, _RowData]) -> list[str]:
+def _missing_notes(data: dict[str, _RowData], needed: set[str]) -> list[str]:
     notes = []
     for label, row in data.items():
-        missing = sorted(set(row.scores) - set(row.draws))
+        missing = sorted((row.scores.keys() & needed) - row.draws.keys())
         if missing:
             notes.append(
                 f"{label}: {len(missing)} task(s) without per-item predictions "
@@ -172,16 +181,15 @@ def _mark(
     for row in table.rows:
         if row.label == base or row.label not in data:
             continue
+        pair = _Pair(data[base], data[row.label], settings)
         tests = {}
         for column, names in columns.items():
             # Paired over the tasks both rows hold: the same resampled items (or tasks).
             shared = [n for n in names if n in data[row.label].scores and n in data[base].scores]
-            a = _column_draws(data[base], shared, column, settings) if shared else None
-            b = _column_draws(data[row.label], shared, column, settings) if shared else None
-            if a is not None and b is not None:
-                scores = data[row.label].scores, data[base].scores
-                delta = float(np.mean([scores[0][n] - scores[1][n] for n in shared]))
-                tests[column] = (delta, bootstrap.p_value(b - a, delta))
+            found = pair.column(shared, column) if shared else None
+            if found is not None:
+                delta, diffs = found
+                tests[column] = (delta, bootstrap.p_value(diffs, delta))
         adjusted = bootstrap.holm([p for _, p in tests.values()]) if tests else []
         for (column, (delta, _)), p in zip(tests.items(), adjusted, strict=True):
             if p < ALPHA:
@@ -191,6 +199,52 @@ def _mark(
         f"resampled {settings.over}, {settings.resamples} resamples; over the tasks both rows "
         f"hold; Holm over each row's columns; alpha {ALPHA:g})."
     )
+
+
+@dataclass
+class _Pair:
+    """A row and the baseline on the same resamples. Where mteb left out different units of a
+    task for the two (SummEval), both are recomputed on the units both kept."""
+
+    base: _RowData
+    other: _RowData
+    settings: _Settings
+
+    def column(self, names: list[str], column: str) -> tuple[float, np.ndarray] | None:
+        """The column's observed difference and its B resampled differences, or None."""
+        if self.settings.over == "tasks" and len(names) > 1:
+            a = _column_draws(self.base, names, column, self.settings)
+            b = _column_draws(self.other, names, column, self.settings)
+            if a is None or b is None:
+                return None
+            delta = float(np.mean([self.other.scores[n] - self.base.scores[n] for n in names]))
+            return delta, b - a
+        found = [self.task(n) for n in names]
+        if any(f is None for f in found):
+            return None
+        delta = float(np.mean([f[0] for f in found]))
+        return delta, np.mean([f[1] for f in found], axis=0)
+
+    def task(self, name: str) -> tuple[float, np.ndarray] | None:
+        if name not in self.base.draws or name not in self.other.draws:
+            return None
+        mine, theirs = self.base.units[name], self.other.units[name]
+        if all(a.ids == b.ids for a, b in zip(mine[0].parts, theirs[0].parts, strict=False)):
+            delta = self.other.scores[name] - self.base.scores[name]
+            return delta, self.other.draws[name] - self.base.draws[name]
+        order = bootstrap.common(mine + theirs)
+        a, point_a = self._on(self.base, mine, order)
+        b, point_b = self._on(self.other, theirs, order)
+        return point_b - point_a, b - a
+
+    def _on(
+        self, row: _RowData, found: list[TaskUnits], order: TaskUnits
+    ) -> tuple[np.ndarray, float]:
+        kept = bootstrap.on_units(order, found)
+        resamples, seed = self.settings.resamples, self.settings.seed
+        per_seed = [bootstrap.task_draws(u, resamples, seed) for u in kept]
+        point = float(np.mean([main_score(u) for u in kept]))
+        return replicates.combine(row.run, per_seed, resamples, seed), point
 
 
 def _find(name: str, rows: list[Row], data: dict[str, _RowData]) -> str:

@@ -173,12 +173,13 @@ def seed_sd(run: Replicates, tasks: list[str]) -> float | None:
 
 def member_units(run: Run, task: str) -> list[TaskUnits] | None:
     """The task's units of every member, in the first member's unit order (so that index b
-    names the same item for every seed); None when a member has no units file."""
+    names the same item for every seed); None when a member has no units file. Where mteb
+    leaves units out per model (SummEval), every member is cut to the units all of them kept."""
     paths = [units.path_for(m.folder, task) for m in members(run)]
     if not all(p.is_file() for p in paths):
         return None
     found = [units.read(p) for p in paths]
-    return [found[0], *(bootstrap.aligned(found[0], u) for u in found[1:])]
+    return found if len(found) == 1 else bootstrap.on_units(bootstrap.common(found), found)
 
 
 def combine(run: Run, per_seed: list[np.ndarray], resamples: int, seed: int) -> np.ndarray:

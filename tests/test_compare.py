@@ -216,3 +216,9 @@ def test_summeval_texts_one_model_dropped_are_left_out_with_a_note(tmp_path, mon
         "(2 kept only by the baseline, 0 only by org/again: mteb leaves out a model's texts it "
         "scores all alike), and both scores recomputed on the shared ones."
     )
+    # The table's marks pair the same way: on the shared texts the two are identical.
+    table = tmp_path / "t.md"
+    assert main(["table", "--results", str(tmp_path), "--ci", "--baseline", "org/base",
+                 "--resamples", "200", "--out", str(table), "--per-task"]) == 0  # fmt: skip
+    lines = [x for x in table.read_text().splitlines() if x.startswith("| org/drops")]
+    assert lines and "▲" not in lines[0] and "▼" not in lines[0]
