@@ -22,7 +22,8 @@ TASKS = ["STSBenchmark", "BIOSSES"]
 # The manifest's in_domain of the STSBENCHMARK dataset (datasets_manifest/neobert-mteb.yaml).
 STS_IN_DOMAIN = {"STSBenchmark", "STS12", "STS13", "STS14", "STS15", "STS16"}
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
-TUNED, BASE = "neobench/sts-tuned", "local/tiny-bert0"  # model names; labels add the conditions
+# Model names (labels add the conditions); the base is evaluated from a folder of that name.
+TUNED, BASE = "neobench/sts-tuned", "local/tiny-bert-base"
 
 
 def _eval(model, root, mirror, **extra) -> None:
@@ -60,7 +61,10 @@ def results(tmp_path_factory, tiny_bert, mirror):
     )
     root = work / "res"
     _eval(tuned, root, mirror)
-    _eval(tiny_bert, root, mirror)
+    # A folder name of its own: the session's tiny BERT folder is numbered by tmp_path_factory.
+    base = work / BASE.removeprefix("local/")
+    shutil.copytree(tiny_bert, base)
+    _eval(base, root, mirror)
     return tuned, root
 
 
@@ -94,7 +98,7 @@ def test_the_finetuned_folder_and_its_results_declare_the_training_data(results)
     assert meta.is_zero_shot_on(["BIOSSES"]) is True
     assert meta.zero_shot_percentage(TASKS) == 50
     # A model mteb knows nothing about stays unknown, not zero-shot.
-    assert _meta_file(root, "local__tiny-bert0")["training_datasets"] is None
+    assert _meta_file(root, "local__tiny-bert-base")["training_datasets"] is None
 
 
 def test_runs_carry_what_mteb_computes(runs):
@@ -154,15 +158,15 @@ def test_compare_flags_in_domain_rows_and_honours_zero_shot_only(results, tmp_pa
     )
     for path in (root / "results" / "neobench__sts-copy").rglob("model_meta.json"):
         path.write_text(path.read_text().replace("neobench/sts-tuned", "neobench/sts-copy"))
-    found = compare([str(root)], "local/tiny-bert0", benchmark=BENCHMARK, tasks=TASKS,
+    found = compare([str(root)], BASE, benchmark=BENCHMARK, tasks=TASKS,
                     models=["neobench/sts-tuned"], resamples=50)  # fmt: skip
     assert {r.model.split(" [")[0] for r in found.rows} == {TUNED}
     flags = {r.task: r.in_domain for r in found.rows}
     assert flags == {"STSBenchmark": True, "BIOSSES": False, "Avg.": True}
     with pytest.raises(
-        NeobenchError, match=r"training data of local/tiny-bert0 \[.+\] is not declared"
+        NeobenchError, match=r"training data of local/tiny-bert-base \[.+\] is not declared"
     ):
-        compare([str(root)], "local/tiny-bert0", benchmark=BENCHMARK, tasks=TASKS,
+        compare([str(root)], BASE, benchmark=BENCHMARK, tasks=TASKS,
                 models=["neobench/sts-tuned"], resamples=50, zero_shot_only=True)  # fmt: skip
     kept = compare([str(root)], "neobench/sts-tuned", benchmark=BENCHMARK, tasks=TASKS,
                    models=["neobench/sts-copy"], resamples=50, zero_shot_only=True)  # fmt: skip
