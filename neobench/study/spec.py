@@ -113,18 +113,15 @@ def parse_minutes(text: str | int) -> int:
         return text
     match = _TIME.fullmatch(str(text).strip())
     if not match:
-        raise NeobenchError(f"time {text!r}: expected [D-]H:MM:SS (e.g. 4:00:00) or minutes.")
+        raise NeobenchError(f"{text!r}: expected [D-]H:MM:SS (e.g. 4:00:00) or minutes.")
     days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
     return days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
 
 
 def key_problems(where: str, data: dict[str, Any], allowed: tuple[str, ...]) -> list[str]:
     """An unknown key of a section, with the closest known ones."""
-    return [
-        f"{where}: " + unknown("key", str(k), allowed)
-        for k in data
-        if k not in allowed
-    ]  # fmt: skip
+    prefix = f"{where}: " if where else ""
+    return [prefix + unknown("key", str(k), allowed) for k in data if k not in allowed]
 
 
 def mapping(where: str, value: Any, problems: list[str]) -> dict[str, Any]:
@@ -146,13 +143,13 @@ def parse_study(path: str | Path, output: str | None = None) -> tuple[Study, lis
         raise NeobenchError(f"study file {path}: no such file.")
     problems: list[str] = []
     data = mapping(str(path), read_yaml(path, "study"), problems)
-    problems += key_problems(path.name, data, TOP_KEYS)
+    problems += key_problems("", data, TOP_KEYS)
     for key in ("name", "output", "models"):
         if key not in data and not (key == "output" and output):
-            problems.append(f"{path.name}: missing '{key}'.")
+            problems.append(f"missing '{key}'.")
     name = str(data.get("name") or "")
     if name and not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-        problems.append(f"{path.name}: name {name!r}: use letters, digits, '.', '_' or '-'.")
+        problems.append(f"name {name!r}: use letters, digits, '.', '_' or '-'.")
     study = Study(
         name=name,
         output=Path(output or str(data.get("output") or ".")).expanduser().resolve(),
@@ -299,7 +296,9 @@ def _resources(where: str, value: Any, problems: list[str]) -> Resources:
             known.pop(key)
     if "time" in known:
         known["time"] = str(known["time"])
-        collect(problems, parse_minutes, known["time"])
+        found: list[str] = []
+        collect(found, parse_minutes, known["time"])
+        problems += [f"{where}.time: {p}" for p in found]
     if "mem" in known:
         known["mem"] = str(known["mem"])
     return Resources(**known)
