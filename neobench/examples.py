@@ -62,4 +62,4 @@ EXAMPLES["study"] = """examples (offline, on the mirror):
   neobench study status studies/tiny.yaml
   neobench study table studies/tiny.yaml
 A study runs `neobench finetune`, `neobench eval --shard K/N` and `neobench table` for each
-model and seed; a re-run skips every finished piece (studies/README.md describes the file)."""
+model and seed; a re-run skips every finished piece (docs/studies.md describes the file)."""
