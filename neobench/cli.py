@@ -233,34 +233,43 @@ def cmd_validate(cfg: None) -> int:
 def cmd_study_run(cfg: config.StudyRunCommand) -> int:
     """run a study's pending jobs (or --dry-run: print its plan)"""
     from neobench.errors import check_choice
-    from neobench.study import launch, report
+    from neobench.study import launch, report, slurm
     from neobench.study.plan import Job, build_plan
 
     check_choice("--launcher", cfg.launcher, config.LAUNCHERS)
     plan = build_plan(cfg.file, cfg.output)
     if cfg.dry_run:
-        print_listing(report.plan_listing(plan))
+        print_listing(report.plan_listing(plan, report.slurm_queue(plan)))
     for line in report.summary(plan):
         say(line, markup=False)
     if cfg.dry_run:
         return 0
 
     def started(job: Job, what: str) -> None:
-        if what == "started":
-            say(f"running {job.key} (log: {job.log})", markup=False)
+        if what != "done":
+            say(f"{job.key}: {what} (log: {job.log})", markup=False)
 
-    ran = launch.run_local(plan, started)
-    say(f"[green]done[/]: {len(ran)} job(s) ran; table: {plan.job('table').output}")
+    if cfg.launcher == "local":
+        ran = launch.run_local(plan, started)
+        say(f"[green]done[/]: {len(ran)} job(s) ran; table: {plan.job('table').output}")
+        return 0
+    submitted = slurm.submit(plan, started)
+    say(f"{len(submitted)} job(s) submitted; `neobench study status {cfg.file}` follows them.")
+    if cfg.wait:
+        failed = slurm.wait(plan, plan.pending)
+        if failed:
+            raise slurm.failed_message(plan, failed)
+        say(f"[green]done[/]: every job ended; table: {plan.job('table').output}")
     return 0
 
 
 def cmd_study_status(cfg: config.StudyStatusCommand) -> int:
-    """per model and seed: each stage done, running, failed or pending, with its log"""
+    """per model and seed: each stage done, running, queued, failed or pending, with its log"""
     from neobench.study import report
     from neobench.study.plan import build_plan
 
     plan = build_plan(cfg.file, cfg.output)
-    print_listing(report.status_listing(plan))
+    print_listing(report.status_listing(plan, report.slurm_queue(plan)))
     for line in report.summary(plan):
         say(line, markup=False)
     return 0

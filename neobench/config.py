@@ -290,7 +290,7 @@ class CacheCommand:
     )
 
 
-LAUNCHERS = ("local",)
+LAUNCHERS = ("local", "slurm")
 
 
 @dataclass(kw_only=True)
@@ -299,10 +299,14 @@ class StudyRunCommand:
 
     file: str = opt(help="study file (YAML), e.g. studies/tiny.yaml", positional=True)
     launcher: str = opt(
-        "local", "where the jobs run: local (one after another, on this machine)", choices=LAUNCHERS
+        "local",
+        "where the jobs run: local (one after another, on this machine) | slurm (submitted "
+        "through submitit, with afterok dependencies)",
+        choices=LAUNCHERS,
     )
     output: str | None = opt(None, "output root (default: the study file's output)")
     dry_run: bool = opt(False, "print the plan (jobs, resources, dependencies, done) and stop")
+    wait: bool = opt(False, "slurm: block until every job has ended; exit 1 if one failed")
 
 
 @dataclass(kw_only=True)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -132,22 +137,38 @@ def test_dry_run_of_the_paper_comparison(capsys, tmp_path):
 
 # ------------------------------------------------------------------- the tiny study, locally
 
+# Small enough for the test's CPU jobs and for the one-node cluster of scripts/slurm-local.sh.
+CPU_JOBS = {kind: {"gpus": 0, "cpus": 1, "mem": "1G", "time": "0:20:00"} for kind in
+            ("finetune", "eval", "table")}  # fmt: skip
 
-def test_tiny_study_runs_locally_then_only_what_is_missing(capsys, tmp_path, mirror, monkeypatch):
-    """The tiny study with its config model (MiniLM's fine-tune costs minutes on a CPU): one
-    fine-tune, two eval shards, the table; a second run runs nothing; a deleted task result
-    is re-made by its shard's job alone (and the table); changed overrides are refused."""
-    monkeypatch.setenv("NEOBENCH_DATA_DIR", str(mirror))
-    tiny = yaml.safe_load((STUDIES / "tiny.yaml").read_text())
-    path = write_study(
-        tmp_path / "study",
-        models=[m for m in tiny["models"] if m["name"] == "tiny-bert"],
-        baseline="tiny-bert",
-    )
-    out = tmp_path / "out"
-    code, text = run(capsys, "study", "run", path, "--output", out)
-    assert code == 0, text
-    assert "4 jobs (1 finetune, 2 eval, 1 table): 0 done, 4 to run" in text
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, mirror) -> SimpleNamespace:
+    """studies/tiny.yaml with its config model only (MiniLM's fine-tune costs minutes on a
+    CPU) and a slurm section (which the local launcher ignores), run once locally."""
+    folder = tmp_path_factory.mktemp("tiny-study")
+    data = yaml.safe_load((STUDIES / "tiny.yaml").read_text())
+    models = [m for m in data["models"] if m["name"] == "tiny-bert"]
+    changes = {"models": models, "baseline": "tiny-bert", "data_dir": str(mirror)}
+    path = write_study(folder / "study", **changes, slurm=CPU_JOBS)
+    out = folder / "out"
+    code = main(["study", "run", str(path), "--output", str(out)])
+    return SimpleNamespace(path=path, out=out, code=code, data=data, changes=changes)
+
+
+def scores(out: Path) -> dict[str, float]:
+    found = {}
+    for path in (out / "results").glob("*/*/*.json"):
+        if path.name != "model_meta.json":
+            found[path.stem] = json.loads(path.read_text())["scores"]["test"][0]["main_score"]
+    return found
+
+
+def test_tiny_study_runs_locally_then_only_what_is_missing(tiny):
+    """One fine-tune, two eval shards, the table; a second run runs nothing; a deleted task
+    result is re-made by its shard's job alone (and the table); changed overrides are refused."""
+    path, out = tiny.path, tiny.out
+    assert tiny.code == 0
     card = yaml.safe_load((out / "finetune/tiny-bert-seed0/neobench_run_card.yaml").read_text())
     assert card["status"] == "complete" and card["steps"] == 4 and card["seed"] == 0
     [folder] = (out / "results").glob("tiny__tiny-bert-seed0/*")
@@ -164,13 +185,74 @@ def test_tiny_study_runs_locally_then_only_what_is_missing(capsys, tmp_path, mir
     assert [j.key for j in run_local(plan)] == [shard.key, "table"]
     assert (folder / "STS16.json").is_file()
 
-    tiny["finetune"]["overrides"]["max_steps"] = 5
-    changed = write_study(
-        tmp_path / "study",
-        models=[m for m in tiny["models"] if m["name"] == "tiny-bert"],
-        baseline="tiny-bert",
-        finetune=tiny["finetune"],
-    )
+    tune = {**tiny.data["finetune"]}
+    tune["overrides"] = {**tune["overrides"], "max_steps": 5}
+    changed = write_study(path.parent / "changed", **tiny.changes, finetune=tune)
     [problem] = problems(changed, out)
     assert "was fine-tuned under other conditions" in problem
     assert "finetune.overrides" in problem and "'max_steps': '5'" in problem
+
+
+# --------------------------------------------------------------- the tiny study, through Slurm
+
+
+def squeue_empty(env: dict[str, str], timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        listed = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True)
+        if not listed.stdout.strip():
+            return
+        time.sleep(2)
+    pytest.fail("Slurm jobs still queued after {timeout_s} s")
+
+
+@pytest.mark.slurm
+def test_tiny_study_on_slurm(capsys, tiny, slurm_cluster, monkeypatch, tmp_path):
+    """Submitted through submitit: every card records its Slurm job, the scores are the local
+    launcher's, a second run submits nothing, a missing result submits its shard and the table
+    only, and a cancelled job is reported failed."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    out = tmp_path / "out"
+    code, text = run(capsys, "study", "run", tiny.path, "--output", out, "--launcher", "slurm",
+                     "--wait")  # fmt: skip
+    assert code == 0, text
+    assert "4 job(s) submitted" in text and "every job ended" in text
+    cards = [*out.glob("finetune/*/neobench_run_card.yaml"), *out.glob("results/*/*/neobench/*")]
+    assert len(cards) == 3
+    for card in cards:
+        assert yaml.safe_load(card.read_text())["environment"]["slurm"]["slurm_job_id"]
+    assert scores(out) == pytest.approx(scores(tiny.out), abs=1e-6)
+    assert set(scores(out)) == {"BIOSSES", "STS16"}
+
+    code, text = run(capsys, "study", "run", tiny.path, "--output", out, "--launcher", "slurm")
+    assert code == 0 and "0 job(s) submitted" in text
+
+    [result] = out.glob("results/*/*/BIOSSES.json")
+    result.unlink()
+    code, text = run(capsys, "study", "run", tiny.path, "--output", out, "--launcher", "slurm")
+    assert code == 0 and "2 job(s) submitted" in text
+    shard = next(j for j in build_plan(tiny.path, str(out)).jobs if "BIOSSES" in j.tasks)
+    assert f"{shard.key}: submitted as Slurm job" in text and "table: submitted" in text
+    subprocess.run(["scancel", "--user", "root"], env=slurm_cluster.env, check=True)
+    squeue_empty(slurm_cluster.env)
+    code, text = run(capsys, "study", "status", tiny.path, "--output", out)
+    assert f"eval {shard.shard[0]}/2 failed" in text and "table failed" in text
+
+
+def test_no_partition_and_no_default_one_is_refused_before_submitting(
+    capsys, mirror, tmp_path, monkeypatch
+):
+    """A cluster whose sinfo lists no default partition (marked '*'): refused, nothing sent."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, output in (("sinfo", "gpu\ncpu"), ("sbatch", "")):
+        (bin_dir / name).write_text(f"#!/bin/sh\nprintf '{output}\\n'\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    path = write_study(tmp_path / "study", data_dir=str(mirror), slurm=CPU_JOBS)
+    out = tmp_path / "out"
+    code, text = run(capsys, "study", "run", path, "--output", out, "--launcher", "slurm")
+    assert code == 2
+    assert "slurm.partition: the study names no partition and this cluster has no default" in text
+    assert "(sinfo lists: cpu, gpu)" in text
+    assert not out.exists()  # nothing built, recorded or submitted

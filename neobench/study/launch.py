@@ -58,14 +58,19 @@ def write_record(plan: Plan, job: Job, rec: JobRecord) -> None:
     write_text_atomic(record_path(plan, job), json.dumps(asdict(rec), indent=1) + "\n")
 
 
-def state(plan: Plan, job: Job) -> str:
-    """done | running | failed | pending, from the outputs first and the job record second
-    (a job recorded done whose results were deleted since is pending again)."""
+def state(plan: Plan, job: Job, listed: dict[str, str] | None = None) -> str:
+    """done | running | queued | failed | pending, from the outputs first and the job record
+    second (a job recorded done whose results were deleted since is pending again). A Slurm
+    job's state comes from ``listed`` (slurm.queue(), read once by the caller)."""
     if job.done:
         return "done"
     rec = read_record(plan, job)
     if rec is None or rec.state == "done":
         return "pending"
+    if rec.launcher == "slurm":
+        from neobench.study.slurm import slurm_state
+
+        return slurm_state(rec, listed or {}) or "failed"  # ended without its output
     if rec.state == "running" and not _alive(rec):
         return "failed"  # its process is gone without saying how it ended
     return rec.state

@@ -11,12 +11,13 @@ from neobench.study import launch
 from neobench.study.plan import Job, Plan
 
 
-def plan_listing(plan: Plan) -> Listing:
-    """Every job: its state, what it waits for, its resources and its command."""
+def plan_listing(plan: Plan, listed: dict[str, str] | None = None) -> Listing:
+    """Every job: its state, what it waits for, its resources and its command. ``listed``:
+    the Slurm queue (job id -> state), when there is one."""
     rows = [
         (
             job.key,
-            launch.state(plan, job),
+            launch.state(plan, job, listed),
             _after(job),
             job.resources.text() if job.resources else "-",
             "neobench " + shlex.join(job.argv),
@@ -49,14 +50,27 @@ def summary(plan: Plan) -> list[str]:
     return lines + plan.notes
 
 
-def status_listing(plan: Plan) -> Listing:
-    """Per model and seed, each stage: done / running / failed / pending, with its log."""
+def status_listing(plan: Plan, listed: dict[str, str] | None = None) -> Listing:
+    """Per model and seed, each stage: done / running / queued / failed / pending, with its log
+    and, for a Slurm job, its id."""
     rows = []
     for job in plan.jobs:
         stage = job.kind if job.shard is None else f"eval {job.shard[0]}/{job.shard[1]}"
         seed = "-" if job.seed is None else str(job.seed)
-        current = launch.state(plan, job)
+        current = launch.state(plan, job, listed)
         log = str(job.log) if job.log.is_file() else "-"
-        rows.append((job.model or "(all)", seed, stage, current, log))
+        rec = launch.read_record(plan, job)
+        slurm_id = rec.slurm_job_id if rec and rec.slurm_job_id else "-"
+        rows.append((job.model or "(all)", seed, stage, current, slurm_id, log))
     title = f"study {plan.study.name}: {plan.study.output}"
-    return Listing(title, ("model", "seed", "stage", "state", "log"), rows)
+    return Listing(title, ("model", "seed", "stage", "state", "slurm job", "log"), rows)
+
+
+def slurm_queue(plan: Plan) -> dict[str, str] | None:
+    """The Slurm queue, read once, when some job of the plan was submitted to Slurm."""
+    records = [launch.read_record(plan, job) for job in plan.pending]
+    if not any(rec and rec.launcher == "slurm" for rec in records):
+        return None
+    from neobench.study.slurm import queue
+
+    return queue()
