@@ -91,7 +91,7 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list
         executor = submitit.SlurmExecutor(folder=plan.study.output / "slurm" / "%j")
         executor.update_parameters(**_parameters(plan, jobs[0], ids))
         with executor.batch() if len(jobs) > 1 else _nothing():
-            handles = [executor.submit(_command(job)) for job in jobs]
+            handles = [executor.submit(_command(plan, job)) for job in jobs]
         for job, handle in zip(jobs, handles, strict=True):
             ids[job.key] = str(handle.job_id)
             _record(plan, job, str(handle.job_id))
@@ -148,14 +148,22 @@ def _sbatch_flag(line: str) -> tuple[str, Any]:
     return key.replace("-", "_"), value or True
 
 
-def _command(job: Job) -> Any:
-    """The job's `neobench` command, its output appended to the job's log."""
+def _command(plan: Plan, job: Job) -> Any:
+    """The job's `neobench` command, its output in the job's log. A fine-tune with several GPUs
+    runs under torchrun (one process per GPU). Each job writes an embedding cache of its own:
+    SQLite's write-ahead log needs one host, and jobs on several nodes share this folder."""
     import submitit
 
     job.log.parent.mkdir(parents=True, exist_ok=True)
-    command = shlex.join([sys.executable, "-m", "neobench", *job.argv])
+    python = [sys.executable, "-m"]
+    gpus = job.resources.gpus if job.resources else 0
+    if job.kind == "finetune" and gpus > 1:
+        python += ["torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}", "-m"]
+    command = shlex.join([*python, "neobench", *job.argv])
     log = shlex.quote(str(job.log))
-    script = f'echo "# $(date -u +%FT%TZ) Slurm job $SLURM_JOB_ID" > {log}; '
+    cache = plan.study.output / "cache" / job.key.replace("/", "-")
+    script = f"export NEOBENCH_CACHE={shlex.quote(str(cache))}; "
+    script += f'echo "# $(date -u +%FT%TZ) Slurm job $SLURM_JOB_ID" > {log}; '
     script += f"exec {command} >> {log} 2>&1"
     return submitit.helpers.CommandFunction(["bash", "-c", script], cwd=Path.cwd())
 
