@@ -111,6 +111,8 @@ def parse_minutes(text: str | int) -> int:
     """Slurm's time limit ([D-]H:MM[:SS] or minutes) in whole minutes."""
     if isinstance(text, int) and not isinstance(text, bool):
         return text
+    if str(text).strip().isdigit():
+        return int(str(text).strip())
     match = _TIME.fullmatch(str(text).strip())
     if not match:
         raise NeobenchError(f"{text!r}: expected [D-]H:MM:SS (e.g. 4:00:00) or minutes.")
@@ -198,8 +200,11 @@ def _models(value: Any, problems: list[str]) -> list[ModelEntry]:
                 problems.append(f"{where}: {key} must be true or false.")
         if "seed" in known and not _is_int(known["seed"]):
             problems.append(f"{where}: seed {known['seed']!r} is not an integer.")
-        if "name" in known:
-            known["name"] = str(known["name"])
+        for key in ("name", "tokenizer"):
+            if key in known and not isinstance(known[key], str | int | float):
+                problems.append(f"{where}: {key} must be a text, not {known[key]!r}.")
+            elif key in known:
+                known[key] = str(known[key])
         entries.append(ModelEntry(**known))
     return entries
 
