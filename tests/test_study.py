@@ -192,6 +192,13 @@ def test_tiny_study_runs_locally_then_only_what_is_missing(tiny):
     assert "was fine-tuned under other conditions" in problem
     assert "finetune.overrides" in problem and "'max_steps': '5'" in problem
 
+    changed = write_study(
+        path.parent / "changed", **tiny.changes, eval={**tiny.data["eval"], "dtype": "bfloat16"}
+    )
+    [problem] = problems(changed, out)
+    assert "was evaluated for tiny/tiny-bert-seed0 under other conditions" in problem
+    assert "(eval.dtype: auto there, bfloat16 in the study)" in problem
+
 
 # --------------------------------------------------------------- the tiny study, through Slurm
 

@@ -106,7 +106,7 @@ def build_plan(path: str | Path, output: str | None = None) -> Plan:
                     collect(problems, _mark_eval, job, found, tuned)
                     plan.jobs.append(job)
     if problems:
-        raise NeobenchError(problems)
+        raise NeobenchError(list(dict.fromkeys(problems)))  # each shard names the same card
     plan.jobs.append(_table_job(study, plan.jobs))
     return plan
 
