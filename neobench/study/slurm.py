@@ -163,9 +163,14 @@ def _command(plan: Plan, job: Job) -> Any:
     log = shlex.quote(str(job.log))
     cache = plan.study.output / "cache" / job.key.replace("/", "-")
     script = f"export NEOBENCH_CACHE={shlex.quote(str(cache))}; "
-    script += f'echo "# $(date -u +%FT%TZ) Slurm job $SLURM_JOB_ID" > {log}; '
-    script += f"exec {command} >> {log} 2>&1"
-    return submitit.helpers.CommandFunction(["bash", "-c", script], cwd=Path.cwd())
+    if job.kind == "finetune":
+        # Requeued after preemption: continue from the checkpoint the first attempt left.
+        saved = shlex.quote(str(job.output / "checkpoints"))
+        script += f"if compgen -G {saved}/'checkpoint-*' > /dev/null; then set -- --resume; fi; "
+    script += f'echo "# $(date -u +%FT%TZ) Slurm job $SLURM_JOB_ID" >> {log}; '
+    script += f'exec {command} "$@" >> {log} 2>&1'
+    # bash -c SCRIPT NAME: the name is $0, so "$@" starts empty.
+    return submitit.helpers.CommandFunction(["bash", "-c", script, "neobench-job"], cwd=Path.cwd())
 
 
 def _record(plan: Plan, job: Job, slurm_id: str) -> None:
