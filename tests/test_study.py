@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import subprocess
@@ -210,7 +211,7 @@ def squeue_empty(env: dict[str, str], timeout_s: float = 300) -> None:
         if not listed.stdout.strip():
             return
         time.sleep(2)
-    pytest.fail("Slurm jobs still queued after {timeout_s} s")
+    pytest.fail(f"Slurm jobs still queued after {timeout_s} s")
 
 
 @pytest.mark.slurm
@@ -240,10 +241,13 @@ def test_tiny_study_on_slurm(capsys, tiny, slurm_cluster, monkeypatch, tmp_path)
     assert code == 0 and "2 job(s) submitted" in text
     shard = next(j for j in build_plan(tiny.path, str(out)).jobs if "BIOSSES" in j.tasks)
     assert f"{shard.key}: submitted as Slurm job" in text and "table: submitted" in text
-    subprocess.run(["scancel", "--user", "root"], env=slurm_cluster.env, check=True)
+    user = ["--user", getpass.getuser()]
+    subprocess.run(["scancel", *user], env=slurm_cluster.env, check=True)
     squeue_empty(slurm_cluster.env)
     code, text = run(capsys, "study", "status", tiny.path, "--output", out)
     assert f"eval {shard.shard[0]}/2 failed" in text and "table failed" in text
+    # What the next run submits again: the cancelled pieces, nothing else.
+    assert [j.key for j in build_plan(tiny.path, str(out)).pending] == [shard.key, "table"]
 
 
 def test_no_partition_and_no_default_one_is_refused_before_submitting(
