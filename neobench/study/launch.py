@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from neobench.errors import RunFailed
+from neobench.errors import NeobenchError, RunFailed
 from neobench.record import now, write_text_atomic
 from neobench.study.models import build
 from neobench.study.plan import Job, Plan
@@ -92,6 +92,7 @@ def run_local(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> l
     """Run every pending job in order; the jobs run. Stops at the first failure (RunFailed
     naming its log). ``on_job(job, "started" | "done")`` reports progress."""
     report = on_job or (lambda job, what: None)
+    _refuse_jobs_on_slurm(plan)
     for model in plan.models:
         if build(model):
             logger.info("built the model %s in %s", model.name, model.path)
@@ -108,6 +109,23 @@ def run_local(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> l
             )
         report(job, "done")
     return ran
+
+
+def _refuse_jobs_on_slurm(plan: Plan) -> None:
+    """A job an earlier `--launcher slurm` submitted and Slurm still holds must not also run
+    here: two processes would write one output."""
+    submitted = [j for j in plan.pending if (r := read_record(plan, j)) and r.launcher == "slurm"]
+    if not submitted:
+        return
+    from neobench.study.slurm import queue
+
+    listed = queue()
+    held = [j.key for j in submitted if state(plan, j, listed) in ("queued", "running")]
+    if held:
+        raise NeobenchError(
+            f"{', '.join(held)}: submitted to Slurm and not ended yet. Wait for them "
+            f"(neobench study status {plan.study.file}) or scancel them, then run locally."
+        )
 
 
 def run_job(plan: Plan, job: Job) -> int:
