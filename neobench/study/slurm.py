@@ -10,6 +10,7 @@ launcher (OUTPUT/logs/<job>.log); submitit's own files go to OUTPUT/slurm/.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 import subprocess
@@ -90,7 +91,8 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list
         jobs = list(group)
         executor = submitit.SlurmExecutor(folder=plan.study.output / "slurm" / "%j")
         executor.update_parameters(**_parameters(plan, jobs[0], ids))
-        with executor.batch() if len(jobs) > 1 else _nothing():
+        # One array for several jobs of a kind with the same dependencies (a model's shards).
+        with executor.batch() if len(jobs) > 1 else contextlib.nullcontext():
             handles = [executor.submit(_command(plan, job)) for job in jobs]
         for job, handle in zip(jobs, handles, strict=True):
             ids[job.key] = str(handle.job_id)
@@ -107,14 +109,6 @@ def _held(plan: Plan, job: Job, listed: dict[str, str], ids: dict[str, str]) -> 
         return False
     ids[job.key] = str(rec.slurm_job_id)
     return True
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _parameters(plan: Plan, job: Job, ids: dict[str, str]) -> dict[str, Any]:
