@@ -307,6 +307,43 @@ class CacheCommand:
     )
 
 
+LAUNCHERS = ("local", "slurm")
+
+
+@dataclass(kw_only=True)
+class StudyRunCommand:
+    """`neobench study run`: which study, where its jobs run, whether to run them at all."""
+
+    file: str = opt(help="study file (YAML), e.g. studies/tiny.yaml", positional=True)
+    launcher: str = opt(
+        "local",
+        "where the jobs run: local (one after another, on this machine) | slurm (submitted "
+        "through submitit, with afterok dependencies)",
+        choices=LAUNCHERS,
+    )
+    output: str | None = opt(None, "output root (default: the study file's output)")
+    dry_run: bool = opt(False, "print the plan (jobs, resources, dependencies, done) and stop")
+    wait: bool = opt(False, "slurm: block until every job has ended; exit 1 if one failed")
+
+
+@dataclass(kw_only=True)
+class StudyStatusCommand:
+    """`neobench study status`: per model and seed, the state of each stage."""
+
+    file: str = opt(help="study file (YAML)", positional=True)
+    output: str | None = like(StudyRunCommand, "output")
+
+
+@dataclass(kw_only=True)
+class StudyTableCommand:
+    """`neobench study table`: the study's table, from its results root."""
+
+    file: str = opt(help="study file (YAML)", positional=True)
+    output: str | None = like(StudyRunCommand, "output")
+    format: str | None = like(TableCommand, "format")
+    out: str | None = like(TableCommand, "out")
+
+
 def field_docs(cls: type) -> dict[str, str]:
     """Each field's one-line doc (for listings and error messages)."""
     return {f.name: f.metadata.get("help", "") for f in fields(cls)}

@@ -56,3 +56,10 @@ then copy /data/mteb-mirror to the air-gapped machine and pass --data-dir /data/
   neobench validate    # every shipped recipe, manifest and instruction profile, offline""",
 }
 EXAMPLES["data"] = EXAMPLES["prefetch"] + "\n" + EXAMPLES["verify"]
+EXAMPLES["study"] = """examples (offline, on the mirror):
+  NEOBENCH_DATA_DIR=../shared/data/hub neobench study run studies/tiny.yaml
+  neobench study run studies/table4-base.yaml --dry-run   # the jobs, their resources, what is done
+  neobench study status studies/tiny.yaml
+  neobench study table studies/tiny.yaml
+A study runs `neobench finetune`, `neobench eval --shard K/N` and `neobench table` for each
+model and seed; a re-run skips every finished piece (docs/studies.md describes the file)."""

@@ -85,7 +85,7 @@ def device_info(device: str) -> dict[str, object]:
 
 
 def environment() -> dict[str, object]:
-    return {
+    env: dict[str, object] = {
         "neobench_version": neobench.__version__,
         "git_sha": git_sha(),
         "python": sys.version.split()[0],
@@ -93,6 +93,12 @@ def environment() -> dict[str, object]:
         "packages": package_versions(),
         "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
     }
+    # Inside a Slurm job: which one (`neobench study status` and sacct find it by this id).
+    slurm = {k.lower(): os.environ[k] for k in SLURM_VARIABLES if os.environ.get(k)}
+    return env | ({"slurm": slurm} if slurm else {})
+
+
+SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURMD_NODENAME")
 
 
 def now() -> str:

@@ -1,0 +1,151 @@
+"""What a study's names must be, and whether finished pieces were made under its conditions.
+
+The names are checked with the loaders the commands use (recipe + overrides, benchmark, tasks,
+instruction profile), so a plan never holds a job its command would refuse. Finished pieces are
+compared with the study through the run cards the commands wrote: a fine-tune card's config
+(model, recipe, overrides, seed) and each eval card's config (benchmark, profile, length, dtype).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neobench import config, record
+from neobench.errors import NeobenchError, check_choice, collect, unknown
+from neobench.study.spec import Eval, Finetune
+
+logger = logging.getLogger(__name__)
+
+START_OVER = (
+    "Restore the study's earlier values, or give the study another output (--output) so the "
+    "two sets of conditions never share a table."
+)
+
+
+def recipe_problems(tune: Finetune, problems: list[str]) -> None:
+    """The recipe and the overrides, checked as `neobench finetune` checks them."""
+    from neobench.recipe import apply_overrides, load_recipe
+
+    found: list[str] = []
+    recipe = collect(found, load_recipe, tune.recipe)
+    if recipe is not None:
+        collect(found, apply_overrides, recipe, tune.overrides)
+    problems += [f"finetune: {p}" for p in found]
+
+
+def eval_problems(ev: Eval, problems: list[str]) -> list[Any] | None:
+    """The benchmark's selected tasks; each unknown name (benchmark, task, type, profile) and
+    each bad value is a problem."""
+    from neobench.instructions import load_profile
+    from neobench.model import parse_max_seq_length
+    from neobench.tasks import load_benchmark, select_tasks
+
+    found: list[str] = []
+    values = ev.conditions()
+    collect(found, load_profile, values["instructions"])
+    collect(found, parse_max_seq_length, values["max_seq_length"])
+    collect(found, check_choice, "dtype", ev.dtype, config.DTYPE_CHOICES)
+    benchmark = collect(found, load_benchmark, ev.benchmark)
+    tasks = collect(found, select_tasks, benchmark, ev.tasks, ev.types) if benchmark else None
+    # The task loader speaks of its flags; in a study they are keys of `eval:`.
+    found = [p.replace("--tasks", "tasks").replace("--types", "types") for p in found]
+    problems += [f"eval: {p}" for p in found]
+    return tasks
+
+
+def unknown_baseline(baseline: str, names: set[str]) -> str:
+    return "baseline: " + unknown("model", baseline, names, "It names one of the study's models.")
+
+
+def finetune_conflicts(card_path: Path, model: str, tune: Finetune, seed: int) -> list[str]:
+    """How a fine-tuning run already in the study's folder differs from what the study asks."""
+    from neobench.recipe import parse_overrides
+
+    card = record.read_finetune_card(card_path)
+    given = card.config
+    there = {
+        "model": given.get("model"),
+        "finetune.recipe": given.get("recipe"),
+        "finetune.overrides": parse_overrides(list(given.get("overrides") or [])),
+        "seed": given.get("seed"),
+    }
+    now = {
+        "model": model,
+        "finetune.recipe": tune.recipe,
+        "finetune.overrides": tune.overrides,
+        "seed": seed,
+    }
+    return _differ(card_path.parent, "fine-tuned", there, now)
+
+
+def _differ(where: Path, what: str, there: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    differing = [k for k in now if str(there[k]) != str(now[k])]
+    if not differing:
+        return []
+    fields_text = "; ".join(f"{k}: {there[k]} there, {now[k]} in the study" for k in differing)
+    return [
+        f"{where} was {what} under other conditions than the study now gives ({fields_text}). "
+        + START_OVER
+    ]
+
+
+def finished_at(folder: Path) -> str | None:
+    """When the fine-tuning run in ``folder`` finished (ISO time), if it did."""
+    card = folder / record.FINETUNE_CARD
+    return record.read_finetune_card(card).finished if card.is_file() else None
+
+
+@dataclass
+class _Card:
+    path: Path
+    started: str
+    config: dict[str, Any]
+
+
+@dataclass
+class EvalCards:
+    """The eval run cards under a study's results root, by the model name they were run for."""
+
+    by_name: dict[str, list[_Card]] = field(default_factory=dict)
+
+    @classmethod
+    def scan(cls, root: Path) -> EvalCards:
+        found = cls()
+        base = root / "results"
+        paths = [*base.glob("*/*/neobench/run-*.yaml")]
+        paths += base.glob("*/*/experiments/*/neobench/run-*.yaml")
+        for path in sorted(paths):
+            try:
+                card = record.read_eval_card(path)
+            except NeobenchError as error:
+                logger.warning("skipped an unreadable run card: %s", error)
+                continue
+            name = str(card.config.get("model_name") or card.model.name)
+            entry = _Card(path, str(card.started or ""), card.config)
+            found.by_name.setdefault(name, []).append(entry)
+        return found
+
+    def folder(self, name: str, since: str | None = None) -> Path | None:
+        """The results folder of the newest eval of ``name`` (started after ``since``)."""
+        cards = [c for c in self.by_name.get(name, []) if since is None or c.started >= since]
+        if not cards:
+            return None
+        # run card: <folder>/neobench/run-*.yaml
+        return max(cards, key=lambda c: c.started).path.parent.parent
+
+
+EVAL_FLAGS = ("benchmark", "instructions", "max_seq_length", "dtype")
+
+
+def eval_conflicts(found: EvalCards, name: str, argv: list[str]) -> None:
+    """Refuse when an eval of ``name`` already ran with other flags than the job's."""
+    now = {f"eval.{k}": argv[argv.index(f"--{k.replace('_', '-')}") + 1] for k in EVAL_FLAGS}
+    problems: list[str] = []
+    for card in found.by_name.get(name, []):
+        there = {f"eval.{k}": card.config.get(k) for k in EVAL_FLAGS}
+        problems += _differ(card.path, f"evaluated for {name}", there, now)
+    if problems:
+        raise NeobenchError(problems[:1])  # one card says it; its siblings would repeat it

@@ -1,0 +1,76 @@
+"""A study's plan and status as listings (title, columns, rows of text) and summary lines; the
+CLI prints them (a table on a terminal, plain lines in a pipe)."""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+
+from neobench.listing import Listing
+from neobench.study import launch
+from neobench.study.plan import Job, Plan
+
+
+def plan_listing(plan: Plan, listed: dict[str, str] | None = None) -> Listing:
+    """Every job: its state, what it waits for, its resources and its command. ``listed``:
+    the Slurm queue (job id -> state), when there is one."""
+    rows = [
+        (
+            job.key,
+            launch.state(plan, job, listed),
+            _after(job),
+            job.resources.text() if job.resources else "-",
+            "neobench " + shlex.join(job.argv),
+        )
+        for job in plan.jobs
+    ]
+    title = f"study {plan.study.name}: {plan.study.output}"
+    return Listing(title, ("job", "state", "after", "resources", "command"), rows)
+
+
+def _after(job: Job) -> str:
+    if len(job.after) > 3:
+        return f"{len(job.after)} eval jobs"
+    return ", ".join(job.after) or "-"
+
+
+def summary(plan: Plan) -> list[str]:
+    """How many jobs of each kind, how many are done, and the GPU-hours they request."""
+    kinds = Counter(j.kind for j in plan.jobs)
+    counts = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+    done = sum(j.done for j in plan.jobs)
+    lines = [f"{len(plan.jobs)} jobs ({counts}): {done} done, {len(plan.pending)} to run"]
+    total = plan.gpu_hours()
+    if total is not None:
+        pending = plan.gpu_hours(plan.pending) or 0.0
+        lines.append(
+            f"Slurm: {total:,.1f} GPU-hours requested in all (GPUs x time limit), "
+            f"{pending:,.1f} for the jobs still to run"
+        )
+    return lines + plan.notes
+
+
+def status_listing(plan: Plan, listed: dict[str, str] | None = None) -> Listing:
+    """Per model and seed, each stage: done / running / queued / failed / pending, with its log
+    and, for a Slurm job, its id."""
+    rows = []
+    for job in plan.jobs:
+        stage = job.kind if job.shard is None else f"eval {job.shard[0]}/{job.shard[1]}"
+        seed = "-" if job.seed is None else str(job.seed)
+        current = launch.state(plan, job, listed)
+        log = str(job.log) if job.log.is_file() else "-"
+        rec = launch.read_record(plan, job)
+        slurm_id = rec.slurm_job_id if rec and rec.slurm_job_id else "-"
+        rows.append((job.model or "(all)", seed, stage, current, slurm_id, log))
+    title = f"study {plan.study.name}: {plan.study.output}"
+    return Listing(title, ("model", "seed", "stage", "state", "slurm job", "log"), rows)
+
+
+def slurm_queue(plan: Plan) -> dict[str, str] | None:
+    """The Slurm queue, read once, when some job of the plan was submitted to Slurm."""
+    records = [launch.read_record(plan, job) for job in plan.pending]
+    if not any(rec and rec.launcher == "slurm" for rec in records):
+        return None
+    from neobench.study.slurm import queue
+
+    return queue()

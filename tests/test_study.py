@@ -1,0 +1,269 @@
+"""Studies: the file's checks, the plan of the paper's comparison, the tiny study run locally."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from conftest import REPO
+
+from neobench.cli import main
+from neobench.errors import NeobenchError
+from neobench.study.launch import run_local, state
+from neobench.study.plan import build_plan
+
+STUDIES = REPO / "studies"
+
+
+def run(capsys, *argv) -> tuple[int, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    text = " ".join((captured.out + captured.err).split())  # undo rich's line wrapping
+    assert "Traceback" not in text
+    return code, text
+
+
+def write_study(folder: Path, **changes) -> Path:
+    """studies/tiny.yaml with some keys replaced (None: removed), beside its model config."""
+    data = yaml.safe_load((STUDIES / "tiny.yaml").read_text())
+    for key, value in changes.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tiny-bert.json").write_text((STUDIES / "tiny-bert.json").read_text())
+    path = folder / "study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def problems(path: Path, out: Path | None = None) -> list[str]:
+    with pytest.raises(NeobenchError) as error:
+        build_plan(path, str(out) if out else None)
+    return error.value.problems
+
+
+# ------------------------------------------------------------------------------ bad study files
+
+
+def test_unknown_key_says_did_you_mean(tmp_path):
+    data = yaml.safe_load((STUDIES / "tiny.yaml").read_text())
+    data["modles"] = data.pop("models")
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(data))
+    found = problems(tmp_path / "study.yaml")
+    assert any("Unknown key 'modles'. Did you mean 'models'?" in p for p in found)
+    assert any("missing 'models'" in p for p in found)
+
+
+def test_unknown_model_path(tmp_path):
+    path = write_study(tmp_path, models=[{"model": "./no/such/model", "name": "mine"}])
+    [problem] = problems(path)
+    assert "models[0]: ./no/such/model: no such folder" in problem
+
+
+def test_unknown_recipe(tmp_path):
+    tune = {"recipe": "neobert-mteb-3k", "seeds": [0]}
+    [problem] = problems(write_study(tmp_path, finetune=tune))
+    assert "finetune: Unknown recipe 'neobert-mteb-3k'. Did you mean 'neobert-mteb-2k'?" in problem
+
+
+def test_unknown_task(tmp_path):
+    [problem] = problems(write_study(tmp_path, eval={"tasks": ["BIOSES"], "shards": 2}))
+    assert "eval: Unknown task 'BIOSES' in MTEB(eng, v1). Did you mean 'BIOSSES'?" in problem
+
+
+def test_seeds_must_be_integers(tmp_path):
+    [problem] = problems(write_study(tmp_path, finetune={"seeds": [0, "one", 2.5]}))
+    assert "finetune.seeds: 'one', 2.5: seeds are a list of integers" in problem
+
+
+def test_every_problem_at_once_through_the_cli(capsys, tmp_path):
+    path = write_study(
+        tmp_path,
+        models=["./no/such/model"],
+        finetune={"recipe": "neobert-mteb-2k", "overrides": {"max_step": 3}, "seeds": ["a"]},
+        eval={"tasks": ["STS16"], "shard": 2},
+        reference="papers",
+    )
+    code, text = run(capsys, "study", "run", path, "--dry-run")
+    assert code == 2
+    for expected in (
+        "models[0]: ./no/such/model: no such folder",
+        "finetune.seeds: 'a'",
+        "Unknown recipe key 'max_step'. Did you mean 'max_steps'?",
+        "eval: Unknown key 'shard'. Did you mean 'shards'?",
+        "Unknown reference value 'papers'. Did you mean 'paper'?",
+    ):
+        assert expected in text
+    assert not (tmp_path / "runs").exists()
+
+
+# ------------------------------------------------------------------------- the paper's study
+
+
+def test_dry_run_of_the_paper_comparison(capsys, tmp_path):
+    plan = build_plan(STUDIES / "table4-base.yaml", output=str(tmp_path / "out"))
+    models, seeds, shards = 5, 3, 8
+    kinds = [job.kind for job in plan.jobs]
+    assert kinds.count("finetune") == models * seeds
+    assert kinds.count("eval") == models * seeds * shards
+    assert kinds == [*kinds[:-1], "table"] and kinds.count("table") == 1
+    tunes = {job.key: job for job in plan.jobs if job.kind == "finetune"}
+    for job in plan.jobs:
+        if job.kind == "eval":
+            [before] = job.after
+            tune = tunes[before]
+            assert (tune.model, tune.seed) == (job.model, job.seed)
+            assert job.argv[job.argv.index("--model") + 1] == str(tune.output)
+            assert "--shard" in job.argv and job.resources.gpus == 1
+    table = plan.jobs[-1]
+    assert table.after == [job.key for job in plan.jobs if job.kind == "eval"]
+    assert plan.gpu_hours() == pytest.approx(15 * 6 + 120 * 8 + 0.5 * 0)
+    code, text = run(capsys, "study", "run", STUDIES / "table4-base.yaml", "--dry-run",
+                     "--output", tmp_path / "out")  # fmt: skip
+    assert code == 0
+    assert "136 jobs (15 finetune, 120 eval, 1 table): 0 done, 136 to run" in text
+    assert "1,050.0 GPU-hours requested" in text
+    assert "neobench finetune --model chandar-lab/NeoBERT" in text
+    assert not (tmp_path / "out").exists()  # a dry run makes nothing
+
+
+# ------------------------------------------------------------------- the tiny study, locally
+
+# Small enough for the test's CPU jobs and for the one-node cluster of scripts/slurm-local.sh.
+CPU_JOBS = {kind: {"gpus": 0, "cpus": 1, "mem": "1G", "time": "0:20:00"} for kind in
+            ("finetune", "eval", "table")}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, mirror) -> SimpleNamespace:
+    """studies/tiny.yaml with its config model only (MiniLM's fine-tune costs minutes on a
+    CPU) and a slurm section (which the local launcher ignores), run once locally."""
+    folder = tmp_path_factory.mktemp("tiny-study")
+    data = yaml.safe_load((STUDIES / "tiny.yaml").read_text())
+    models = [m for m in data["models"] if m["name"] == "tiny-bert"]
+    changes = {"models": models, "baseline": "tiny-bert", "data_dir": str(mirror)}
+    path = write_study(folder / "study", **changes, slurm=CPU_JOBS)
+    out = folder / "out"
+    code = main(["study", "run", str(path), "--output", str(out)])
+    return SimpleNamespace(path=path, out=out, code=code, data=data, changes=changes)
+
+
+def scores(out: Path) -> dict[str, float]:
+    found = {}
+    for path in (out / "results").glob("*/*/*.json"):
+        if path.name != "model_meta.json":
+            found[path.stem] = json.loads(path.read_text())["scores"]["test"][0]["main_score"]
+    return found
+
+
+def test_tiny_study_runs_locally_then_only_what_is_missing(tiny):
+    """One fine-tune, two eval shards, the table; a second run runs nothing; a deleted task
+    result is re-made by its shard's job alone (and the table); changed overrides are refused."""
+    path, out = tiny.path, tiny.out
+    assert tiny.code == 0
+    card = yaml.safe_load((out / "finetune/tiny-bert-seed0/neobench_run_card.yaml").read_text())
+    assert card["status"] == "complete" and card["steps"] == 4 and card["seed"] == 0
+    [folder] = (out / "results").glob("tiny__tiny-bert-seed0/*")
+    assert {p.name for p in folder.glob("*.json")} >= {"BIOSSES.json", "STS16.json"}
+    assert "tiny/tiny-bert-seed0" in (out / "table.md").read_text()
+
+    again = build_plan(path, str(out))
+    assert run_local(again) == [] and all(state(again, j) == "done" for j in again.jobs)
+
+    (folder / "STS16.json").unlink()
+    plan = build_plan(path, str(out))
+    [shard] = [j for j in plan.jobs if j.kind == "eval" and "STS16" in j.tasks]
+    assert [j.key for j in plan.pending] == [shard.key, "table"]
+    assert [j.key for j in run_local(plan)] == [shard.key, "table"]
+    assert (folder / "STS16.json").is_file()
+
+    tune = {**tiny.data["finetune"]}
+    tune["overrides"] = {**tune["overrides"], "max_steps": 5}
+    changed = write_study(path.parent / "changed", **tiny.changes, finetune=tune)
+    [problem] = problems(changed, out)
+    assert "was fine-tuned under other conditions" in problem
+    assert "finetune.overrides" in problem and "'max_steps': '5'" in problem
+
+    changed = write_study(
+        path.parent / "changed", **tiny.changes, eval={**tiny.data["eval"], "dtype": "bfloat16"}
+    )
+    [problem] = problems(changed, out)
+    assert "was evaluated for tiny/tiny-bert-seed0 under other conditions" in problem
+    assert "(eval.dtype: auto there, bfloat16 in the study)" in problem
+
+
+# --------------------------------------------------------------- the tiny study, through Slurm
+
+
+def squeue_empty(env: dict[str, str], timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        listed = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True)
+        if not listed.stdout.strip():
+            return
+        time.sleep(2)
+    pytest.fail(f"Slurm jobs still queued after {timeout_s} s")
+
+
+@pytest.mark.slurm
+def test_tiny_study_on_slurm(capsys, tiny, slurm_cluster, monkeypatch, tmp_path):
+    """Submitted through submitit: every card records its Slurm job, the scores are the local
+    launcher's, a second run submits nothing, a missing result submits its shard and the table
+    only, and a cancelled job is reported failed."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    out = tmp_path / "out"
+    code, text = run(capsys, "study", "run", tiny.path, "--output", out, "--launcher", "slurm",
+                     "--wait")  # fmt: skip
+    assert code == 0, text
+    assert "4 job(s) submitted" in text and "every job ended" in text
+    cards = [*out.glob("finetune/*/neobench_run_card.yaml"), *out.glob("results/*/*/neobench/*")]
+    assert len(cards) == 3
+    for card in cards:
+        assert yaml.safe_load(card.read_text())["environment"]["slurm"]["slurm_job_id"]
+    assert scores(out) == pytest.approx(scores(tiny.out), abs=1e-6)
+    assert set(scores(out)) == {"BIOSSES", "STS16"}
+
+    code, text = run(capsys, "study", "run", tiny.path, "--output", out, "--launcher", "slurm")
+    assert code == 0 and "0 job(s) submitted" in text
+
+    [result] = out.glob("results/*/*/BIOSSES.json")
+    result.unlink()
+    code, text = run(capsys, "study", "run", tiny.path, "--output", out, "--launcher", "slurm")
+    assert code == 0 and "2 job(s) submitted" in text
+    shard = next(j for j in build_plan(tiny.path, str(out)).jobs if "BIOSSES" in j.tasks)
+    assert f"{shard.key}: submitted as Slurm job" in text and "table: submitted" in text
+    user = ["--user", getpass.getuser()]
+    subprocess.run(["scancel", *user], env=slurm_cluster.env, check=True)
+    squeue_empty(slurm_cluster.env)
+    code, text = run(capsys, "study", "status", tiny.path, "--output", out)
+    assert f"eval {shard.shard[0]}/2 failed" in text and "table failed" in text
+    # What the next run submits again: the cancelled pieces, nothing else.
+    assert [j.key for j in build_plan(tiny.path, str(out)).pending] == [shard.key, "table"]
+
+
+def test_no_partition_and_no_default_one_is_refused_before_submitting(
+    capsys, mirror, tmp_path, monkeypatch
+):
+    """A cluster whose sinfo lists no default partition (marked '*'): refused, nothing sent."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, output in (("sinfo", "gpu\ncpu"), ("sbatch", "")):
+        (bin_dir / name).write_text(f"#!/bin/sh\nprintf '{output}\\n'\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    path = write_study(tmp_path / "study", data_dir=str(mirror), slurm=CPU_JOBS)
+    out = tmp_path / "out"
+    code, text = run(capsys, "study", "run", path, "--output", out, "--launcher", "slurm")
+    assert code == 2
+    assert "slurm.partition: the study names no partition and this cluster has no default" in text
+    assert "(sinfo lists: cpu, gpu)" in text
+    assert not out.exists()  # nothing built, recorded or submitted
