@@ -307,7 +307,7 @@ def _footnote(table: LeaderTable, width_in: float) -> list[str]:
         elif note.startswith(UP):
             notes.append(note)
     notes += [n for n in table.notes if n.startswith(("Rows marked (paper)", "Avg. = "))]
-    notes.append("No point: no score in that cell (Avg. needs every task of the benchmark).")
+    notes.append("No point: no score in that cell.")
     chars = int(width_in * 72 / (0.58 * _NOTE_FONT))
     lines = [line for note in notes for line in textwrap.wrap(note, chars)]
     return lines + ["Sources:"] + [_cut(s, chars) for s in _sources(table)]
