@@ -124,6 +124,13 @@ def test_dry_run_of_the_paper_comparison(capsys, tmp_path):
             assert (tune.model, tune.seed) == (job.model, job.seed)
             assert job.argv[job.argv.index("--model") + 1] == str(tune.output)
             assert "--shard" in job.argv and job.resources.gpus == 1
+    # The seeds of one backbone are filed under one model name: one row of seed replicates.
+    names = {job.model: set() for job in plan.jobs if job.kind == "eval"}
+    for job in plan.jobs:
+        if job.kind == "eval":
+            names[job.model].add(job.argv[job.argv.index("--model-name") + 1])
+    assert len(names) == models and all(len(found) == 1 for found in names.values())
+    assert len({job.key for job in plan.jobs}) == len(plan.jobs)
     table = plan.jobs[-1]
     assert table.after == [job.key for job in plan.jobs if job.kind == "eval"]
     assert plan.gpu_hours() == pytest.approx(15 * 6 + 120 * 8 + 0.5 * 0)
@@ -172,9 +179,9 @@ def test_tiny_study_runs_locally_then_only_what_is_missing(tiny):
     assert tiny.code == 0
     card = yaml.safe_load((out / "finetune/tiny-bert-seed0/neobench_run_card.yaml").read_text())
     assert card["status"] == "complete" and card["steps"] == 4 and card["seed"] == 0
-    [folder] = (out / "results").glob("tiny__tiny-bert-seed0/*")
+    [folder] = (out / "results").glob("tiny__tiny-bert/*")
     assert {p.name for p in folder.glob("*.json")} >= {"BIOSSES.json", "STS16.json"}
-    assert "tiny/tiny-bert-seed0" in (out / "table.md").read_text()
+    assert "tiny/tiny-bert" in (out / "table.md").read_text()
 
     again = build_plan(path, str(out))
     assert run_local(again) == [] and all(state(again, j) == "done" for j in again.jobs)
@@ -197,7 +204,7 @@ def test_tiny_study_runs_locally_then_only_what_is_missing(tiny):
         path.parent / "changed", **tiny.changes, eval={**tiny.data["eval"], "dtype": "bfloat16"}
     )
     [problem] = problems(changed, out)
-    assert "was evaluated for tiny/tiny-bert-seed0 under other conditions" in problem
+    assert "was evaluated for tiny/tiny-bert under other conditions" in problem
     assert "(eval.dtype: auto there, bfloat16 in the study)" in problem
 
 

@@ -128,9 +128,15 @@ class EvalCards:
             found.by_name.setdefault(name, []).append(entry)
         return found
 
-    def folder(self, name: str, since: str | None = None) -> Path | None:
-        """The results folder of the newest eval of ``name`` (started after ``since``)."""
-        cards = [c for c in self.by_name.get(name, []) if since is None or c.started >= since]
+    def folder(self, name: str, since: str | None = None, source: str | None = None) -> Path | None:
+        """The results folder of the newest eval of ``name`` (started after ``since``, of the
+        model folder ``source``: the seeds of one model share its name)."""
+        cards = [
+            c
+            for c in self.by_name.get(name, [])
+            if (since is None or c.started >= since)
+            and (source is None or str(c.config.get("model")) == source)
+        ]
         if not cards:
             return None
         # run card: <folder>/neobench/run-*.yaml

@@ -111,9 +111,15 @@ def build_plan(path: str | Path, output: str | None = None) -> Plan:
     return plan
 
 
-def row_name(study: Study, model: ResolvedModel, seed: int | None) -> str:
-    """The model name results are filed under: the study's name, the model, the seed."""
-    return f"{study.name}/{model.slug}" + ("" if seed is None else f"-seed{seed}")
+def row_name(study: Study, model: ResolvedModel) -> str:
+    """The model name results are filed under: the study's name and the model. The seeds of one
+    model share it (results/<name>/<revision>/: told apart by the weights' revision), so the
+    table shows them as one row of seed replicates (neobench/replicates.py)."""
+    return f"{study.name}/{model.slug}"
+
+
+def _slug(model: ResolvedModel, seed: int | None) -> str:
+    return model.slug + ("" if seed is None else f"-seed{seed}")
 
 
 def _log(study: Study, key: str) -> Path:
@@ -129,7 +135,7 @@ def _finetune_job(study: Study, model: ResolvedModel, seed: int, problems: list[
     assert tune is not None
     folder = study.output / "finetune" / f"{model.slug}-seed{seed}"
     argv = ["finetune", "--model", model.path, "--output", str(folder), "--recipe", tune.recipe]
-    argv += ["--seed", str(seed), "--model-name", row_name(study, model, seed)]
+    argv += ["--seed", str(seed), "--model-name", row_name(study, model)]
     argv += _common(study, model) + [f"{k}={v}" for k, v in tune.overrides.items()]
     key = f"finetune/{model.slug}-seed{seed}"
     job = Job("finetune", key, argv, folder, _log(study, key), _slurm(study, "finetune"))
@@ -157,7 +163,7 @@ def _eval_job(
     tasks: list[str],
 ) -> Job:
     ev, (k, n) = study.eval, shard
-    name = row_name(study, model, seed)
+    name = row_name(study, model)
     source = str(tuned.output) if tuned else model.path
     argv = ["eval", "--model", source, "--model-name", name, "--results", str(study.output)]
     for flag, value in study.eval.conditions().items():
@@ -165,7 +171,7 @@ def _eval_job(
     for flag, names in (("--tasks", ev.tasks), ("--types", ev.types)):
         argv += [flag, ",".join(names)] if names else []
     argv += ["--shard", f"{k}/{n}", *_common(study, model)]
-    key = f"eval/{name.split('/', 1)[1]}/{k}of{n}"
+    key = f"eval/{_slug(model, seed)}/{k}of{n}"
     job = Job("eval", key, argv, study.output, _log(study, key), _slurm(study, "eval"))
     job.after = [tuned.key] if tuned else []
     job.model, job.seed, job.shard, job.tasks = model.name, seed, shard, tasks
@@ -176,11 +182,12 @@ def _mark_eval(job: Job, found: conflicts.EvalCards, tuned: Job | None) -> None:
     """Done when the model's results folder holds every task of the shard (and the model it
     evaluates is the finished fine-tune, not an earlier one)."""
     name = job.argv[job.argv.index("--model-name") + 1]
+    source = job.argv[job.argv.index("--model") + 1]
     conflicts.eval_conflicts(found, name, job.argv)
     if tuned is not None and not tuned.done:
         return
     since = conflicts.finished_at(tuned.output) if tuned else None
-    folder = found.folder(name, since)
+    folder = found.folder(name, since, source)
     job.done = folder is not None and all((folder / f"{t}.json").is_file() for t in job.tasks)
 
 
