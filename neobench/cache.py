@@ -87,9 +87,8 @@ def cache_path(cache_dir: str | None) -> Path:
 
 
 def read_paths() -> list[Path]:
-    """The extra caches named by $NEOBENCH_CACHE_READ: a folder stands for its cache file."""
-    named = [Path(p).expanduser() for p in os.environ.get(READ_ENV, "").split(os.pathsep) if p]
-    return [p / CACHE_FILE if p.is_dir() else p for p in named]
+    """The other caches named by $NEOBENCH_CACHE_READ (files, or folders holding one)."""
+    return [Path(p).expanduser() for p in os.environ.get(READ_ENV, "").split(os.pathsep) if p]
 
 
 def vector_digest(key: bytes, vec: bytes) -> bytes:
@@ -350,7 +349,7 @@ class EmbeddingCache:
     def _read_others(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         """The verified vectors of ``keys`` in the other jobs' caches, the first listed first."""
         if self._others is None:
-            self._others = [(p, db) for p in self.read_from if (db := self._open_other(p))]
+            self._others = [found for p in self.read_from if (found := self._open_other(p))]
         found: dict[bytes, np.ndarray] = {}
         for path, db in list(self._others):
             wanted = [key for key in keys if key not in found]
@@ -366,14 +365,16 @@ class EmbeddingCache:
                 self._skip_other(path, f"{len(bad)} cached embeddings failed their checksum")
         return found
 
-    def _open_other(self, path: Path) -> sqlite3.Connection | None:
+    def _open_other(self, path: Path) -> tuple[Path, sqlite3.Connection] | None:
+        # Told apart at first use, not at start: this job's own folder is created meanwhile.
+        path = path / CACHE_FILE if path.is_dir() else path
         if path.resolve() == self.path.resolve():
             return None  # this job's own cache, read already
         if not path.is_file():
             problem = "no such file"
         else:
             try:
-                return _open_read_only(path)
+                return path, _open_read_only(path)
             except (_Damaged, NeobenchError, sqlite3.DatabaseError, OSError) as error:
                 problem = str(error)
         self._skip_other(path, problem)
