@@ -371,3 +371,26 @@ def test_a_damaged_or_missing_cache_of_another_job_is_skipped_with_one_warning(
     assert encoding_record(tmp_path)["cache_warnings"] == [warnings[0].getMessage()]
     # Not ours: neither moved aside nor repaired, and nothing written beside it.
     assert sorted((p.name, p.read_bytes()) for p in job_a.iterdir()) == before
+
+
+def test_a_vector_failing_its_checksum_in_another_jobs_cache(tmp_path, caplog):
+    """The verified vectors are used and copied; the file is read no further, and not changed."""
+    keys = [EmbeddingCache.key("fingerprint", "", str(i)) for i in range(4)]
+    job_a = EmbeddingCache(tmp_path / "a" / CACHE_FILE, read_from=[])
+    job_a.put_many((key, np.full(8, i + 1, dtype=np.float32)) for i, key in enumerate(keys))
+    job_a.close()
+    db = sqlite3.connect(tmp_path / "a" / CACHE_FILE)
+    with db:
+        db.execute("UPDATE emb SET vec = ? WHERE key = ?", (bytes(32), keys[0]))
+    db.close()
+    before = (tmp_path / "a" / CACHE_FILE).read_bytes()
+
+    job_b = EmbeddingCache(tmp_path / "b" / CACHE_FILE, read_from=[tmp_path / "a"])
+    assert sorted(job_b.get_many(keys)) == sorted(keys[1:])
+    assert job_b.stored == 3 and job_b.get_many(keys[:1]) == {}  # skipped: asked once only
+    assert len(job_b.events) == 1 and "1 cached embeddings failed their checksum" in cache_warnings(
+        caplog
+    )
+    job_b.close()
+    assert (tmp_path / "a" / CACHE_FILE).read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [CACHE_FILE]
