@@ -22,6 +22,13 @@ What happens when (a logger warning each, unless it says error):
   embeddings are used from memory.
 - the file is deleted or replaced during a run: noticed before the next read or write (its inode
   changed), and a fresh cache starts at the same path.
+
+Caches of other jobs ($NEOBENCH_CACHE_READ, os.pathsep-separated files or folders) are read on a
+miss, never written: opened ``mode=ro&immutable=1``, so no lock, -wal or -shm touches them (list
+only files whose writer has finished: an immutable reader does not see later writes). Their
+vectors pass the same checksum and are copied into this cache. One that is missing, unreadable,
+damaged or holds a vector failing its checksum is skipped for the run with one warning, and left
+as it is: it is not ours to move aside.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from neobench.errors import NeobenchError
 logger = logging.getLogger(__name__)
 
 CACHE_ENV = "NEOBENCH_CACHE"
+READ_ENV = "NEOBENCH_CACHE_READ"  # other jobs' finished caches, read-only
 CACHE_FILE = "embeddings.sqlite"
 SCHEMA_VERSION = 2  # 1: emb(key, vec) without checksums (neobench 0.1.0)
 COLUMNS = ["key", "vec", "digest"]
@@ -76,6 +84,11 @@ def default_cache_path() -> Path:
 def cache_path(cache_dir: str | None) -> Path:
     """The cache file for a --cache-dir value (None: the default folder)."""
     return Path(cache_dir).expanduser() / CACHE_FILE if cache_dir else default_cache_path()
+
+
+def read_paths() -> list[Path]:
+    """The other caches named by $NEOBENCH_CACHE_READ (files, or folders holding one)."""
+    return [Path(p).expanduser() for p in os.environ.get(READ_ENV, "").split(os.pathsep) if p]
 
 
 def vector_digest(key: bytes, vec: bytes) -> bytes:
@@ -198,6 +211,42 @@ def _open(path: Path, full_check: bool) -> sqlite3.Connection:
         raise
 
 
+def _select(db: sqlite3.Connection, keys: list[bytes]) -> list[tuple]:
+    rows: list[tuple] = []
+    for start in range(0, len(keys), 500):  # SQLite bounds the parameters of one statement
+        chunk = keys[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        query = f"SELECT key, vec, digest FROM emb WHERE key IN ({marks})"
+        rows += db.execute(query, chunk).fetchall()
+    return rows
+
+
+def _verify(rows: list[tuple]) -> tuple[dict[bytes, np.ndarray], list[bytes]]:
+    """The vectors that pass their checksum, and the keys of those that fail it."""
+    found: dict[bytes, np.ndarray] = {}
+    bad: list[bytes] = []
+    for key, vec, digest in rows:
+        if isinstance(vec, bytes) and digest == vector_digest(key, vec):
+            found[key] = np.frombuffer(vec, dtype=np.float32)
+        else:
+            bad.append(key)
+    return found, bad
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write ``path`` nor create a -wal/-shm beside it; raises
+    _Damaged, NeobenchError or sqlite3.DatabaseError for a file that is not a usable cache."""
+    # immutable: no locks and no WAL index, so a file on a read-only or foreign disk opens too.
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    try:
+        if not _read_schema(db, path):
+            raise _Damaged("an empty file, not a neobench embedding cache")
+        return db
+    except BaseException:
+        db.close()
+        raise
+
+
 def _files(path: Path) -> list[Path]:
     """The cache file and SQLite's side files that exist."""
     return [p for p in (path, *(Path(f"{path}{s}") for s in SIDE_FILES)) if p.exists()]
@@ -241,8 +290,11 @@ class EmbeddingCache:
     writes never raise a database error: they warn and degrade, see the module docstring.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, read_from: Iterable[Path] | None = None) -> None:
         self.path = Path(path)
+        # Other jobs' caches, read on a miss (None: $NEOBENCH_CACHE_READ); opened at first use.
+        self.read_from = read_paths() if read_from is None else [Path(p) for p in read_from]
+        self._others: list[tuple[Path, sqlite3.Connection]] | None = None
         self.events: list[str] = []  # the warnings given, for the run card
         self.bad_entries = 0  # cached vectors that failed their checksum
         self.stored = 0  # embeddings this process stored in the current file
@@ -255,14 +307,9 @@ class EmbeddingCache:
         return hashlib.sha256("\x00".join((fingerprint, prompt, text)).encode()).digest()
 
     def get_many(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        """The verified vectors of ``keys`` found in the cache; damaged ones are dropped."""
-        found: dict[bytes, np.ndarray] = {}
-        bad: list[bytes] = []
-        for key, vec, digest in self._guard("reading", lambda: self._select(keys), []):
-            if isinstance(vec, bytes) and digest == vector_digest(key, vec):
-                found[key] = np.frombuffer(vec, dtype=np.float32)
-            else:
-                bad.append(key)
+        """The verified vectors of ``keys`` found in the cache, else in the other jobs' caches
+        (copied into this one); damaged ones are dropped."""
+        found, bad = _verify(self._guard("reading", lambda: _select(self.db, keys), []))
         if bad:
             self.bad_entries += len(bad)
             self._warn(
@@ -271,6 +318,11 @@ class EmbeddingCache:
             )
             if self.writable:
                 self._guard("dropping damaged entries", lambda: self._delete(bad), None)
+        missing = [key for key in keys if key not in found]
+        if missing and self.read_from:
+            copied = self._read_others(missing)
+            self.put_many(copied.items())
+            found |= copied
         return found
 
     def put_many(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
@@ -289,15 +341,55 @@ class EmbeddingCache:
             with contextlib.suppress(sqlite3.Error):
                 self.db.close()
             self.db = None
+        for _, other in self._others or []:
+            with contextlib.suppress(sqlite3.Error):
+                other.close()
+        self._others = None
 
-    def _select(self, keys: list[bytes]) -> list[tuple]:
-        rows: list[tuple] = []
-        for start in range(0, len(keys), 500):  # SQLite bounds the parameters of one statement
-            chunk = keys[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            query = f"SELECT key, vec, digest FROM emb WHERE key IN ({marks})"
-            rows += self.db.execute(query, chunk).fetchall()
-        return rows
+    def _read_others(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        """The verified vectors of ``keys`` in the other jobs' caches, the first listed first."""
+        if self._others is None:
+            self._others = [found for p in self.read_from if (found := self._open_other(p))]
+        found: dict[bytes, np.ndarray] = {}
+        for path, db in list(self._others):
+            wanted = [key for key in keys if key not in found]
+            if not wanted:
+                break
+            try:
+                got, bad = _verify(_select(db, wanted))
+            except (sqlite3.DatabaseError, OSError) as error:
+                self._skip_other(path, str(error))
+                continue
+            found |= got
+            if bad:  # its verified vectors are still right; the file is not to be trusted further
+                self._skip_other(path, f"{len(bad)} cached embeddings failed their checksum")
+        return found
+
+    def _open_other(self, path: Path) -> tuple[Path, sqlite3.Connection] | None:
+        # Told apart at first use, not at start: this job's own folder is created meanwhile.
+        path = path / CACHE_FILE if path.is_dir() else path
+        if path.resolve() == self.path.resolve():
+            return None  # this job's own cache, read already
+        if not path.is_file():
+            problem = "no such file"
+        else:
+            try:
+                return path, _open_read_only(path)
+            except (_Damaged, NeobenchError, sqlite3.DatabaseError, OSError) as error:
+                problem = str(error)
+        self._skip_other(path, problem)
+        return None
+
+    def _skip_other(self, path: Path, problem: str) -> None:
+        """Stop reading another job's cache for this run; it is left as it is."""
+        for other in [db for p, db in self._others or [] if p == path]:
+            with contextlib.suppress(sqlite3.Error):
+                other.close()
+        self._others = [(p, db) for p, db in self._others or [] if p != path]
+        self._warn(
+            f"embedding cache {path} (listed in ${READ_ENV}, read-only): {problem}; not read "
+            f"again in this run, and left unchanged ({NO_EFFECT})."
+        )
 
     def _insert(self, rows: list[tuple[bytes, bytes, bytes]]) -> None:
         with self.db:  # one transaction

@@ -1,6 +1,7 @@
 """The embedding cache never costs a score or a run: damaged vectors, damaged files, a full disk,
 a file deleted mid-run, unusable folders. The real all-MiniLM-L6-v2 on BIOSSES from the mirror."""
 
+import os
 import random
 import re
 import shutil
@@ -12,7 +13,7 @@ import pytest
 from mteb.results import TaskResult
 
 from neobench import cache as cache_module
-from neobench.cache import CACHE_FILE, EmbeddingCache
+from neobench.cache import CACHE_FILE, READ_ENV, EmbeddingCache
 from neobench.cli import main
 from neobench.encode import FastEncoder
 from neobench.errors import NeobenchError
@@ -319,3 +320,77 @@ def test_a_cache_locked_too_long_by_another_writer_is_switched_off(tmp_path, cap
         cache_warnings(caplog)
     )
     assert cache.get_many([b"k"]) == {} and cache.db is None
+
+
+# ------------------------------------------- other jobs' caches, read-only ($NEOBENCH_CACHE_READ)
+
+
+def job_a_cache(healthy, tmp_path: Path, kind: str | None = None) -> Path:
+    """A copy of the healthy run's cache as the finished "job A" left it, damaged when asked."""
+    folder = tmp_path / "job-a"
+    shutil.copytree(healthy[0], folder)
+    if kind:
+        damage(folder / CACHE_FILE, kind)
+    return folder
+
+
+def test_a_finished_jobs_cache_is_read_and_left_untouched(
+    healthy, minilm, mirror, tmp_path, capsys, caplog, monkeypatch
+):
+    job_a = job_a_cache(healthy, tmp_path)
+    before = (job_a / CACHE_FILE).read_bytes()
+    monkeypatch.setenv(READ_ENV, os.pathsep.join([str(job_a), str(tmp_path / "job-b")]))
+    code, output = eval_cli(capsys, minilm, mirror, tmp_path, tmp_path / "job-b")
+    assert code == 0
+    assert_no_traceback(output, caplog)
+    assert "200 requested, 0 encoded" in " ".join(output.split())  # every text from job A
+    assert biosses_score(tmp_path) == healthy[1]
+    assert cache_warnings(caplog) == ""  # job B's own file, listed too, is simply not read twice
+    assert rows(tmp_path / "job-b" / CACHE_FILE) == BIOSSES_TEXTS  # copied: local next time
+    assert (job_a / CACHE_FILE).read_bytes() == before
+    assert sorted(p.name for p in job_a.iterdir()) == [CACHE_FILE]  # no -wal, -shm or lock
+
+
+@pytest.mark.parametrize("kind", ["garbage pages", "not a database", "missing"])
+def test_a_damaged_or_missing_cache_of_another_job_is_skipped_with_one_warning(
+    healthy, minilm, mirror, tmp_path, capsys, caplog, monkeypatch, kind
+):
+    job_a = job_a_cache(healthy, tmp_path, None if kind == "missing" else kind)
+    if kind == "missing":
+        (job_a / CACHE_FILE).unlink()
+    before = sorted((p.name, p.read_bytes()) for p in job_a.iterdir())
+    monkeypatch.setenv(READ_ENV, str(job_a / CACHE_FILE))
+    code, output = eval_cli(capsys, minilm, mirror, tmp_path, tmp_path / "job-b")
+    assert code == 0
+    assert_no_traceback(output, caplog)
+    assert f"{BIOSSES_TEXTS} encoded" in " ".join(output.split())
+    assert biosses_score(tmp_path) == healthy[1]
+    warnings = [r for r in caplog.records if r.name == "neobench.cache"]
+    assert len(warnings) == 1 and str(job_a / CACHE_FILE) in warnings[0].getMessage()
+    assert "left unchanged" in warnings[0].getMessage()
+    assert encoding_record(tmp_path)["cache_warnings"] == [warnings[0].getMessage()]
+    # Not ours: neither moved aside nor repaired, and nothing written beside it.
+    assert sorted((p.name, p.read_bytes()) for p in job_a.iterdir()) == before
+
+
+def test_a_vector_failing_its_checksum_in_another_jobs_cache(tmp_path, caplog):
+    """The verified vectors are used and copied; the file is read no further, and not changed."""
+    keys = [EmbeddingCache.key("fingerprint", "", str(i)) for i in range(4)]
+    job_a = EmbeddingCache(tmp_path / "a" / CACHE_FILE, read_from=[])
+    job_a.put_many((key, np.full(8, i + 1, dtype=np.float32)) for i, key in enumerate(keys))
+    job_a.close()
+    db = sqlite3.connect(tmp_path / "a" / CACHE_FILE)
+    with db:
+        db.execute("UPDATE emb SET vec = ? WHERE key = ?", (bytes(32), keys[0]))
+    db.close()
+    before = (tmp_path / "a" / CACHE_FILE).read_bytes()
+
+    job_b = EmbeddingCache(tmp_path / "b" / CACHE_FILE, read_from=[tmp_path / "a"])
+    assert sorted(job_b.get_many(keys)) == sorted(keys[1:])
+    assert job_b.stored == 3 and job_b.get_many(keys[:1]) == {}  # skipped: asked once only
+    assert len(job_b.events) == 1 and "1 cached embeddings failed their checksum" in cache_warnings(
+        caplog
+    )
+    job_b.close()
+    assert (tmp_path / "a" / CACHE_FILE).read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [CACHE_FILE]

@@ -5,13 +5,16 @@ array), waiting for the jobs it depends on with `afterok`, so Slurm runs them in
 starts an eval whose fine-tune failed (`kill-on-invalid-dep` removes it from the queue instead).
 A job still queued or running from an earlier `run` is not submitted twice: its id becomes the
 dependency of what follows it. Each job's output goes to the same log as with the local
-launcher (OUTPUT/logs/<job>.log); submitit's own files go to OUTPUT/slurm/.
+launcher (OUTPUT/logs/<job>.log); submitit's own files go to OUTPUT/slurm/. Each job writes
+its own embedding cache (OUTPUT/cache/<job>/) and reads, never writes, those of the jobs that
+had finished when it was submitted.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shlex
 import subprocess
 import sys
@@ -21,6 +24,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+from neobench.cache import CACHE_ENV, CACHE_FILE, READ_ENV
 from neobench.errors import NeobenchError, RunFailed
 from neobench.record import now
 from neobench.study import launch
@@ -87,13 +91,14 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list
     ids: dict[str, str] = {}  # job key -> Slurm id, for the jobs that are queued or running
     submitted: list[Job] = []
     pending = [j for j in plan.pending if not _held(plan, j, listed, ids)]
+    finished = finished_caches(plan, listed)
     for _, group in groupby(pending, key=lambda j: (j.kind, tuple(j.after))):
         jobs = list(group)
         executor = submitit.SlurmExecutor(folder=plan.study.output / "slurm" / "%j")
         executor.update_parameters(**_parameters(plan, jobs[0], ids))
         # One array for several jobs of a kind with the same dependencies (a model's shards).
         with executor.batch() if len(jobs) > 1 else contextlib.nullcontext():
-            handles = [executor.submit(_command(plan, job)) for job in jobs]
+            handles = [executor.submit(_command(plan, job, finished)) for job in jobs]
         for job, handle in zip(jobs, handles, strict=True):
             ids[job.key] = str(handle.job_id)
             _record(plan, job, str(handle.job_id))
@@ -142,10 +147,30 @@ def _sbatch_flag(line: str) -> tuple[str, Any]:
     return key.replace("-", "_"), value or True
 
 
-def _command(plan: Plan, job: Job) -> Any:
+def job_cache(plan: Plan, job: Job) -> Path:
+    """The folder of the embedding cache that ``job`` writes."""
+    return plan.study.output / "cache" / job.key.replace("/", "-")
+
+
+def finished_caches(plan: Plan, listed: dict[str, str]) -> list[Path]:
+    """The cache files of the jobs that are done and that Slurm no longer holds: their writers
+    have closed them, so other jobs may read them as immutable files."""
+    caches = []
+    for job in plan.jobs:
+        rec = launch.read_record(plan, job)
+        live = rec is not None and rec.launcher == "slurm" and slurm_state(rec, listed) is not None
+        file = job_cache(plan, job) / CACHE_FILE
+        # A -wal left beside it means its writer was killed before folding the WAL in.
+        if job.done and not live and file.is_file() and not Path(f"{file}-wal").exists():
+            caches.append(file)
+    return caches
+
+
+def _command(plan: Plan, job: Job, finished: list[Path]) -> Any:
     """The job's `neobench` command, its output in the job's log. A fine-tune with several GPUs
     runs under torchrun (one process per GPU). Each job writes an embedding cache of its own:
-    SQLite's write-ahead log needs one host, and jobs on several nodes share this folder."""
+    SQLite's write-ahead log needs one host, and jobs on several nodes share this folder. It
+    reads the ``finished`` jobs' caches on a miss, read-only."""
     import submitit
 
     job.log.parent.mkdir(parents=True, exist_ok=True)
@@ -155,8 +180,10 @@ def _command(plan: Plan, job: Job) -> Any:
         python += ["torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}", "-m"]
     command = shlex.join([*python, "neobench", *job.argv])
     log = shlex.quote(str(job.log))
-    cache = plan.study.output / "cache" / job.key.replace("/", "-")
-    script = f"export NEOBENCH_CACHE={shlex.quote(str(cache))}; "
+    cache = job_cache(plan, job)
+    script = f"export {CACHE_ENV}={shlex.quote(str(cache))}; "
+    others = os.pathsep.join(str(p) for p in finished if p.parent != cache)
+    script += f"export {READ_ENV}={shlex.quote(others)}; "
     if job.kind == "finetune":
         # Requeued after preemption: continue from the checkpoint the first attempt left.
         saved = shlex.quote(str(job.output / "checkpoints"))
