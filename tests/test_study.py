@@ -152,23 +152,24 @@ CPU_JOBS = {kind: {"gpus": 0, "cpus": 1, "mem": "1G", "time": "0:20:00"} for kin
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, mirror) -> SimpleNamespace:
-    """studies/tiny.yaml with its config model only (MiniLM's fine-tune costs minutes on a
-    CPU) and a slurm section (which the local launcher ignores), run once locally."""
+    """studies/tiny.yaml as shipped (the packaged MiniLM and the tiny config model) with a
+    slurm section (which the local launcher ignores), run once locally."""
     folder = tmp_path_factory.mktemp("tiny-study")
     data = yaml.safe_load((STUDIES / "tiny.yaml").read_text())
-    models = [m for m in data["models"] if m["name"] == "tiny-bert"]
-    changes = {"models": models, "baseline": "tiny-bert", "data_dir": str(mirror)}
+    changes = {"data_dir": str(mirror)}
     path = write_study(folder / "study", **changes, slurm=CPU_JOBS)
     out = folder / "out"
     code = main(["study", "run", str(path), "--output", str(out)])
     return SimpleNamespace(path=path, out=out, code=code, data=data, changes=changes)
 
 
-def scores(out: Path) -> dict[str, float]:
+def scores(out: Path) -> dict[tuple[str, str], float]:
+    """(model folder, task) -> main score."""
     found = {}
     for path in (out / "results").glob("*/*/*.json"):
         if path.name != "model_meta.json":
-            found[path.stem] = json.loads(path.read_text())["scores"]["test"][0]["main_score"]
+            score = json.loads(path.read_text())["scores"]["test"][0]["main_score"]
+            found[(path.parent.parent.name, path.stem)] = score
     return found
 
 
@@ -181,14 +182,18 @@ def test_tiny_study_runs_locally_then_only_what_is_missing(tiny):
     assert card["status"] == "complete" and card["steps"] == 4 and card["seed"] == 0
     [folder] = (out / "results").glob("tiny__tiny-bert/*")
     assert {p.name for p in folder.glob("*.json")} >= {"BIOSSES.json", "STS16.json"}
-    assert "tiny/tiny-bert" in (out / "table.md").read_text()
+    table = (out / "table.md").read_text()
+    assert "| tiny/tiny-bert |" in table and "| tiny/MiniLM |" in table
+    assert "Conditions differ" not in table  # both rows under identical conditions
 
     again = build_plan(path, str(out))
     assert run_local(again) == [] and all(state(again, j) == "done" for j in again.jobs)
 
     (folder / "STS16.json").unlink()
     plan = build_plan(path, str(out))
-    [shard] = [j for j in plan.jobs if j.kind == "eval" and "STS16" in j.tasks]
+    [shard] = [
+        j for j in plan.jobs if j.kind == "eval" and "STS16" in j.tasks and j.model == "tiny-bert"
+    ]
     assert [j.key for j in plan.pending] == [shard.key, "table"]
     assert [j.key for j in run_local(plan)] == [shard.key, "table"]
     assert (folder / "STS16.json").is_file()
@@ -196,14 +201,18 @@ def test_tiny_study_runs_locally_then_only_what_is_missing(tiny):
     tune = {**tiny.data["finetune"]}
     tune["overrides"] = {**tune["overrides"], "max_steps": 5}
     changed = write_study(path.parent / "changed", **tiny.changes, finetune=tune)
-    [problem] = problems(changed, out)
-    assert "was fine-tuned under other conditions" in problem
-    assert "finetune.overrides" in problem and "'max_steps': '5'" in problem
+    found = problems(changed, out)
+    assert len(found) == 2  # one per fine-tune already made: MiniLM's and the tiny BERT's
+    for problem in found:
+        assert "was fine-tuned under other conditions" in problem
+        assert "finetune.overrides" in problem and "'max_steps': '5'" in problem
 
     changed = write_study(
         path.parent / "changed", **tiny.changes, eval={**tiny.data["eval"], "dtype": "bfloat16"}
     )
-    [problem] = problems(changed, out)
+    found = problems(changed, out)
+    assert len(found) == 2  # one per model already evaluated
+    problem = next(p for p in found if "tiny/tiny-bert" in p)
     assert "was evaluated for tiny/tiny-bert under other conditions" in problem
     assert "(eval.dtype: auto there, bfloat16 in the study)" in problem
 
@@ -231,22 +240,27 @@ def test_tiny_study_on_slurm(capsys, tiny, slurm_cluster, monkeypatch, tmp_path)
     code, text = run(capsys, "study", "run", tiny.path, "--output", out, "--launcher", "slurm",
                      "--wait")  # fmt: skip
     assert code == 0, text
-    assert "4 job(s) submitted" in text and "every job ended" in text
+    assert "7 job(s) submitted" in text and "every job ended" in text
     cards = [*out.glob("finetune/*/neobench_run_card.yaml"), *out.glob("results/*/*/neobench/*")]
-    assert len(cards) == 3
+    assert len(cards) == 2 + 2 * 2  # two fine-tunes, two eval shards per model
     for card in cards:
         assert yaml.safe_load(card.read_text())["environment"]["slurm"]["slurm_job_id"]
     assert scores(out) == pytest.approx(scores(tiny.out), abs=1e-6)
-    assert set(scores(out)) == {"BIOSSES", "STS16"}
+    folders, tasks = ("tiny__MiniLM", "tiny__tiny-bert"), ("BIOSSES", "STS16")
+    assert set(scores(out)) == {(f, t) for f in folders for t in tasks}
+    table = (out / "table.md").read_text()
+    assert "| tiny/MiniLM |" in table and "| tiny/tiny-bert |" in table
+    assert "Conditions differ" not in table  # both rows under identical conditions
 
     code, text = run(capsys, "study", "run", tiny.path, "--output", out, "--launcher", "slurm")
     assert code == 0 and "0 job(s) submitted" in text
 
-    [result] = out.glob("results/*/*/BIOSSES.json")
+    [result] = out.glob("results/tiny__tiny-bert/*/BIOSSES.json")
     result.unlink()
     code, text = run(capsys, "study", "run", tiny.path, "--output", out, "--launcher", "slurm")
     assert code == 0 and "2 job(s) submitted" in text
-    shard = next(j for j in build_plan(tiny.path, str(out)).jobs if "BIOSSES" in j.tasks)
+    jobs = build_plan(tiny.path, str(out)).jobs
+    shard = next(j for j in jobs if "BIOSSES" in j.tasks and j.model == "tiny-bert")
     assert f"{shard.key}: submitted as Slurm job" in text and "table: submitted" in text
     user = ["--user", getpass.getuser()]
     subprocess.run(["scancel", *user], env=slurm_cluster.env, check=True)
