@@ -20,7 +20,7 @@ from neobench import bootstrap, replicates
 from neobench.config import ALPHA
 from neobench.errors import NeobenchError, unknown
 from neobench.results import Run
-from neobench.table import AVG, LeaderTable, Row
+from neobench.table import LeaderTable, Row
 from neobench.units import TaskUnits, main_score
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def annotate(
     if over not in OVER:
         raise NeobenchError(unknown("--over", over, OVER))
     settings = _Settings(resamples, seed, over)
-    columns = _columns(table, tasks)
+    columns = table.columns(tasks)
     needed = set().union(*columns.values())  # a task no column averages needs no resampling
     data = {label: _row_data(run, needed, resamples, seed) for label, run in runs.items()}
     if over == "items" and not any(d.draws for d in data.values()):
@@ -111,19 +111,6 @@ def _row_data(run: Run, needed: set[str], resamples: int, seed: int) -> _RowData
             per_seed = [bootstrap.task_draws(u, resamples, seed) for u in members]
             draws[task] = replicates.combine(run, per_seed, resamples, seed)
     return _RowData(run.scores, draws, run, found)
-
-
-def _columns(table: LeaderTable, tasks: list[AbsTask]) -> dict[str, list[str]]:
-    """Each annotated column and the tasks it averages (the shared ones, as the table does)."""
-    averaged = [t for t in tasks if table.averaged is None or t.metadata.name in table.averaged]
-    if table.per_task:
-        columns = {t: [t] for t in table.task_names}
-    else:
-        columns = {}
-        for task in averaged:
-            columns.setdefault(task.metadata.type, []).append(task.metadata.name)
-    columns[AVG] = [t.metadata.name for t in averaged]
-    return columns
 
 
 def _column_draws(

@@ -210,7 +210,7 @@ def annotate(table: LeaderTable, runs: dict[str, Run], tasks: list[AbsTask], *, 
     replicate_rows = [r for r in table.rows if isinstance(runs.get(r.label), Replicates)]
     for row in replicate_rows:
         run = runs[row.label]
-        for column, names in _columns(table, tasks).items():
+        for column, names in table.columns(tasks).items():
             sd = seed_sd(run, [n for n in names if n in run.scores])
             if sd is not None and (column != AVG or row.avg is not None):
                 row.sd[column] = 100 * sd
@@ -222,16 +222,6 @@ def annotate(table: LeaderTable, runs: dict[str, Run], tasks: list[AbsTask], *, 
         ]
     if replicate_rows:
         table.notes.append(_legend(ci))
-
-
-def _columns(table: LeaderTable, tasks: list[AbsTask]) -> dict[str, list[str]]:
-    if table.per_task:
-        columns = {t: [t] for t in table.task_names}
-    else:
-        columns = {}
-        for task in tasks:
-            columns.setdefault(task.metadata.type, []).append(task.metadata.name)
-    return columns | {AVG: [t.metadata.name for t in tasks]}
 
 
 def _legend(ci: bool) -> str:

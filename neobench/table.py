@@ -140,6 +140,18 @@ class LeaderTable:
     baseline: str | None = None  # with --baseline: the label of that row (neobench/intervals.py)
     zero_shot: bool = False  # a Zero-shot column (neobench/overlap.py fills it)
 
+    def columns(self, tasks: list[AbsTask]) -> dict[str, list[str]]:
+        """Each score column (a task with --per-task, else a task type; and Avg.) and the tasks
+        it averages: the shared ones when the rows hold different tasks (``averaged``)."""
+        kept = [t for t in tasks if self.averaged is None or t.metadata.name in self.averaged]
+        if self.per_task:
+            found = {t: [t] for t in self.task_names}
+        else:
+            found = {}
+            for task in kept:
+                found.setdefault(task.metadata.type, []).append(task.metadata.name)
+        return found | {AVG: [t.metadata.name for t in kept]}
+
     def header(self) -> list[str]:
         extra = [ZERO_SHOT] if self.zero_shot else []
         if self.per_task:
