@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from neobench.encode import FastEncoder
 from neobench.search import RunningTopK
+from neobench.stages import stage
 
 if TYPE_CHECKING:
     from mteb.models import ModelMeta
@@ -96,7 +97,8 @@ class MtebEncoder:
             )
         name = get_prompt_name(self.prompts, task_metadata, prompt_type)
         prompt = self.prompts.get(name) if name else None
-        texts = [text for batch in inputs for text in batch["text"]]
+        with stage("collate"):  # mteb's data loader: prompts, titles, batches
+            texts = [text for batch in inputs for text in batch["text"]]
         return self.fast.embed(texts, prompt)
 
     def similarity(self, embeddings1: Any, embeddings2: Any) -> Any:
@@ -168,13 +170,14 @@ class MtebEncoder:
         # mteb exports no public equivalent; its own search wrappers use the same function.
         from mteb._create_dataloaders import create_dataloader
 
-        loader = create_dataloader(
-            rows,
-            task_metadata=call.task_metadata,
-            prompt_type=prompt_type,
-            num_proc=call.num_proc,
-            batch_size=call.encode_kwargs.get("batch_size", 32),
-        )
+        with stage("collate"):
+            loader = create_dataloader(
+                rows,
+                task_metadata=call.task_metadata,
+                prompt_type=prompt_type,
+                num_proc=call.num_proc,
+                batch_size=call.encode_kwargs.get("batch_size", 32),
+            )
         return self.encode(loader, prompt_type=prompt_type, **call.where, **call.encode_kwargs)
 
     def _full_search(
@@ -189,16 +192,21 @@ class MtebEncoder:
             torch.as_tensor(query_embeddings), top_k, self.similarity, self.model.device
         )
         for start in range(0, len(corpus), CORPUS_CHUNK):
-            chunk = corpus.select(range(start, min(start + CORPUS_CHUNK, len(corpus))))
-            ranking.add(torch.as_tensor(self._encode_rows(chunk, PromptType.document, call)))
-        scores, indices = ranking.result()  # (queries, k) each
-        doc_ids = list(corpus["id"])
-        return {
-            qid: {doc_ids[i]: s for s, i in zip(row_scores, row_indices, strict=True)}
-            for qid, row_scores, row_indices in zip(
-                query_ids, scores.tolist(), indices.tolist(), strict=True
-            )
-        }
+            with stage("collate"):
+                chunk = corpus.select(range(start, min(start + CORPUS_CHUNK, len(corpus))))
+            embeddings = self._encode_rows(chunk, PromptType.document, call)
+            with stage("scoring"):
+                ranking.add(torch.as_tensor(embeddings))
+        with stage("scoring"):
+            scores, indices = ranking.result()  # (queries, k) each
+        with stage("result building"):
+            doc_ids = list(corpus["id"])
+            return {
+                qid: {doc_ids[i]: s for s, i in zip(row_scores, row_indices, strict=True)}
+                for qid, row_scores, row_indices in zip(
+                    query_ids, scores.tolist(), indices.tolist(), strict=True
+                )
+            }
 
     def _rerank(
         self,

@@ -109,6 +109,20 @@ def cmd_bench(cfg: config.BenchEncodeCommand) -> int:
     return 0
 
 
+def cmd_bench_host(cfg: config.BenchHostCommand) -> int:
+    """host seconds per stage of the eval path, with a null forward pass"""
+    from neobench import hostbench
+
+    runs = hostbench.run_host_bench(cfg)
+    out.print(hostbench.report(runs), highlight=False, markup=False, soft_wrap=True)
+    if cfg.json:
+        from neobench.record import write_text_atomic
+
+        write_text_atomic(Path(cfg.json), hostbench.to_json(runs, cfg))
+        say(f"wrote {cfg.json}", markup=False)
+    return 0
+
+
 def cmd_cache(cfg: config.CacheCommand) -> int:
     """the shared embedding cache: size, clear"""
     from neobench.cache import cache_command
@@ -299,6 +313,7 @@ def cmd_study_table(cfg: config.StudyTableCommand) -> int:
 COMMANDS: list[flags.Command] = [
     (("eval",), config.EvalConfig, cmd_eval, EXAMPLES["eval"]),
     (("bench", "encode"), config.BenchEncodeCommand, cmd_bench, EXAMPLES["bench"]),
+    (("bench", "host"), config.BenchHostCommand, cmd_bench_host, EXAMPLES["bench"]),
     (("cache",), config.CacheCommand, cmd_cache, EXAMPLES["cache"]),
     (("data", "prefetch"), config.PrefetchCommand, cmd_prefetch, EXAMPLES["prefetch"]),
     (("data", "verify"), config.VerifyCommand, cmd_verify, EXAMPLES["verify"]),

@@ -293,6 +293,36 @@ class BenchEncodeCommand:
     unpadded: str = like(EvalConfig, "unpadded")
 
 
+HOST_BENCH_TASKS = [
+    "SciFact",
+    "ArguAna",
+    "TwentyNewsgroupsClustering",
+    "STSBenchmark",
+    "Banking77Classification",
+]
+
+
+@dataclass(kw_only=True)
+class BenchHostCommand:
+    """`neobench bench host`: the eval path with a null forward pass, per stage."""
+
+    model: str | None = opt(
+        None, "model whose tokenizer and settings are used (default: the packaged MiniLM)"
+    )
+    tasks: list[str] = opt(HOST_BENCH_TASKS, "comma-separated tasks evaluated", csv=True)
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark the tasks belong to")
+    data_dir: str | None = like(EvalConfig, "data_dir")
+    cache: list[str] = opt(
+        ["off", "cold", "warm"],
+        "embedding cache modes: off | cold (empty) | warm (filled by cold)",
+        csv=True,
+    )
+    device: str = like(EvalConfig, "device")
+    instructions: str = like(EvalConfig, "instructions")
+    max_seq_length: int | str = like(EvalConfig, "max_seq_length")
+    json: str | None = opt(None, "also write the figures to this JSON file", metavar="FILE")
+
+
 @dataclass(kw_only=True)
 class CacheCommand:
     """`neobench cache`: what to do with the embedding cache, and where it is."""

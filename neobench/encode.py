@@ -17,6 +17,7 @@ import torch
 
 from neobench.cache import EmbeddingCache
 from neobench.config import DTYPE_ALIASES, default_token_budget
+from neobench.stages import stage
 from neobench.unpad import unpadded
 
 logger = logging.getLogger(__name__)
@@ -84,24 +85,34 @@ class FastEncoder:
         self.packed = packed  # real tokens only, variable-length attention (unpad.py)
         self.texts_encoded = 0  # texts that went through the network (not served by the cache)
         self.texts_requested = 0
+        self.tokens_encoded = 0  # real (unpadded) tokens of the encoded texts
         self.forward_calls = 0
 
     def embed(self, texts: list[str], prompt: str | None) -> np.ndarray:
+        with stage("batching"):  # what no finer stage below claims
+            return self._embed(texts, prompt)
+
+    def _embed(self, texts: list[str], prompt: str | None) -> np.ndarray:
         prompt = prompt or ""
         self.texts_requested += len(texts)
-        keys = [EmbeddingCache.key(self.fingerprint, prompt, t) for t in texts]
-        known = self.cache.get_many(list(dict.fromkeys(keys))) if self.cache else {}
-        todo: dict[bytes, str] = {}
-        for key, text in zip(keys, texts, strict=True):
-            if key not in known and key not in todo:
-                todo[key] = text
+        with stage("cache keys"):
+            keys = [EmbeddingCache.key(self.fingerprint, prompt, t) for t in texts]
+        with stage("cache lookup"):
+            known = self.cache.get_many(list(dict.fromkeys(keys))) if self.cache else {}
+        with stage("dedup"):
+            todo: dict[bytes, str] = {}
+            for key, text in zip(keys, texts, strict=True):
+                if key not in known and key not in todo:
+                    todo[key] = text
         if todo:
             vectors = self._encode(list(todo.values()), prompt)
             fresh = dict(zip(todo, vectors, strict=True))
             if self.cache:
-                self.cache.put_many(fresh.items())
+                with stage("cache insert"):
+                    self.cache.put_many(fresh.items())
             known.update(fresh)
-        return np.stack([known[k] for k in keys]) if keys else np.zeros((0, 0), np.float32)
+        with stage("assemble"):
+            return np.stack([known[k] for k in keys]) if keys else np.zeros((0, 0), np.float32)
 
     def _encode(self, texts: list[str], prompt: str) -> list[np.ndarray]:
         model = self.model
@@ -119,9 +130,11 @@ class FastEncoder:
         features are exactly those of ``encode``), then length-sorted batches cut from it."""
         model = self.model
         device = model.device
-        features = model.preprocess(texts, prompt=prompt or None)
+        with stage("tokenize"):
+            features = model.preprocess(texts, prompt=prompt or None)
         mask = features["attention_mask"]
         lengths = mask.sum(dim=1).tolist()
+        self.tokens_encoded += sum(lengths)
         # Cutting a batch to its longest row needs right padding (every encoder tokenizer here).
         right_padded = bool((mask[:, 1:] <= mask[:, :-1]).all())
         dtype = self.autocast_dtype
@@ -131,8 +144,10 @@ class FastEncoder:
                 batch_features = _rows(features, batch, max(lengths[i] for i in batch))
             else:
                 batch_features = model.preprocess([texts[i] for i in batch], prompt=prompt or None)
-            batch_features = {k: _to_device(v, device) for k, v in batch_features.items()}
+            with stage("copy to device"):
+                batch_features = {k: _to_device(v, device) for k, v in batch_features.items()}
             with (
+                stage("forward"),
                 torch.inference_mode(),
                 torch.autocast(device.type, dtype or torch.float32, enabled=dtype is not None),
             ):
@@ -142,10 +157,11 @@ class FastEncoder:
             done.append((batch, embeddings.float()))
             self.forward_calls += 1
             self.texts_encoded += len(batch)
-        vectors: list[np.ndarray | None] = [None] * len(texts)
-        for batch, embeddings in done:
-            for i, vector in zip(batch, embeddings.cpu().numpy(), strict=True):
-                vectors[i] = vector
+        with stage("copy to host"):
+            vectors: list[np.ndarray | None] = [None] * len(texts)
+            for batch, embeddings in done:
+                for i, vector in zip(batch, embeddings.cpu().numpy(), strict=True):
+                    vectors[i] = vector
         return vectors  # type: ignore[return-value]
 
 

@@ -16,6 +16,7 @@ import copy
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,6 +58,7 @@ from neobench.record import (
     EvalShard,
 )
 from neobench.results import units_path
+from neobench.stages import stage
 from neobench.staging import evaluate_staged
 from neobench.tasks import load_benchmark, parse_shard, select_tasks, shard
 
@@ -102,6 +104,7 @@ class EvalSummary:
     outcomes: list[TaskOutcome] = field(default_factory=list)
     texts_encoded: int = 0  # texts that went through the model in this run
     texts_requested: int = 0  # texts mteb asked for (the rest came from the embedding cache)
+    tokens_encoded: int = 0  # tokens of the encoded texts
 
     @property
     def failed(self) -> list[TaskOutcome]:
@@ -174,8 +177,30 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], InstructionProfile]:
     return [copy.deepcopy(t) for t in shard(selected, k, n)], profile
 
 
-def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
-    """Evaluate one model on (a shard of) a benchmark; finished tasks are skipped."""
+def run_eval(
+    cfg: EvalConfig,
+    reporter: Reporter | None = None,
+    *,
+    model_hook: Callable[[LoadedModel], None] | None = None,
+) -> EvalSummary:
+    """Evaluate one model on (a shard of) a benchmark; finished tasks are skipped.
+
+    ``model_hook`` sees the loaded model before anything uses it (`neobench bench host` swaps
+    its forward pass for a null one there).
+    """
+    with stage("setup"):  # checks, data location, model, prompts, run card
+        prepared = _prepare(cfg, model_hook)
+    if prepared is None:
+        return EvalSummary(Path(cfg.results).expanduser().resolve(), None)
+    # 8. Tasks, one at a time, so a kill loses at most the task in flight.
+    tasks, run = prepared
+    return _run_tasks(tasks, run, reporter or Reporter())
+
+
+def _prepare(
+    cfg: EvalConfig, model_hook: Callable[[LoadedModel], None] | None
+) -> tuple[list[AbsTask], _Run] | None:
+    """Steps 1-7: everything before the first task; None when the shard holds no task."""
     import mteb
 
     # 1. Inputs: every cheap check at once, then this shard's tasks.
@@ -183,14 +208,17 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
     root = Path(cfg.results).expanduser().resolve()
     if not tasks:
         logger.warning("shard %s holds no task (more shards than tasks)", cfg.shard)
-        return EvalSummary(root, None)
+        return None
     # 2. Data: every task must be loadable before the model is loaded.
     data_dir = _locate_data(cfg, tasks)
     # 3. Embedding cache, before the model: a folder that cannot hold it is an error of the
     # command (fixed in seconds); a damaged file is moved aside here with a warning.
     embedding_cache = None if cfg.no_cache else EmbeddingCache(cache_path(cfg.cache_dir))
     # 4. Model.
-    model = _load(cfg)
+    with stage("model load"):
+        model = _load(cfg)
+    if model_hook is not None:
+        model_hook(model.loaded)
     # 5. Prompts (the profile's replace whatever the model folder carried) and the encoder.
     prompts, without_instruction = mteb_prompts(profile, tasks)
     encoder = _encoder(cfg, model, profile, prompts, embedding_cache)
@@ -205,8 +233,7 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
     # 7. The card written before any work.
     card_path = _card_path(results_dir, card.shard)
     _write_card(card_path, card, root)
-    # 8. Tasks, one at a time, so a kill loses at most the task in flight.
-    run = _Run(
+    return tasks, _Run(
         root,
         results,
         encoder,
@@ -216,7 +243,6 @@ def run_eval(cfg: EvalConfig, reporter: Reporter | None = None) -> EvalSummary:
         cfg.batch_size,
         predictions=not cfg.no_predictions,
     )
-    return _run_tasks(tasks, run, reporter or Reporter())
 
 
 def _locate_data(cfg: EvalConfig, tasks: list[AbsTask]) -> Path | None:
@@ -397,6 +423,7 @@ def _end_card(run: _Run, summary: EvalSummary) -> None:
         card.status = "failed" if summary.failed else "complete"
     card.finished = record.now()
     summary.texts_requested, summary.texts_encoded = fast.texts_requested, fast.texts_encoded
+    summary.tokens_encoded = fast.tokens_encoded
     card.encoding = {
         "embedding_cache": str(embedding_cache.path) if embedding_cache else None,
         "texts_requested": fast.texts_requested,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from neobench import units
 from neobench.instructions import expand
+from neobench.stages import mteb_timing, stage
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -66,7 +67,7 @@ def evaluate_staged(
         staged.parent.mkdir(parents=True, exist_ok=True)
         if final.is_file():  # mteb completes a task from its earlier splits
             shutil.copyfile(final, staged)
-        with warnings.catch_warnings(), _data_kept(task, raw is not None):
+        with warnings.catch_warnings(), _data_kept(task, raw is not None), mteb_timing():
             warnings.filterwarnings("ignore", message=".*superseded.*")
             outcome = mteb.evaluate(
                 encoder,
@@ -77,16 +78,18 @@ def evaluate_staged(
                 encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
                 show_progress_bar=False,
             )
-            text = _units_text(task, raw, outcome.task_results) if raw else None
-        final.parent.mkdir(parents=True, exist_ok=True)
-        # Side files first: the task file is what marks the task done.
-        if (staged.parent / RUN_SETTINGS).is_file():
-            _merge_run_settings(staged.parent / RUN_SETTINGS, final.parent / RUN_SETTINGS)
-        size = _publish_units(text, name, staged.parent, final.parent)
-        for file_name in ("model_meta.json", final.name):
-            if (staged.parent / file_name).is_file():
-                os.replace(staged.parent / file_name, final.parent / file_name)
-        return size
+            with stage("units"):
+                text = _units_text(task, raw, outcome.task_results) if raw else None
+        with stage("writing"):
+            final.parent.mkdir(parents=True, exist_ok=True)
+            # Side files first: the task file is what marks the task done.
+            if (staged.parent / RUN_SETTINGS).is_file():
+                _merge_run_settings(staged.parent / RUN_SETTINGS, final.parent / RUN_SETTINGS)
+            size = _publish_units(text, name, staged.parent, final.parent)
+            for file_name in ("model_meta.json", final.name):
+                if (staged.parent / file_name).is_file():
+                    os.replace(staged.parent / file_name, final.parent / file_name)
+            return size
     finally:
         shutil.rmtree(staging_root, ignore_errors=True)
         with contextlib.suppress(OSError):

@@ -1,0 +1,159 @@
+"""Where an evaluation's host time goes: an exclusive per-stage clock, off unless a benchmark
+turns it on (`neobench bench host`).
+
+The evaluation code marks its stages with ``with stage("tokenize"):``; with no clock running that
+is one ContextVar read. With a clock running, the main thread's wall time is split *exclusively*:
+while a stage nested in another runs, the outer one's clock is paused, so the stages of the main
+thread add up to its wall time. Work done in other threads (the tokenizer worker) is recorded
+with ``busy("tokenize", seconds)``: busy seconds, not wall time, reported beside it.
+
+mteb times its own phases (``mteb.timing.TimingStack``: "Data loading", "Encoding ...",
+"Scoring", ...). ``MtebPhases`` is a TimingStack that keeps mteb's record as it is and also enters
+the matching stage here, so mteb's scoring algorithms are measured by mteb's own phase marks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
+
+_clock: ContextVar[StageClock | None] = ContextVar("neobench_stage_clock", default=None)
+
+# mteb phase names -> stages. Encoding phases only mark the time around neobench's encoder (its
+# own stages take over inside); "Scoring" is the task's evaluation algorithm.
+MTEB_STAGES = {
+    "Data loading": "load",
+    "Dataset transform": "load",
+    "Scoring": "scoring",
+    "Computing similarity": "scoring",
+}
+MTEB_PREFIX_STAGES = {"Encoding": "mteb encode call"}
+
+
+class StageClock:
+    """Exclusive wall seconds per stage in the thread that started it, busy seconds of workers."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)  # exclusive, main thread
+        self.busy_seconds: dict[str, float] = defaultdict(float)  # summed over worker threads
+        self.counts: dict[str, int] = defaultdict(int)
+        self._stack: list[str] = []
+        self._since = 0.0  # when the innermost running stage last (re)started
+        self._thread = threading.get_ident()
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        if threading.get_ident() != self._thread:  # a worker: its stage is busy time
+            start = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.busy(name, time.perf_counter() - start)
+            return
+        now = time.perf_counter()
+        if self._stack:
+            self.seconds[self._stack[-1]] += now - self._since
+        self._stack.append(name)
+        self.counts[name] += 1
+        self._since = now
+        try:
+            yield
+        finally:
+            now = time.perf_counter()
+            self.seconds[self._stack.pop()] += now - self._since
+            self._since = now
+
+    def busy(self, name: str, seconds: float) -> None:
+        with self._lock:
+            self.busy_seconds[name] += seconds
+            self.counts[name] += 1
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[StageClock]:
+        """Make this the clock ``stage()`` reports to, in this thread and threads it starts
+        with a copied context."""
+        token = _clock.set(self)
+        try:
+            yield self
+        finally:
+            _clock.reset(token)
+
+
+def active() -> StageClock | None:
+    return _clock.get()
+
+
+def stage(name: str) -> contextlib.AbstractContextManager[None]:
+    """Time the block as ``name`` when a clock runs; otherwise nothing."""
+    clock = _clock.get()
+    return clock.stage(name) if clock is not None else contextlib.nullcontext()
+
+
+def busy(name: str, seconds: float) -> None:
+    """Record ``seconds`` of work done outside the main thread (e.g. a tokenizer worker)."""
+    clock = _clock.get()
+    if clock is not None:
+        clock.busy(name, seconds)
+
+
+@contextlib.contextmanager
+def mteb_timing() -> Iterator[None]:
+    """While a clock runs, the TimingStack each task's evaluation makes feeds it.
+
+    mteb.evaluate takes a ``timer`` but (mteb 2.26) does not pass it on to the task's evaluation,
+    which makes its own ``TimingStack()``; so the class that module looks up is swapped for the
+    duration instead. mteb keeps its phases as before (they are saved in the task's result).
+    """
+    clock = _clock.get()
+    if clock is None:
+        yield
+        return
+    import sys
+
+    module = sys.modules["mteb.evaluate"]
+    original = module.TimingStack
+    module.TimingStack = mteb_phases(clock)
+    try:
+        yield
+    finally:
+        module.TimingStack = original
+
+
+def mteb_phases(clock: StageClock) -> type:
+    """A ``mteb.timing.TimingStack`` class whose phases also enter ``clock``'s stages."""
+    from mteb.timing import TimingStack
+
+    class MtebPhases(TimingStack):
+        def __call__(self, name: str, *args: Any, **kwargs: Any) -> Any:
+            inner = super().__call__(name, *args, **kwargs)
+            target = MTEB_STAGES.get(name) or next(
+                (s for p, s in MTEB_PREFIX_STAGES.items() if name.startswith(p)), None
+            )
+            if target is None:
+                return inner
+            return _Both(inner, clock.stage(target))
+
+    return MtebPhases
+
+
+class _Both:
+    """mteb's phase context, then the clock's stage, entered together (mteb's record first, so
+    it is kept as mteb would keep it)."""
+
+    def __init__(self, *contexts: contextlib.AbstractContextManager[Any]) -> None:
+        self._contexts = contexts
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> _Both:
+        for context in self._contexts:
+            self._stack.enter_context(context)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.__exit__(*exc)
