@@ -53,7 +53,7 @@ def _seeded_once() -> Iterator[None]:
     def without_torch(seed: int) -> tuple[random.Random, np.random.Generator]:
         seeds.append(seed)
         random.seed(seed)
-        np.random.seed(seed)  # noqa: NPY002 (mteb's global seeding, kept as it is)
+        np.random.seed(seed)  # mteb seeds the global generator; so does this
         return random.Random(seed), np.random.default_rng(seed)
 
     abstask._set_seed = without_torch
