@@ -11,6 +11,7 @@ thread pool), and the embedding from the model's own forward, so the numbers are
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -18,6 +19,7 @@ import torch
 from neobench.cache import EmbeddingCache
 from neobench.config import DTYPE_ALIASES, default_token_budget
 from neobench.stages import stage
+from neobench.tokens import Chunk, Tokenizer
 from neobench.unpad import unpadded
 
 logger = logging.getLogger(__name__)
@@ -46,10 +48,13 @@ def auto_unpadded(mode: str, dtype: str) -> str:
 
 
 def token_budget_batches(
-    lengths: list[int], budget: int, max_batch: int = MAX_BATCH
+    lengths: Sequence[int] | np.ndarray, budget: int, max_batch: int = MAX_BATCH
 ) -> list[list[int]]:
     """Indices grouped longest first so that (longest in batch) x (batch size) <= budget."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    lengths = np.asarray(lengths, dtype=np.int64)
+    # Stable, so equal lengths keep their order (as sorted() by -length does).
+    order = np.argsort(-lengths, kind="stable").tolist()
+    lengths = lengths.tolist()
     batches: list[list[int]] = []
     current: list[int] = []
     for index in order:
@@ -89,94 +94,86 @@ class FastEncoder:
         self.forward_calls = 0
 
     def embed(self, texts: list[str], prompt: str | None) -> np.ndarray:
+        """(len(texts), dim) float32: cached vectors, the rest encoded once per distinct text."""
         with stage("batching"):  # what no finer stage below claims
             return self._embed(texts, prompt)
 
     def _embed(self, texts: list[str], prompt: str | None) -> np.ndarray:
         prompt = prompt or ""
         self.texts_requested += len(texts)
+        if not texts:
+            return np.zeros((0, 0), np.float32)
         with stage("cache keys"):
             keys = [EmbeddingCache.key(self.fingerprint, prompt, t) for t in texts]
-        with stage("cache lookup"):
-            known = self.cache.get_many(list(dict.fromkeys(keys))) if self.cache else {}
         with stage("dedup"):
-            todo: dict[bytes, str] = {}
-            for key, text in zip(keys, texts, strict=True):
-                if key not in known and key not in todo:
-                    todo[key] = text
-        if todo:
-            vectors = self._encode(list(todo.values()), prompt)
-            fresh = dict(zip(todo, vectors, strict=True))
-            if self.cache:
-                with stage("cache insert"):
-                    self.cache.put_many(fresh.items())
-            known.update(fresh)
+            # Each distinct key once, in first-seen order; ``where`` maps every text to its row.
+            rows: dict[bytes, int] = {}
+            where = np.fromiter(
+                (rows.setdefault(key, len(rows)) for key in keys), dtype=np.int64, count=len(keys)
+            )
+            unique = list(rows)
+            text_of = np.empty(len(unique), dtype=np.int64)
+            text_of[where] = np.arange(len(keys))  # a text of each key (one key, one text)
+        with stage("cache lookup"):
+            known = self.cache.get_many(unique) if self.cache else {}
+        missing = [i for i, key in enumerate(unique) if key not in known]
+        fresh = self._encode([texts[text_of[i]] for i in missing], prompt) if missing else None
+        if fresh is not None and self.cache:
+            with stage("cache insert"):
+                self.cache.put_many(zip([unique[i] for i in missing], fresh, strict=True))
         with stage("assemble"):
-            return np.stack([known[k] for k in keys]) if keys else np.zeros((0, 0), np.float32)
+            dim = fresh.shape[1] if fresh is not None else len(next(iter(known.values())))
+            matrix = np.empty((len(unique), dim), dtype=np.float32)
+            if fresh is not None:
+                matrix[missing] = fresh
+            if known:
+                found = [i for i, key in enumerate(unique) if key in known]
+                matrix[found] = np.stack([known[unique[i]] for i in found])
+            return matrix[where]
 
-    def _encode(self, texts: list[str], prompt: str) -> list[np.ndarray]:
+    def _encode(self, texts: list[str], prompt: str) -> np.ndarray:
+        """(len(texts), dim) float32 embeddings, tokenised a chunk ahead of the forward pass."""
         model = self.model
         model.eval()
-        out: list[np.ndarray] = []
+        # Padded features of a chunk take (texts x max length) ids: bound that for 8k models.
+        step = max(64, min(TOKENIZE_CHUNK, 4_194_304 // max(1, int(model.max_seq_length))))
+        pieces = [texts[start : start + step] for start in range(0, len(texts), step)]
+        out = []
         with unpadded(model, self.packed):
-            # Padded features of a chunk take (texts x max length) ids: bound that for 8k models.
-            step = max(64, min(TOKENIZE_CHUNK, 4_194_304 // max(1, int(model.max_seq_length))))
-            for start in range(0, len(texts), step):
-                out.extend(self._encode_chunk(texts[start : start + step], prompt))
-        return out
+            for chunk in Tokenizer(model, prompt or None).chunks(pieces):
+                out.append(self._forward(chunk))
+        with stage("copy to host"):
+            return np.concatenate(out) if len(out) > 1 else out[0]
 
-    def _encode_chunk(self, texts: list[str], prompt: str) -> list[np.ndarray]:
-        """One tokenizer call for the chunk (sentence-transformers' own preprocess, so the
-        features are exactly those of ``encode``), then length-sorted batches cut from it."""
-        model = self.model
+    def _forward(self, chunk: Chunk) -> np.ndarray:
+        """The chunk's embeddings in its own order, from length-sorted token-budget batches."""
+        model, dtype = self.model, self.autocast_dtype
         device = model.device
-        with stage("tokenize"):
-            features = model.preprocess(texts, prompt=prompt or None)
-        mask = features["attention_mask"]
-        lengths = mask.sum(dim=1).tolist()
-        self.tokens_encoded += sum(lengths)
-        # Cutting a batch to its longest row needs right padding (every encoder tokenizer here).
-        right_padded = bool((mask[:, 1:] <= mask[:, :-1]).all())
-        dtype = self.autocast_dtype
-        done: list[tuple[list[int], torch.Tensor]] = []
-        for batch in token_budget_batches(lengths, self.token_budget):
-            if right_padded:
-                batch_features = _rows(features, batch, max(lengths[i] for i in batch))
-            else:
-                batch_features = model.preprocess([texts[i] for i in batch], prompt=prompt or None)
+        self.tokens_encoded += chunk.tokens
+        done: list[torch.Tensor] = []
+        order: list[np.ndarray] = []
+        for batch in token_budget_batches(chunk.lengths, self.token_budget):
+            rows = np.asarray(batch, dtype=np.int64)
+            features = chunk.features(rows)
             with stage("copy to device"):
-                batch_features = {k: _to_device(v, device) for k, v in batch_features.items()}
+                features = {k: _to_device(v, device) for k, v in features.items()}
             with (
                 stage("forward"),
                 torch.inference_mode(),
                 torch.autocast(device.type, dtype or torch.float32, enabled=dtype is not None),
             ):
-                embeddings = model(batch_features)["sentence_embedding"]
+                embeddings = model(features)["sentence_embedding"]
             # Kept on the device until the chunk is done: no host sync per batch, so the host
             # prepares the next batch while the device computes.
-            done.append((batch, embeddings.float()))
+            done.append(embeddings.float())
+            order.append(rows)
             self.forward_calls += 1
-            self.texts_encoded += len(batch)
+            self.texts_encoded += len(rows)
         with stage("copy to host"):
-            vectors: list[np.ndarray | None] = [None] * len(texts)
-            for batch, embeddings in done:
-                for i, vector in zip(batch, embeddings.cpu().numpy(), strict=True):
-                    vectors[i] = vector
-        return vectors  # type: ignore[return-value]
-
-
-def _rows(features: dict, rows: list[int], length: int) -> dict:
-    """The features of ``rows``, cut to ``length`` tokens; per-chunk values pass through."""
-    n = features["input_ids"].shape[0]
-    index = torch.as_tensor(rows)
-    picked = {}
-    for key, value in features.items():
-        if isinstance(value, torch.Tensor) and value.ndim >= 1 and value.shape[0] == n:
-            value = value[index]
-            if value.ndim == 2:
-                value = value[:, :length]
-        picked[key] = value
-    return picked
+            vectors = torch.cat(done).cpu().numpy()
+            result = np.empty_like(vectors)
+            result[np.concatenate(order)] = vectors
+            return result
 
 
 def _to_device(value: object, device: torch.device) -> object:

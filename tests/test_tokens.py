@@ -1,0 +1,89 @@
+"""Tokenisation off the main thread, padded per batch: the same features as stock preprocess."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sentence_transformers import SentenceTransformer
+
+from neobench import tokens
+from neobench.stages import StageClock, stage
+
+
+@pytest.fixture(scope="module")
+def model(minilm):
+    return SentenceTransformer(str(minilm), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def texts(mirror):
+    corpus = pd.read_parquet(mirror / "mteb/scifact/corpus/corpus-00000-of-00001.parquet")["text"]
+    # Abstracts up to the 512-token limit, and the edges: empty, one letter, far too long.
+    return [*corpus.tolist()[:60], "", "a", "short one", "x " * 600]
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+@pytest.mark.parametrize("prompt", [None, "query: "])
+def test_batches_hold_exactly_the_stock_features(model, texts, monkeypatch, padding_side, prompt):
+    """Every batch equals what preprocess gives for those texts on their own (padded to the
+    batch's longest, on the tokenizer's side); the fast path, not the fallback, made them."""
+    monkeypatch.setattr(model.tokenizer, "padding_side", padding_side)
+    chunk = tokens.tokenize(model, texts, prompt)
+    assert not chunk.stock
+    rng = np.random.default_rng(0)
+    for rows in (np.arange(len(texts)), rng.permutation(len(texts))[:7], np.array([3])):
+        ours = chunk.features(rows)
+        stock = model.preprocess([texts[i] for i in rows], prompt=prompt)
+        assert set(ours) == set(stock)
+        for key, value in stock.items():
+            if isinstance(value, torch.Tensor):
+                assert ours[key].dtype == value.dtype and torch.equal(ours[key], value), key
+            else:
+                assert ours[key] == value, key
+    assert chunk.tokens == int(model.preprocess(texts, prompt=prompt)["attention_mask"].sum())
+
+
+def test_unknown_per_token_keys_take_the_stock_path(model, texts, monkeypatch):
+    """A processor output this module cannot pad falls back to preprocess's own tensors."""
+    original = model.preprocess
+
+    def with_offsets(batch, **kwargs):
+        out = original(batch, **kwargs)
+        if "processing_kwargs" in kwargs:  # the unpadded call: add a key of unknown padding
+            out["offset_mapping"] = [[(0, 0)] * len(ids) for ids in out["input_ids"]]
+        return out
+
+    monkeypatch.setattr(model, "preprocess", with_offsets)
+    chunk = tokens.tokenize(model, texts[:10], None)
+    assert chunk.stock
+    rows = np.array([4, 1])
+    stock = original([texts[i] for i in rows])
+    assert torch.equal(chunk.features(rows)["input_ids"], stock["input_ids"])
+
+
+def test_chunks_are_tokenised_in_a_worker_one_ahead(model, texts):
+    """Several chunks: tokenised in another thread, handed over in order; the clock counts the
+    worker's time as tokenisation (busy) and the consumer's waiting apart."""
+    seen_threads = set()
+    original = tokens.tokenize
+
+    def spy(model_, batch, prompt):
+        seen_threads.add(threading.get_ident())
+        return original(model_, batch, prompt)
+
+    pieces = [texts[0:20], texts[20:40], texts[40:]]
+    clock = StageClock()
+    with pytest.MonkeyPatch.context() as patch, clock.running():
+        patch.setattr(tokens, "tokenize", spy)
+        with stage("consumer"):
+            chunks = list(tokens.Tokenizer(model, None).chunks(pieces))
+    assert [len(c.lengths) for c in chunks] == [len(p) for p in pieces]
+    assert threading.get_ident() not in seen_threads
+    assert clock.busy_seconds["tokenize"] > 0 and "tokenize" not in clock.seconds
+    assert clock.counts["tokenize wait"] == 3
+    single = list(tokens.Tokenizer(model, None).chunks([texts[:5]]))  # one chunk: inline
+    assert len(single) == 1 and len(single[0].lengths) == 5
