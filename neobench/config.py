@@ -320,6 +320,9 @@ class BenchHostCommand:
     device: str = like(EvalConfig, "device")
     instructions: str = like(EvalConfig, "instructions")
     max_seq_length: int | str = like(EvalConfig, "max_seq_length")
+    stock: bool = opt(
+        False, "also run the tasks through stock mteb.evaluate + SentenceTransformer.encode"
+    )
     json: str | None = opt(None, "also write the figures to this JSON file", metavar="FILE")
 
 

@@ -1,0 +1,105 @@
+"""`neobench bench host`: the eval path with a null forward pass, split into stages."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import threading
+
+import pytest
+
+from neobench import stages
+from neobench.cli import main
+
+
+class FakeTime:
+    """perf_counter that moves only when told, so stage arithmetic is exact."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_nested_stages_are_exclusive_and_workers_count_as_busy(monkeypatch):
+    clock_time = FakeTime()
+    monkeypatch.setattr(stages.time, "perf_counter", clock_time)
+    clock = stages.StageClock()
+    with clock.running():
+        with stages.stage("outer"):
+            clock_time.now += 1.0
+            with stages.stage("inner"):
+                clock_time.now += 2.0
+            clock_time.now += 0.5
+            context = contextvars.copy_context()  # how the tokenizer worker is started
+            worker = threading.Thread(target=context.run, args=(stages.busy, "tokenize", 4.0))
+            worker.start()
+            worker.join()
+    assert dict(clock.seconds) == {"outer": 1.5, "inner": 2.0}
+    assert dict(clock.busy_seconds) == {"tokenize": 4.0}
+    assert stages.active() is None  # the clock stops with its block
+    with stages.stage("ignored"):  # no clock: nothing recorded, nothing raised
+        pass
+
+
+def test_mteb_phases_feed_the_clock_and_keep_mtebs_record(monkeypatch):
+    clock_time = FakeTime()
+    monkeypatch.setattr(stages.time, "perf_counter", clock_time)
+    clock = stages.StageClock()
+    timer = stages.mteb_phases(clock)()
+    with clock.running(), stages.stage("other"):
+        with timer("Scoring", split="test"):
+            clock_time.now += 3.0
+        with timer("Running experiment (1/10)"):  # not a stage: left to the enclosing one
+            clock_time.now += 1.0
+    assert clock.seconds["scoring"] == 3.0 and clock.seconds["other"] == 1.0
+    assert [p["name"] for p in timer.phases] == ["Scoring", "Running experiment (1/10)"]
+
+
+@pytest.fixture(scope="module")
+def bench_json(tmp_path_factory, mirror):
+    out = tmp_path_factory.mktemp("bench") / "host.json"
+    code = main(
+        [
+            "bench", "host", "--data-dir", str(mirror), "--tasks", "BIOSSES",
+            "--cache", "off,cold,warm", "--stock", "--json", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    return json.loads(out.read_text())
+
+
+def test_json_holds_tokens_stages_and_tasks(bench_json):
+    assert bench_json["tokens"] > 5_000  # BIOSSES' 200 sentences, tokenised
+    seconds = bench_json["seconds"]
+    for key in ("tokenize", "scoring", "other_host", "total", "forward", "load", "setup"):
+        assert seconds[key] >= 0, key
+    assert seconds["tokenize"] > 0 and seconds["total"] > seconds["other_host"] > 0
+    assert [t["task"] for t in bench_json["tasks"]] == ["BIOSSES"]
+    assert bench_json["settings"]["tasks"] == ["BIOSSES"]
+    assert [r["cache"] for r in bench_json["runs"]] == ["off", "cold", "warm", "stock"]
+
+
+def test_main_thread_stages_add_up_to_the_wall_time(bench_json):
+    for run in bench_json["runs"]:
+        seconds = run["seconds"]
+        summed = sum(v for k, v in seconds.items() if k not in SUMMARIES)
+        if "tokenize" not in run["worker_busy_seconds"]:  # inline: counted among the stages
+            summed += seconds["tokenize"]
+        assert summed == pytest.approx(seconds["total"], rel=0.02, abs=0.02), run["cache"]
+        not_host = seconds["tokenize"] + seconds["forward"] + seconds["scoring"]
+        assert seconds["other_host"] == pytest.approx(seconds["total"] - not_host, abs=0.02)
+
+
+SUMMARIES = ("tokenize", "other_host", "total")
+
+
+def test_warm_cache_tokenises_nothing_and_every_run_scores_alike(bench_json):
+    """The null embeddings are a function of the text: the cache must hand back the same
+    vectors, and stock mteb with stock encode must score them exactly as neobench does."""
+    runs = {r["cache"]: r for r in bench_json["runs"]}
+    assert runs["warm"]["texts_encoded"] == 0 and runs["warm"]["tokens"] == 0
+    assert runs["cold"]["texts_encoded"] > 0
+    scores = {name: run["tasks"][0]["main_score"] for name, run in runs.items()}
+    assert len({round(s, 6) for s in scores.values()}) == 1, scores
