@@ -26,16 +26,15 @@ def test_nested_stages_are_exclusive_and_workers_count_as_busy(monkeypatch):
     clock_time = FakeTime()
     monkeypatch.setattr(stages.time, "perf_counter", clock_time)
     clock = stages.StageClock()
-    with clock.running():
-        with stages.stage("outer"):
-            clock_time.now += 1.0
-            with stages.stage("inner"):
-                clock_time.now += 2.0
-            clock_time.now += 0.5
-            context = contextvars.copy_context()  # how the tokenizer worker is started
-            worker = threading.Thread(target=context.run, args=(stages.busy, "tokenize", 4.0))
-            worker.start()
-            worker.join()
+    with clock.running(), stages.stage("outer"):
+        clock_time.now += 1.0
+        with stages.stage("inner"):
+            clock_time.now += 2.0
+        clock_time.now += 0.5
+        context = contextvars.copy_context()  # how the tokenizer worker is started
+        worker = threading.Thread(target=context.run, args=(stages.busy, "tokenize", 4.0))
+        worker.start()
+        worker.join()
     assert dict(clock.seconds) == {"outer": 1.5, "inner": 2.0}
     assert dict(clock.busy_seconds) == {"tokenize": 4.0}
     assert stages.active() is None  # the clock stops with its block
