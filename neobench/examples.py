@@ -47,8 +47,10 @@ Overrides (key=value) change recipe values; they are recorded and change the rec
 then copy /data/mteb-mirror to the air-gapped machine and pass --data-dir /data/mteb-mirror.""",
     "verify": f"""example (offline):
   neobench data verify /data/mteb-mirror --benchmark "{DEFAULT_BENCHMARK}" --tasks SciFact,STS12""",
-    "bench": """example (offline, on the mirror):
-  neobench bench encode --data-dir ../shared/data/hub --tasks SciFact,STSBenchmark""",
+    "bench": """examples (offline, on the mirror):
+  neobench bench encode --data-dir ../shared/data/hub --tasks SciFact,STSBenchmark
+  neobench bench host --data-dir ../shared/data/hub --stock --json host.json
+  neobench bench host --data-dir ../shared/data/hub --tasks SciFact --cache off""",
     "cache": """examples:
   neobench cache info     # embeddings stored, bytes on disk, full integrity check (exit 1: damaged)
   neobench cache clear    # delete the cache files (also damaged ones) and start an empty cache""",
