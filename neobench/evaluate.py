@@ -428,6 +428,7 @@ def _end_card(run: _Run, summary: EvalSummary) -> None:
         "embedding_cache": str(embedding_cache.path) if embedding_cache else None,
         "texts_requested": fast.texts_requested,
         "texts_encoded": fast.texts_encoded,
+        "tokens_encoded": fast.tokens_encoded,
         "token_budget": fast.token_budget,
     }
     if embedding_cache:
