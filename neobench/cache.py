@@ -69,8 +69,8 @@ ASIDE_TAGS = {"corrupt": "damaged", "v1": "outdated"}
 QUICK_CHECK_MAX_BYTES = 2 * 1024**3
 # Page size of a new file: 16 KiB pages hold 10 rows of a 384-dim vector (4 KiB pages hold 2,
 # leaving a quarter empty; a 1024-dim row would not fit one), and a batch dirties and writes
-# 4x fewer pages to the WAL and through checkpoints: inserts ~1.7x faster, lookups the same
-# (benchmarks/cache_throughput.py). A file made with another page size is read and written as is.
+# 4x fewer pages to the WAL and through checkpoints: inserts 1.2-1.7x faster, lookups within
+# noise (benchmarks/cache_throughput.py). A file made with another page size is used as it is.
 PAGE_SIZE = 16384
 # Keys per SELECT ... IN (...): bounded by the connection's own variable limit (999 before
 # SQLite 3.32, 32766 after); larger lists mean fewer statements, and SQLite sorts each list.
@@ -365,7 +365,8 @@ class EmbeddingCache:
     def lookup(self, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """The verified vectors of ``keys`` as one block: ``(vectors, found)``, ``vectors`` a
         (len(keys), dim) float32 matrix whose row i is key i's vector where ``found[i]`` (a bool
-        array) and zeros elsewhere; dim is 0 when nothing is found.
+        array) and zeros elsewhere (writable: the caller fills them); dim is 0 when nothing
+        is found.
 
         The bulk form of `get_many`, with the same sources, checks and copying; a repeated key
         is found (or not) at each of its places. A found vector whose length differs from the
