@@ -9,12 +9,13 @@ rankings, and a resample's score is the mean of the values it draws.
 To equal mteb's number exactly, ``build`` goes through mteb's own steps on the saved results:
 queries without relevant documents dropped (``_filter_queries_without_positives``), a query's own
 id dropped from its results when ``ignore_identical_ids`` (ArguAna, Quora...: the predictions file
-is written before mteb removes them), ``skip_first_result``, then mteb's
+is written before mteb removes them), ``skip_first_result``, then the value mteb's
 ``calculate_retrieval_scores`` (pytrec_eval, which drops no query: one with no hit scores 0) or
-mteb's ``mrr``. ``score`` averages with the builtin ``sum`` in query order and rounds as mteb does:
-pytrec_eval metrics (nDCG, MAP, recall, precision, hit rate) to 5 decimals, MRR not at all.
-``max_over_subqueries_*`` (MindSmallReranking) merges each query's subqueries first, as mteb's
-``max_over_subqueries`` does; its unit is the merged query.
+mteb's ``mrr`` gives, computed for the one metric only (`per_query`). ``score`` averages with
+the builtin ``sum`` in query order and rounds as mteb does: pytrec_eval metrics (nDCG, MAP,
+recall, precision, hit rate) to 5 decimals, MRR not at all. ``max_over_subqueries_*``
+(MindSmallReranking) merges each query's subqueries first, as mteb's ``max_over_subqueries``
+does; its unit is the merged query.
 
 CQADupstackRetrieval is an aggregate of 12 forum tasks, each an ordinary Retrieval task with its
 own predictions; mteb's score is the unweighted mean of the 12 main scores. Its units file holds
@@ -69,20 +70,36 @@ def _qrels(task: AbsTask, subset: str, split: str) -> Qrels:
 
 
 def _run(task: AbsTask, predictions: Run) -> Run:
-    """A copy of the saved results as mteb scores them (identical ids removed when asked)."""
-    ignore = getattr(task, "ignore_identical_ids", False)
-    return {
-        qid: {doc: s for doc, s in docs.items() if not (ignore and doc == qid)}
-        for qid, docs in predictions.items()
-    }
+    """The saved results as mteb scores them: identical ids removed when asked. Only a query
+    whose results hold its own id is copied; the others are passed on as they are (nothing
+    downstream changes a query's results)."""
+    if not getattr(task, "ignore_identical_ids", False):
+        return predictions
+    run: Run = {}
+    for qid, docs in predictions.items():
+        if qid in docs:
+            docs = dict(docs)  # a copy in C, the order kept, then the one id dropped
+            del docs[qid]
+        run[qid] = docs
+    return run
 
 
 def _skip_first(run: Run) -> Run:
-    # mteb's calculate_retrieval_scores: drop each query's top result (sorted by score only)
-    return {
-        qid: dict(sorted(docs.items(), key=lambda item: item[1], reverse=True)[1:])
-        for qid, docs in run.items()
-    }
+    """mteb's calculate_retrieval_scores with skip_first_result: each query's results sorted by
+    score (a stable sort, descending), the first dropped. That is the first-listed document of
+    the highest score, which numpy's argmax names without sorting; the order of what is left
+    counts for no metric (pytrec_eval and mteb's mrr sort by score and id themselves). A query
+    with a NaN score, where a sort and argmax may disagree, takes mteb's sort."""
+    skipped: Run = {}
+    for qid, docs in run.items():
+        scores = np.fromiter(docs.values(), np.float64, len(docs))
+        if len(docs) == 0 or np.isnan(scores).any():
+            skipped[qid] = dict(sorted(docs.items(), key=lambda item: item[1], reverse=True)[1:])
+            continue
+        kept = dict(docs)
+        del kept[list(docs)[int(np.argmax(scores))]]
+        skipped[qid] = kept
+    return skipped
 
 
 def _merge_subqueries(qrels: Qrels, run: Run) -> tuple[Qrels, Run]:
@@ -103,15 +120,48 @@ def _merge_subqueries(qrels: Qrels, run: Run) -> tuple[Qrels, Run]:
 
 
 def per_query(run: Run, qrels: Qrels, metric: str, k: int, k_values: list[int]) -> Run:
-    """{query id: value} of ``metric@k``, in mteb's order (the order of its results)."""
-    from mteb._evaluators.retrieval_metrics import calculate_retrieval_scores, mrr
+    """{query id: value} of ``metric@k``, in mteb's order (the order of its results).
 
+    mteb's calculate_retrieval_scores asks pytrec_eval for 5 metrics at every k, then computes
+    MRR (a Python sort of each query's results) and nAUC curves over all of them: ~2 s for
+    ArguAna's 1,406 queries x 1,000 results, for one number per query. Here each query keeps
+    only its top-k candidates (`_top`), pytrec_eval is asked for the one measure at the one
+    cutoff, and MRR sorts the candidates. The values are the same floats: trec_eval computes
+    each cutoff on its own, and a metric at k reads only the k first documents of the ranking
+    (by score, then id) and the judgments. ``k_values`` is kept for the callers.
+    """
+    import pytrec_eval
+
+    top = {qid: _top(docs, k) for qid, docs in run.items()}
     if metric == "mrr":
-        values = mrr(qrels, run, k_values)[f"MRR@{k}"]
-        return dict(zip(run, values, strict=True))
-    scores = calculate_retrieval_scores(run, qrels, k_values).all_scores
+        return {qid: _reciprocal_rank(docs, qrels[qid], k) for qid, docs in top.items()}
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {f"{_PYTREC[metric].rstrip('_')}.{k}"})
     key = f"{_PYTREC[metric]}{k}"
-    return {qid: float(s[key]) for qid, s in scores.items()}
+    return {qid: float(s[key]) for qid, s in evaluator.evaluate(top).items()}
+
+
+def _top(docs: dict[str, float], k: int) -> dict[str, float]:
+    """The documents whose score, as float32, is at least the k-th highest (ties at it kept,
+    whatever their ids), in their first order. pytrec_eval ranks by float32 score (scores equal
+    there are ordered by id), mteb's MRR by float64: float32 rounding keeps order, so these hold
+    the k first of either ranking. A query with k or fewer results, or a NaN score (no order to
+    cut by), is kept whole."""
+    if len(docs) <= k:
+        return docs
+    values = np.fromiter(docs.values(), np.float64, len(docs)).astype(np.float32)
+    if np.isnan(values).any():
+        return docs
+    kth = np.partition(values, len(docs) - k)[len(docs) - k]
+    ids = list(docs)
+    return {ids[i]: docs[ids[i]] for i in np.flatnonzero(values >= kth).tolist()}
+
+
+def _reciprocal_rank(docs: dict[str, float], judged: dict[str, int], k: int) -> float:
+    """mteb's mrr for one query at one k: 1/rank of the first relevant document among the top k
+    by (score, document id), descending; 0 when none is."""
+    relevant = {doc for doc, rel in judged.items() if rel > 0}
+    top = sorted(docs.items(), key=lambda item: (item[1], item[0]), reverse=True)[:k]
+    return next((1.0 / (rank + 1) for rank, (doc, _) in enumerate(top) if doc in relevant), 0.0)
 
 
 def build(
