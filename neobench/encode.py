@@ -104,7 +104,7 @@ class FastEncoder:
         if not texts:
             return np.zeros((0, 0), np.float32)
         with stage("cache keys"):
-            keys = [EmbeddingCache.key(self.fingerprint, prompt, t) for t in texts]
+            keys = EmbeddingCache.keys(self.fingerprint, prompt, texts)
         with stage("dedup"):
             # Each distinct key once, in first-seen order; ``where`` maps every text to its row.
             rows: dict[bytes, int] = {}
@@ -114,21 +114,24 @@ class FastEncoder:
             unique = list(rows)
             text_of = np.empty(len(unique), dtype=np.int64)
             text_of[where] = np.arange(len(keys))  # a text of each key (one key, one text)
-        with stage("cache lookup"):
-            known = self.cache.get_many(unique) if self.cache else {}
-        missing = [i for i, key in enumerate(unique) if key not in known]
-        fresh = self._encode([texts[text_of[i]] for i in missing], prompt) if missing else None
-        if fresh is not None and self.cache:
-            with stage("cache insert"):
-                self.cache.put_many(zip([unique[i] for i in missing], fresh, strict=True))
-        with stage("assemble"):
-            dim = fresh.shape[1] if fresh is not None else len(next(iter(known.values())))
-            matrix = np.empty((len(unique), dim), dtype=np.float32)
-            if fresh is not None:
+        if self.cache:
+            with stage("cache lookup"):
+                matrix, found = self.cache.lookup(unique)  # (unique, dim) float32, (unique,) bool
+        else:
+            matrix, found = np.zeros((len(unique), 0), np.float32), np.zeros(len(unique), bool)
+        missing = np.flatnonzero(~found)
+        if len(missing):
+            fresh = self._encode([texts[i] for i in text_of[missing]], prompt)
+            if self.cache:
+                with stage("cache insert"):
+                    self.cache.put([unique[i] for i in missing], fresh)
+            with stage("assemble"):
+                if not found.any():  # nothing was found: the matrix has no width yet
+                    matrix = np.zeros((len(unique), fresh.shape[1]), np.float32)
+                # (Found vectors of another width cannot be: the key holds the model's
+                # fingerprint and the checksum its width; numpy would refuse the assignment.)
                 matrix[missing] = fresh
-            if known:
-                found = [i for i, key in enumerate(unique) if key in known]
-                matrix[found] = np.stack([known[unique[i]] for i in found])
+        with stage("assemble"):
             return matrix[where]
 
     def _encode(self, texts: list[str], prompt: str) -> np.ndarray:
