@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neobench import units
+from neobench.fastdata import fast_predictions, listed_columns
 from neobench.instructions import expand
 from neobench.stages import mteb_timing, stage
 
@@ -67,7 +68,13 @@ def evaluate_staged(
         staged.parent.mkdir(parents=True, exist_ok=True)
         if final.is_file():  # mteb completes a task from its earlier splits
             shutil.copyfile(final, staged)
-        with warnings.catch_warnings(), _data_kept(task, raw is not None), mteb_timing():
+        with (
+            warnings.catch_warnings(),
+            _data_kept(task, raw is not None),
+            mteb_timing(),
+            listed_columns(),  # datasets 5's lazy columns, one conversion each (see fastdata)
+            fast_predictions(expand([task])),  # mteb's prediction files, by the C JSON encoder
+        ):
             warnings.filterwarnings("ignore", message=".*superseded.*")
             outcome = mteb.evaluate(
                 encoder,
