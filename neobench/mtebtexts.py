@@ -43,7 +43,10 @@ def _plain(dataset: Any, allowed: set[str]) -> bool:
     mapping, so a null outside the selection only costs the fast path)."""
     if not isinstance(dataset, Dataset) or len(dataset) == 0:
         return False
-    if dataset.format["type"] is not None or dataset.format["columns"] != dataset.column_names:
+    # python formatting of every column (datasets may list them in another order after a map)
+    if dataset.format["type"] is not None or set(dataset.format["columns"]) != set(
+        dataset.column_names
+    ):
         return False
     features = dataset.features
     if not all(isinstance(f, Value) and f.dtype in allowed for f in features.values()):
