@@ -218,7 +218,13 @@ class MtebEncoder:
         with stage("scoring"):
             scores, indices = ranking.result()  # (queries, k) each
         with stage("result building"):
-            return ranking_dict(query_ids, corpus["id"][:], scores, indices)
+            doc_ids = corpus["id"][:]  # one conversion (a datasets 5 Column, or a list)
+            return {
+                qid: {doc_ids[i]: s for s, i in zip(row_scores, row_indices, strict=True)}
+                for qid, row_scores, row_indices in zip(
+                    query_ids, scores.tolist(), indices.tolist(), strict=True
+                )
+            }
 
     def _rerank(
         self,
@@ -247,22 +253,6 @@ class MtebEncoder:
             **call.where,
         )
         return {qid: {doc: score for score, doc in heap} for qid, heap in heaps.items()}
-
-
-def ranking_dict(query_ids: list[str], doc_ids: list[str], scores: Any, indices: Any) -> Ranking:
-    """{query id: {document id: score}} from the (queries, k) top-k scores and document
-    indices, best first. The ids are gathered by numpy (an object array indexed by the whole
-    index matrix) and each row's dict built by dict(zip()) in C: the same dicts, insertion order
-    included, as a per-element comprehension, without a Python step per hit."""
-    import numpy as np
-
-    ids = np.empty(len(doc_ids), dtype=object)
-    ids[:] = doc_ids  # element-wise: an object array of the id strings themselves
-    hit_ids = ids[np.asarray(indices, dtype=np.int64)].tolist()  # (queries, k) of str
-    return {
-        qid: dict(zip(row_ids, row_scores, strict=True))
-        for qid, row_ids, row_scores in zip(query_ids, hit_ids, scores.tolist(), strict=True)
-    }
 
 
 @dataclass(frozen=True)

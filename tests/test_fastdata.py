@@ -24,7 +24,6 @@ from mteb.types import PromptType
 from torch.utils.data import DataLoader
 
 from neobench import mirror as mirror_mod
-from neobench.adapter import ranking_dict
 from neobench.fastdata import fast_predictions, listed, listed_columns, save_task_predictions
 from neobench.mtebtexts import document_texts, loader_texts, query_texts
 
@@ -233,26 +232,3 @@ def test_texts_outside_the_plain_case_are_left_to_mteb(banking):
     assert document_texts(plain, ["text", "image"]) is None
     instructed = Dataset.from_dict({"id": ["1"], "text": ["q"], "instruction": ["i"]})
     assert query_texts(instructed, ["text"]) is None  # mteb appends the instruction
-
-
-# --- search results --------------------------------------------------------------------------
-
-
-def test_ranking_dict_equals_the_per_hit_comprehension():
-    import torch
-
-    rng = np.random.default_rng(0)
-    doc_ids = [f"d{i % 180}" for i in range(200)]  # duplicate ids: the last score wins, as before
-    query_ids = [f"q{i}" for i in range(30)]
-    scores = torch.as_tensor(rng.random((30, 25), dtype=np.float32))
-    indices = torch.as_tensor(rng.integers(0, 200, (30, 25)))
-    expected = {
-        qid: {doc_ids[i]: s for s, i in zip(row_s, row_i, strict=True)}
-        for qid, row_s, row_i in zip(query_ids, scores.tolist(), indices.tolist(), strict=True)
-    }
-    ours = ranking_dict(query_ids, doc_ids, scores, indices)
-    assert [(q, list(d.items())) for q, d in ours.items()] == [
-        (q, list(d.items())) for q, d in expected.items()
-    ]
-    empty = ranking_dict(query_ids[:2], doc_ids, torch.zeros((2, 0)), torch.zeros((2, 0)).long())
-    assert empty == {"q0": {}, "q1": {}}
