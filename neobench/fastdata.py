@@ -62,12 +62,14 @@ def plain_source(column: Column) -> Dataset | None:
 
 def listed(column: Column) -> list[Any] | None:
     """The column's values as one list (cached on the column), or None outside the plain case."""
+    cached = column.__dict__.get(_CACHE)
+    # A column's source and feature never change; its dataset's formatting can only change in
+    # place with a new fingerprint. So a cache of this fingerprint is still the plain case.
+    if cached is not None and cached[0] == getattr(column.source, "_fingerprint", None):
+        return cached[1]
     source = plain_source(column)
     if source is None or len(source) > MAX_CACHED_ROWS:
         return None
-    cached = column.__dict__.get(_CACHE)
-    if cached is not None and cached[0] == source._fingerprint:
-        return cached[1]
     # datasets' own batch path: one table slice formatted by the same formatter as a row.
     values = _STOCK_GETITEM(column, slice(None)) if len(source) else []
     column.__dict__[_CACHE] = (source._fingerprint, values)

@@ -113,7 +113,11 @@ def test_formatted_or_nested_columns_take_datasets_path():
         assert [type(v) for v in numpy_column] == [type(v) for v in data.with_format("numpy")["a"]]
         nested = data["s"]["b"]  # a Column of a Column
         assert listed(nested) is None and list(nested) == ["x", "y", "z"]
-        assert listed(data["a"]) == [1, 2, 3]
+        column = data["a"]
+        assert listed(column) == [1, 2, 3]
+        data.set_format("numpy")  # in place, after the column cached its values
+        assert listed(column) is None
+        assert [type(v) for v in column] == [np.int64] * 3  # datasets' numpy rows, not the cache
 
 
 # --- whole evaluations ------------------------------------------------------------------------
