@@ -188,6 +188,17 @@ def test_prediction_file_identical_to_mteb_s_writer(tmp_path):
     assert (tmp_path / "fast" / name).read_bytes() == (tmp_path / "stock" / name).read_bytes()
 
 
+def test_fast_predictions_reach_an_aggregate_s_sub_tasks_and_are_undone():
+    from neobench.instructions import expand
+
+    aggregate = mteb.get_task("CQADupstackRetrieval")
+    leaves = expand([aggregate])
+    assert len(leaves) == 12
+    with fast_predictions(leaves):
+        assert all(leaf._save_task_predictions.func is save_task_predictions for leaf in leaves)
+    assert not any("_save_task_predictions" in vars(leaf) for leaf in leaves)
+
+
 # --- texts -----------------------------------------------------------------------------------
 
 
