@@ -48,12 +48,14 @@ _active = 0
 
 def plain_source(column: Column) -> Dataset | None:
     """The dataset under ``column`` when datasets' row and batch formatting give the same
-    values (python formatting, no transform, no column subset, no feature to decode); else
-    None."""
+    values (python formatting of this column, no transform, no feature to decode); else None."""
     source = column.source
     if not isinstance(source, Dataset):
         return None  # a nested Column: datasets' own path
-    if source._format_type is not None or source._format_columns is not None:
+    if source._format_type is not None:
+        return None
+    # A map() lists every column as formatted; a column left out of the format is not plain.
+    if source._format_columns is not None and column.column_name not in source._format_columns:
         return None
     if require_decoding(column.features):
         return None

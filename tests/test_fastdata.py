@@ -113,6 +113,9 @@ def test_formatted_or_nested_columns_take_datasets_path():
         assert [type(v) for v in numpy_column] == [type(v) for v in data.with_format("numpy")["a"]]
         nested = data["s"]["b"]  # a Column of a Column
         assert listed(nested) is None and list(nested) == ["x", "y", "z"]
+        assert listed(data.map(lambda row: row)["a"]) == [1, 2, 3]  # map lists every column
+        left_out = data.with_format(None, columns=["s"])
+        assert listed(left_out["a"]) is None
         column = data["a"]
         assert listed(column) == [1, 2, 3]
         data.set_format("numpy")  # in place, after the column cached its values
