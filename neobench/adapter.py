@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from neobench.encode import FastEncoder
+from neobench.mtebtexts import document_texts, loader_texts, query_texts
 from neobench.search import RunningTopK
 from neobench.stages import stage
 
@@ -89,16 +90,22 @@ class MtebEncoder:
         self, inputs: Any, *, task_metadata: Any, prompt_type: Any = None, **kwargs: Any
     ) -> Any:
         """Embeddings (texts x dim, float32) of a data loader's texts under the task's prompt."""
-        from mteb.models.abs_encoder import get_prompt_name
-
         if set(inputs.dataset.features) & NOT_TEXT:  # not text: mteb's own path
             return self._stock_wrapper().encode(
                 inputs, task_metadata=task_metadata, prompt_type=prompt_type, **kwargs
             )
+        with stage("collate"):  # mteb's data loader: prompts, titles, batches
+            texts = loader_texts(inputs)  # its dataset's column at once, in the plain case
+            if texts is None:
+                texts = [text for batch in inputs for text in batch["text"]]
+        return self._embed(texts, task_metadata, prompt_type)
+
+    def _embed(self, texts: list[str], task_metadata: Any, prompt_type: Any) -> Any:
+        """Embeddings of ``texts`` under the task's prompt (mteb's key order)."""
+        from mteb.models.abs_encoder import get_prompt_name
+
         name = get_prompt_name(self.prompts, task_metadata, prompt_type)
         prompt = self.prompts.get(name) if name else None
-        with stage("collate"):  # mteb's data loader: prompts, titles, batches
-            texts = [text for batch in inputs for text in batch["text"]]
         return self.fast.embed(texts, prompt)
 
     def similarity(self, embeddings1: Any, embeddings2: Any) -> Any:
@@ -158,18 +165,29 @@ class MtebEncoder:
         call = _Call(task_metadata, hf_split, hf_subset, encode_kwargs, num_proc)
         with timer("Encoding queries", split=hf_split, subset=hf_subset):
             query_embeddings = self._encode_rows(queries, PromptType.query, call)
-        query_ids = list(queries["id"])
+        query_ids = queries["id"][:]  # one conversion (a datasets 5 Column, or a list)
         if top_ranked is not None:
             return self._rerank(corpus, query_ids, query_embeddings, top_ranked, top_k, call, timer)
         with timer("Searching corpus", split=hf_split, subset=hf_subset):
             return self._full_search(corpus, query_ids, query_embeddings, top_k, call)
 
     def _encode_rows(self, rows: Any, prompt_type: Any, call: _Call) -> Any:
-        """Queries or documents through mteb's data loader (which joins a document's title and
-        text, a query's instruction, as stock mteb does), then through encode()."""
+        """Queries or documents as mteb's data loader words them (a document's title and text
+        joined, a query's instruction appended), encoded under the task's prompt. The plain
+        text case is read column-wise (neobench.mtebtexts); anything else goes through mteb's
+        data loader and encode()."""
         # mteb exports no public equivalent; its own search wrappers use the same function.
         from mteb._create_dataloaders import create_dataloader
+        from mteb.types import PromptType
 
+        with stage("collate"):
+            modalities = call.task_metadata.get_modalities(prompt_type)
+            if prompt_type == PromptType.document:
+                texts = document_texts(rows, modalities)
+            else:
+                texts = query_texts(rows, modalities)
+        if texts is not None:
+            return self._embed(texts, call.task_metadata, prompt_type)
         with stage("collate"):
             loader = create_dataloader(
                 rows,
@@ -200,7 +218,7 @@ class MtebEncoder:
         with stage("scoring"):
             scores, indices = ranking.result()  # (queries, k) each
         with stage("result building"):
-            doc_ids = list(corpus["id"])
+            doc_ids = corpus["id"][:]  # one conversion (a datasets 5 Column, or a list)
             return {
                 qid: {doc_ids[i]: s for s, i in zip(row_scores, row_indices, strict=True)}
                 for qid, row_scores, row_indices in zip(

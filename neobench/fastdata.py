@@ -1,0 +1,162 @@
+"""datasets 5's lazy columns made one Arrow->Python conversion each, while mteb evaluates.
+
+datasets 5 changed ``dataset["col"]`` from a list (datasets <= 3, what mteb was written for: it
+supports datasets >= 2.19) into a lazy ``datasets.arrow_dataset.Column``. Each ``column[i]`` and
+each step of ``iter(column)`` re-selects the column (``Dataset._fast_select_column``: a table
+copy) and formats one row. mteb reads columns element by element in its hot loops:
+``AbsTaskClassification._undersample_data`` (``labels[i]`` over the train split, per experiment),
+sklearn's metrics on ``eval_split[label]`` (``np.asarray`` iterates it, several times per metric),
+``Dataset.from_dict({"text": dataset[col]})`` for every text data loader, clustering labels. On
+Banking77 that is ~1.3 million row formats for 13 thousand rows.
+
+``listed_columns()`` makes a Column, for the plain case only, convert its whole column once, on
+first element access or iteration, with datasets' own batch formatting (``column[:]``, the same
+formatter and feature decoding as a row, over all rows) and keep the list: later ``column[i]`` and
+iterations read it. Everything else (a Column of a Column, a formatted or transformed dataset, a
+feature that needs decoding such as images, a key that is not an int, a column too long to hold
+twice) takes datasets' own path. The values are the ones datasets returns row by row; the cache
+is tied to the dataset's fingerprint (datasets renews it on every change, in-place ones too).
+
+It patches the Column class for the duration of the block (nestable, thread-safe counting), so
+mteb's internal datasets (``Dataset.from_dict`` in its data loaders and clustering) are covered
+as well as the task's own splits; outside the block datasets behaves as shipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from datasets import Dataset
+from datasets.arrow_dataset import Column
+from datasets.features.features import require_decoding
+
+# Longer columns are never cached (datasets' row-by-row path keeps their memory flat); mteb's
+# per-element loops are over label and text columns of classification and clustering sets.
+MAX_CACHED_ROWS = 2_000_000
+_CACHE = "_neobench_listed"  # attribute of a Column instance: (fingerprint, values)
+
+_STOCK_ITER = Column.__iter__
+_STOCK_GETITEM = Column.__getitem__
+_lock = threading.Lock()
+_active = 0
+
+
+def plain_source(column: Column) -> Dataset | None:
+    """The dataset under ``column`` when datasets' row and batch formatting give the same
+    values (python formatting of this column, no transform, no feature to decode); else None."""
+    source = column.source
+    if not isinstance(source, Dataset):
+        return None  # a nested Column: datasets' own path
+    if source._format_type is not None:
+        return None
+    # A map() lists every column as formatted; a column left out of the format is not plain.
+    if source._format_columns is not None and column.column_name not in source._format_columns:
+        return None
+    if require_decoding(column.features):
+        return None
+    return source
+
+
+def listed(column: Column) -> list[Any] | None:
+    """The column's values as one list (cached on the column), or None outside the plain case."""
+    cached = column.__dict__.get(_CACHE)
+    # A column's source and feature never change; its dataset's formatting can only change in
+    # place with a new fingerprint. So a cache of this fingerprint is still the plain case.
+    if cached is not None and cached[0] == getattr(column.source, "_fingerprint", None):
+        return cached[1]
+    source = plain_source(column)
+    if source is None or len(source) > MAX_CACHED_ROWS:
+        return None
+    # datasets' own batch path: one table slice formatted by the same formatter as a row.
+    values = _STOCK_GETITEM(column, slice(None)) if len(source) else []
+    column.__dict__[_CACHE] = (source._fingerprint, values)
+    return values
+
+
+def _iter(self: Column) -> Iterator[Any]:
+    values = listed(self)
+    return iter(values) if values is not None else _STOCK_ITER(self)
+
+
+def _getitem(self: Column, key: Any) -> Any:
+    if isinstance(key, int) and not isinstance(key, bool):
+        values = listed(self)
+        if values is not None:
+            if not -len(values) <= key < len(values):  # datasets' own message and type
+                raise IndexError(f"Invalid key: {key} is out of bounds for size {len(values)}")
+            return values[key]
+    return _STOCK_GETITEM(self, key)
+
+
+@contextlib.contextmanager
+def listed_columns() -> Iterator[None]:
+    """Columns convert once and keep their values while the block runs (see the module doc)."""
+    global _active
+    with _lock:
+        _active += 1
+        if _active == 1:
+            Column.__iter__ = _iter  # type: ignore[method-assign]
+            Column.__getitem__ = _getitem  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        with _lock:
+            _active -= 1
+            if _active == 0:
+                Column.__iter__ = _STOCK_ITER  # type: ignore[method-assign]
+                Column.__getitem__ = _STOCK_GETITEM  # type: ignore[method-assign]
+
+
+# --- predictions ---------------------------------------------------------------------------
+# mteb's AbsTask._save_task_predictions writes with json.dump(obj, file): the stdlib's
+# pure-Python iterencode (json.dump never takes the C encoder, only json.dumps does), which for a
+# retrieval task's top-1000 lists per query is seconds per split. json.dumps with the same
+# (default) arguments gives the identical text via the C encoder: same separators, same
+# ensure_ascii, same float repr.
+
+
+def save_task_predictions(
+    task: Any, predictions: Any, model: Any, prediction_folder: Any, hf_split: str, hf_subset: str
+) -> None:
+    """mteb's AbsTask._save_task_predictions (mteb 2.26), writing with json.dumps."""
+    path = task._predictions_path(prediction_folder)
+    existing: dict[str, Any] = {
+        "mteb_model_meta": {
+            "model_name": model.mteb_model_meta.name,
+            "revision": model.mteb_model_meta.revision,
+        }
+    }
+    if path.exists():
+        with path.open("r", encoding="utf-8") as file:
+            existing = json.load(file)
+    existing.setdefault(hf_subset, {})[hf_split] = predictions
+    text = json.dumps(existing)
+    with path.open("w", encoding="utf-8") as file:
+        file.write(text)
+
+
+@contextlib.contextmanager
+def fast_predictions(tasks: list[Any]) -> Iterator[None]:
+    """Each task's prediction writes go through save_task_predictions while the block runs
+    (an instance attribute, which mteb's ``self._save_task_predictions(...)`` finds first);
+    a task whose class overrides mteb's method keeps its own."""
+    from mteb.abstasks.abstask import AbsTask
+
+    patched = [
+        t
+        for t in tasks
+        if type(t)._save_task_predictions is AbsTask._save_task_predictions
+        and "_save_task_predictions" not in vars(t)
+    ]
+    for task in patched:
+        task._save_task_predictions = functools.partial(save_task_predictions, task)
+    try:
+        yield
+    finally:
+        for task in patched:
+            del task._save_task_predictions
