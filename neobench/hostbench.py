@@ -50,7 +50,8 @@ class NullForward:
         self.table = table.to(device)
         self.mix = torch.randint(1, 2**31 - 1, (1 << 16,), generator=g).to(device)
 
-    def __call__(self, features: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, features: dict[str, Any], **_: Any) -> dict[str, Any]:
+        # (sentence-transformers passes forward keyword arguments such as task="query".)
         ids = features["input_ids"]  # (batch, length), padded with 0-mask positions
         mask = features["attention_mask"]
         mixed = (ids * mask * self.mix[: ids.shape[1]]).sum(dim=1)  # (batch,)
