@@ -11,7 +11,6 @@ thread pool), and the embedding from the model's own forward, so the numbers are
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -19,12 +18,11 @@ import torch
 from neobench.cache import EmbeddingCache
 from neobench.config import DTYPE_ALIASES, default_token_budget
 from neobench.stages import stage
-from neobench.tokens import Chunk, Tokenizer
+from neobench.tokens import Prepared, Tokenizer
 from neobench.unpad import unpadded
 
 logger = logging.getLogger(__name__)
 
-MAX_BATCH = 512
 # Texts tokenized in one call (and sorted by length together): large enough for the tokenizer's
 # own thread pool and for near-global length sorting, small enough for host memory at 8k tokens.
 TOKENIZE_CHUNK = 8_192
@@ -45,27 +43,6 @@ def auto_unpadded(mode: str, dtype: str) -> str:
     """``auto`` packs on CUDA in half precision only: the fused varlen kernels take fp16/bf16,
     and in float32 the per-sequence reference would be slower than padded SDPA."""
     return "off" if mode == "auto" and dtype == "float32" else mode
-
-
-def token_budget_batches(
-    lengths: Sequence[int] | np.ndarray, budget: int, max_batch: int = MAX_BATCH
-) -> list[list[int]]:
-    """Indices grouped longest first so that (longest in batch) x (batch size) <= budget."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    # Stable, so equal lengths keep their order (as sorted() by -length does).
-    order = np.argsort(-lengths, kind="stable").tolist()
-    lengths = lengths.tolist()
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for index in order:
-        longest = lengths[current[0]] if current else lengths[index]
-        if current and (longest * (len(current) + 1) > budget or len(current) >= max_batch):
-            batches.append(current)
-            current = []
-        current.append(index)
-    if current:
-        batches.append(current)
-    return batches
 
 
 class FastEncoder:
@@ -135,7 +112,7 @@ class FastEncoder:
             return matrix[where]
 
     def _encode(self, texts: list[str], prompt: str) -> np.ndarray:
-        """(len(texts), dim) float32 embeddings, tokenised a chunk ahead of the forward pass."""
+        """(len(texts), dim) float32 embeddings; a worker tokenises and batches a chunk ahead."""
         model = self.model
         model.eval()
         # Padded features of a chunk take (texts x max length) ids: bound that for 8k models.
@@ -143,21 +120,18 @@ class FastEncoder:
         pieces = [texts[start : start + step] for start in range(0, len(texts), step)]
         out = []
         with unpadded(model, self.packed):
-            for chunk in Tokenizer(model, prompt or None).chunks(pieces):
-                out.append(self._forward(chunk))
+            for prepared in Tokenizer(model, prompt or None, self.token_budget).chunks(pieces):
+                out.append(self._forward(prepared))
         with stage("copy to host"):
             return np.concatenate(out) if len(out) > 1 else out[0]
 
-    def _forward(self, chunk: Chunk) -> np.ndarray:
-        """The chunk's embeddings in its own order, from length-sorted token-budget batches."""
+    def _forward(self, prepared: Prepared) -> np.ndarray:
+        """The chunk's embeddings in its own order, from its length-sorted token-budget batches."""
         model, dtype = self.model, self.autocast_dtype
         device = model.device
-        self.tokens_encoded += chunk.tokens
+        self.tokens_encoded += prepared.tokens
         done: list[torch.Tensor] = []
-        order: list[np.ndarray] = []
-        for batch in token_budget_batches(chunk.lengths, self.token_budget):
-            rows = np.asarray(batch, dtype=np.int64)
-            features = chunk.features(rows)
+        for rows, features in prepared.batches:
             with stage("copy to device"):
                 features = {k: _to_device(v, device) for k, v in features.items()}
             with (
@@ -169,13 +143,12 @@ class FastEncoder:
             # Kept on the device until the chunk is done: no host sync per batch, so the host
             # prepares the next batch while the device computes.
             done.append(embeddings.float())
-            order.append(rows)
             self.forward_calls += 1
             self.texts_encoded += len(rows)
         with stage("copy to host"):
             vectors = torch.cat(done).cpu().numpy()
             result = np.empty_like(vectors)
-            result[np.concatenate(order)] = vectors
+            result[np.concatenate([rows for rows, _ in prepared.batches])] = vectors
             return result
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +36,28 @@ from neobench.stages import stage
 UNPADDED_LISTS = {"common": {"return_tensors": None}, "text": {"padding": False}}
 # Per-token keys this module knows how to pad (anything else: the stock path).
 PAD_KEYS = ("input_ids", "attention_mask", "token_type_ids", "special_tokens_mask")
+MAX_BATCH = 512  # texts per forward batch, at most
+
+
+def token_budget_batches(
+    lengths: Sequence[int] | np.ndarray, budget: int, max_batch: int = MAX_BATCH
+) -> list[list[int]]:
+    """Indices grouped longest first so that (longest in batch) x (batch size) <= budget."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    # Stable, so equal lengths keep their order (as sorted() by -length does).
+    order = np.argsort(-lengths, kind="stable").tolist()
+    lengths = lengths.tolist()
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        longest = lengths[current[0]] if current else lengths[index]
+        if current and (longest * (len(current) + 1) > budget or len(current) >= max_batch):
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
 
 
 @dataclass
@@ -148,16 +170,36 @@ def _rows(features: dict, rows: np.ndarray, length: int) -> dict:
 
 
 @dataclass
+class Prepared:
+    """A chunk ready for the forward pass: its token-budget batches, each (rows, features)."""
+
+    batches: list[tuple[np.ndarray, dict[str, Any]]]
+    tokens: int
+
+
+def prepare(model: Any, texts: list[str], prompt: str | None, budget: int) -> Prepared:
+    """Tokenise ``texts``, cut them into length-sorted token-budget batches, pad each."""
+    chunk = tokenize(model, texts, prompt)
+    with stage("batching"):
+        batches = []
+        for batch in token_budget_batches(chunk.lengths, budget):
+            rows = np.asarray(batch, dtype=np.int64)
+            batches.append((rows, chunk.features(rows)))
+    return Prepared(batches, chunk.tokens)
+
+
+@dataclass
 class Tokenizer:
-    """Tokenises chunks one ahead of the consumer, in one background thread (the clock's stages
-    follow it: its work counts as tokenisation, the consumer's waiting as ``tokenize wait``)."""
+    """Prepares chunks one ahead of the consumer, in one background thread (the clock's stages
+    follow it: its work counts as busy time, the consumer's waiting as ``tokenize wait``)."""
 
     model: Any
     prompt: str | None
+    budget: int
 
-    def chunks(self, pieces: list[list[str]]) -> Iterator[Chunk]:
+    def chunks(self, pieces: list[list[str]]) -> Iterator[Prepared]:
         if len(pieces) == 1:  # nothing to overlap with: no thread
-            yield tokenize(self.model, pieces[0], self.prompt)
+            yield prepare(self.model, pieces[0], self.prompt, self.budget)
             return
         with ThreadPoolExecutor(1, thread_name_prefix="neobench-tokenize") as pool:
             pending = self._submit(pool, pieces[0])
@@ -168,6 +210,6 @@ class Tokenizer:
                     pending = self._submit(pool, pieces[i + 1])
                 yield chunk
 
-    def _submit(self, pool: ThreadPoolExecutor, texts: list[str]) -> Future[Chunk]:
+    def _submit(self, pool: ThreadPoolExecutor, texts: list[str]) -> Future[Prepared]:
         context = contextvars.copy_context()  # the stage clock, if one runs
-        return pool.submit(context.run, tokenize, self.model, texts, self.prompt)
+        return pool.submit(context.run, prepare, self.model, texts, self.prompt, self.budget)

@@ -6,7 +6,8 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from neobench.cli import main
-from neobench.encode import EmbeddingCache, FastEncoder, token_budget_batches
+from neobench.encode import EmbeddingCache, FastEncoder
+from neobench.tokens import token_budget_batches
 
 
 @pytest.fixture(scope="module")

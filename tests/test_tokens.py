@@ -80,10 +80,16 @@ def test_chunks_are_tokenised_in_a_worker_one_ahead(model, texts):
     with pytest.MonkeyPatch.context() as patch, clock.running():
         patch.setattr(tokens, "tokenize", spy)
         with stage("consumer"):
-            chunks = list(tokens.Tokenizer(model, None).chunks(pieces))
-    assert [len(c.lengths) for c in chunks] == [len(p) for p in pieces]
+            chunks = list(tokens.Tokenizer(model, None, 2048).chunks(pieces))
+    for chunk, piece in zip(chunks, pieces, strict=True):  # every text in exactly one batch
+        rows = np.concatenate([rows for rows, _ in chunk.batches])
+        assert sorted(rows.tolist()) == list(range(len(piece)))
+        for rows, features in chunk.batches:  # padded to the batch's longest, within budget
+            assert features["input_ids"].shape[0] == len(rows)
+            assert features["input_ids"].numel() <= 2048 or len(rows) == 1
     assert threading.get_ident() not in seen_threads
     assert clock.busy_seconds["tokenize"] > 0 and "tokenize" not in clock.seconds
+    assert clock.busy_seconds["batching"] > 0 and "batching" not in clock.seconds
     assert clock.counts["tokenize wait"] == 3
-    single = list(tokens.Tokenizer(model, None).chunks([texts[:5]]))  # one chunk: inline
-    assert len(single) == 1 and len(single[0].lengths) == 5
+    single = list(tokens.Tokenizer(model, None, 2048).chunks([texts[:5]]))  # one chunk: inline
+    assert len(single) == 1 and sum(len(r) for r, _ in single[0].batches) == 5
