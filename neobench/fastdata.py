@@ -121,16 +121,28 @@ def listed_columns() -> Iterator[None]:
 
 
 def save_task_predictions(
-    task: Any, predictions: Any, model: Any, prediction_folder: Any, hf_split: str, hf_subset: str
+    task: Any,
+    predictions: Any,
+    model: Any,
+    prediction_folder: Any,
+    hf_split: str,
+    hf_subset: str,
+    kept: dict[str, Any] | None = None,
 ) -> None:
-    """mteb's AbsTask._save_task_predictions (mteb 2.26), writing with json.dumps."""
-    path = task._predictions_path(prediction_folder)
+    """mteb's AbsTask._save_task_predictions (mteb 2.26), writing with json.dumps; with
+    ``kept``, the file's content is kept in memory instead (``kept[task name]``), as json.load
+    would read it back (json_copy), and no file is written."""
     existing: dict[str, Any] = {
         "mteb_model_meta": {
             "model_name": model.mteb_model_meta.name,
             "revision": model.mteb_model_meta.revision,
         }
     }
+    if kept is not None:
+        existing = kept.setdefault(task.metadata.name, existing)
+        existing.setdefault(hf_subset, {})[hf_split] = json_copy(predictions)
+        return
+    path = task._predictions_path(prediction_folder)
     if path.exists():
         with path.open("r", encoding="utf-8") as file:
             existing = json.load(file)
@@ -140,11 +152,32 @@ def save_task_predictions(
         file.write(text)
 
 
+def json_copy(value: Any) -> Any:
+    """``json.loads(json.dumps(value))`` without the text: a copy holding what a JSON round trip
+    gives (lists for tuples, Python floats for float subclasses such as numpy's). Anything
+    else a round trip would change (a non-string key, another type) takes the round trip."""
+    kind = type(value)
+    if kind is dict:
+        if not all(type(k) is str for k in value):
+            return json.loads(json.dumps(value))
+        if all(type(v) is float for v in value.values()):  # a ranking: {doc id: score}
+            return dict(value)
+        return {k: json_copy(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        if all(type(v) is int or type(v) is float for v in value):
+            return list(value)
+        return [json_copy(v) for v in value]
+    if value is None or kind in (str, int, float, bool):
+        return value
+    return json.loads(json.dumps(value))
+
+
 @contextlib.contextmanager
-def fast_predictions(tasks: list[Any]) -> Iterator[None]:
+def fast_predictions(tasks: list[Any], kept: dict[str, Any] | None = None) -> Iterator[None]:
     """Each task's prediction writes go through save_task_predictions while the block runs
     (an instance attribute, which mteb's ``self._save_task_predictions(...)`` finds first);
-    a task whose class overrides mteb's method keeps its own."""
+    a task whose class overrides mteb's method keeps its own (and writes its file). With
+    ``kept``, the predictions stay in that dict instead of a file."""
     from mteb.abstasks.abstask import AbsTask
 
     patched = [
@@ -154,7 +187,7 @@ def fast_predictions(tasks: list[Any]) -> Iterator[None]:
         and "_save_task_predictions" not in vars(t)
     ]
     for task in patched:
-        task._save_task_predictions = functools.partial(save_task_predictions, task)
+        task._save_task_predictions = functools.partial(save_task_predictions, task, kept=kept)
     try:
         yield
     finally:

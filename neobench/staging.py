@@ -68,6 +68,7 @@ def evaluate_staged(
     staging = mteb.ResultCache(staging_root)
     staged = staging.get_task_result_path(name, meta)
     raw = staging_root / MTEB_PREDICTIONS if predictions and _has_units(task) else None
+    kept: dict[str, Any] = {}  # task name -> its predictions, as the prediction file holds them
     try:
         staged.parent.mkdir(parents=True, exist_ok=True)
         if final.is_file():  # mteb completes a task from its earlier splits
@@ -77,7 +78,9 @@ def evaluate_staged(
             _data_kept(task, raw is not None),
             mteb_timing(),
             listed_columns(),  # datasets 5's lazy columns, one conversion each (see fastdata)
-            fast_predictions(expand([task])),  # mteb's prediction files, by the C JSON encoder
+            # mteb's predictions kept in memory for the units (the file in staging was only
+            # ever read back by them); a task with its own writer writes its file as before.
+            fast_predictions(expand([task]), kept),
         ):
             warnings.filterwarnings("ignore", message=".*superseded.*")
             outcome = mteb.evaluate(
@@ -90,7 +93,7 @@ def evaluate_staged(
                 show_progress_bar=False,
             )
             with stage("units"):
-                text = _units_text(task, raw, outcome.task_results) if raw else None
+                text = _units_text(task, raw, kept, outcome.task_results) if raw else None
         with stage("writing"):
             final.parent.mkdir(parents=True, exist_ok=True)
             # Side files first: the task file is what marks the task done.
@@ -147,12 +150,14 @@ def _data_kept(task: AbsTask, keep: bool) -> Iterator[None]:
                 leaf.unload_data()
 
 
-def _units_text(task: AbsTask, raw: Path, result: list[TaskResult]) -> str | None:
+def _units_text(
+    task: AbsTask, raw: Path, kept: dict[str, Any], result: list[TaskResult]
+) -> str | None:
     """The task's units as JSON, checked to give mteb's main score; a failure (a bug, a type
     whose predictions mteb saves differently) costs the units, never the result."""
     name = task.metadata.name
     try:
-        built = units.build(task, _read_predictions(task, raw), task.metadata.main_score)
+        built = units.build(task, _read_predictions(task, raw, kept), task.metadata.main_score)
         # mteb's in-memory score (the file's is rounded); its mean over (split, subset) is the
         # mean over the units' parts.
         ours, mtebs = units.main_score(built), float(result[0].get_score())
@@ -170,12 +175,14 @@ def _units_text(task: AbsTask, raw: Path, result: list[TaskResult]) -> str | Non
         return None
 
 
-def _read_predictions(task: AbsTask, raw: Path) -> dict[str, Any]:
+def _read_predictions(task: AbsTask, raw: Path, kept: dict[str, Any]) -> dict[str, Any]:
     """mteb's predictions file of the task ({subset: {split: ...}}). An aggregate has none of its
     own: its sub-tasks' files, keyed by sub-task name, are what its units are built from."""
     subtasks = getattr(task, "tasks", None)
     if subtasks:
-        return {t.metadata.name: _read_predictions(t, raw) for t in subtasks}
+        return {t.metadata.name: _read_predictions(t, raw, kept) for t in subtasks}
+    if task.metadata.name in kept:
+        return kept[task.metadata.name]
     path = raw / task.prediction_file_name
     if not path.is_file():
         raise FileNotFoundError(f"mteb saved no predictions for {task.metadata.name} ({path})")

@@ -148,26 +148,34 @@ def test_mteb_scores_and_prediction_files_unchanged(name, prepare, mirror, tmp_p
     file byte for byte, stock vs inside listed_columns() and fast_predictions()."""
     model = mteb.get_model("mteb/baseline-random-encoder")
 
-    def run(fast: bool):
+    def run(fast: bool, kept: dict | None = None):
         task = _loaded(name, mirror)
         if prepare is not None:
             prepare(task)
-        folder = tmp_path / ("fast" if fast else "stock")
+        folder = tmp_path / ("stock" if not fast else "kept" if kept is not None else "fast")
         with ExitStack() as stack:
             if fast:
                 stack.enter_context(listed_columns())
-                stack.enter_context(fast_predictions([task]))
+                stack.enter_context(fast_predictions([task], kept))
             result = mteb.evaluate(
                 model, [task], cache=None, prediction_folder=folder, show_progress_bar=False
             ).task_results[0]
         assert "_save_task_predictions" not in vars(task)  # the instance is left as it was
-        file = (folder / task.prediction_file_name).read_bytes()
-        return json.dumps(result.scores, sort_keys=True), file
+        path = folder / task.prediction_file_name
+        written = path.read_bytes() if path.exists() else None
+        return json.dumps(result.scores, sort_keys=True), written
 
     stock_scores, stock_file = run(False)
     fast_scores, fast_file = run(True)
     assert fast_scores == stock_scores
     assert fast_file == stock_file
+    # Kept in memory instead: no file, and exactly what json.load reads from stock's file.
+    kept: dict = {}
+    kept_scores, no_file = run(True, kept)
+    assert kept_scores == stock_scores and no_file is None
+    assert json.dumps(kept[name], sort_keys=True) == json.dumps(
+        json.loads(stock_file), sort_keys=True
+    )
 
 
 def test_prediction_file_identical_to_mteb_s_writer(tmp_path):
@@ -189,6 +197,23 @@ def test_prediction_file_identical_to_mteb_s_writer(tmp_path):
                 writer(task, rankings, model, folder, hf_split="test", hf_subset=subset)
     name = task.prediction_file_name
     assert (tmp_path / "fast" / name).read_bytes() == (tmp_path / "stock" / name).read_bytes()
+
+
+def test_json_copy_is_a_json_round_trip():
+    from neobench.fastdata import json_copy
+
+    value = {
+        "a": (1, 2.5, float("nan")),
+        "b": {"x": np.float64(0.1), "y": [True, None, "s"]},
+        "c": {1: "int key", None: 2},
+        "d": [3, (0.5, np.float64(2.0))],
+    }
+    copy = json_copy(value)
+    assert json.dumps(copy) == json.dumps(json.loads(json.dumps(value)))
+    ranking = {"q": {"d1": 0.5, "d2": 0.25}}
+    copied = json_copy(ranking)
+    copied["q"].pop("d1")  # mteb drops identical ids from its rankings after saving them
+    assert ranking == {"q": {"d1": 0.5, "d2": 0.25}}
 
 
 def test_fast_predictions_reach_an_aggregate_s_sub_tasks_and_are_undone():

@@ -229,7 +229,7 @@ def test_aggregate_units_give_mteb_s_aggregate(tiny_bert, mirror, tmp_path):
     ).task_results[0]
     assert result.task_name == task.metadata.name
     assert not (folder / task.prediction_file_name).exists()  # mteb saves the subtasks' only
-    text = staging._units_text(task, folder, [result])  # as `neobench eval` saves them
+    text = staging._units_text(task, folder, {}, [result])  # as `neobench eval` saves them
     assert text is not None
     path = units.path_for(tmp_path / "results", task.metadata.name)
     path.parent.mkdir(parents=True)
