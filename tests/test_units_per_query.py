@@ -32,7 +32,7 @@ def scifact(mirror) -> tuple[retrieval.Qrels, retrieval.Run, list[int]]:
     mirror_mod.point_tasks_at_mirror([task], Path(mirror).resolve(), "MTEB(eng, v1)")
     task.load_data()
     qrels = retrieval._qrels(task, "default", "test")
-    corpus = task.dataset["default"]["test"]["corpus"]["id"]
+    corpus = task.dataset["default"]["test"]["corpus"]["id"][:]  # a list (datasets 5: a Column)
     rng = np.random.default_rng(0)
     run: retrieval.Run = {}
     for n, qid in enumerate(qrels):
