@@ -76,7 +76,10 @@ class Chunk:
 def tokenize(model: Any, texts: list[str], prompt: str | None) -> Chunk:
     """``texts`` tokenised as sentence-transformers would, ready to cut into batches."""
     with stage("tokenize"):
-        out = model.preprocess(texts, prompt=prompt or None, processing_kwargs=UNPADDED_LISTS)
+        try:
+            out = model.preprocess(texts, prompt=prompt or None, processing_kwargs=UNPADDED_LISTS)
+        except TypeError:  # an input module whose preprocess takes no processing_kwargs
+            return _stock(model, texts, prompt)
         chunk = _ragged(model.tokenizer, out, len(texts))
         if chunk is None:
             chunk = _stock(model, texts, prompt)

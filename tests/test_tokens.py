@@ -65,6 +65,20 @@ def test_unknown_per_token_keys_take_the_stock_path(model, texts, monkeypatch):
     assert torch.equal(chunk.features(rows)["input_ids"], stock["input_ids"])
 
 
+def test_a_preprocess_without_processing_kwargs_takes_the_stock_path(model, texts, monkeypatch):
+    original = model.preprocess
+
+    def older(batch, prompt=None):  # an input module that knows no processing_kwargs
+        return original(batch, prompt=prompt)
+
+    monkeypatch.setattr(model, "preprocess", older)
+    chunk = tokens.tokenize(model, texts[:10], "query: ")
+    assert chunk.stock
+    rows = np.array([2, 7])
+    stock = original([texts[i] for i in rows], prompt="query: ")
+    assert torch.equal(chunk.features(rows)["input_ids"], stock["input_ids"])
+
+
 def test_chunks_are_tokenised_in_a_worker_one_ahead(model, texts):
     """Several chunks: tokenised in another thread, handed over in order; the clock counts the
     worker's time as tokenisation (busy) and the consumer's waiting apart."""
