@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from neobench.bench import default_model
 from neobench.stages import StageClock
 
 if TYPE_CHECKING:
@@ -219,7 +220,7 @@ def _eval_config(cmd: BenchHostCommand, results: Path, no_cache: bool) -> Any:
     from neobench.config import EvalConfig
 
     return EvalConfig(
-        model=cmd.model or _default_model(),
+        model=cmd.model or default_model(),
         tasks=list(cmd.tasks),
         benchmark=cmd.benchmark,
         data_dir=cmd.data_dir,
@@ -393,7 +394,7 @@ def to_json(runs: list[HostRun], cmd: BenchHostCommand) -> str:
         **first,
         "runs": [r.summary() for r in runs],
         "settings": {
-            "model": cmd.model or _default_model(),
+            "model": cmd.model or default_model(),
             "tasks": list(cmd.tasks),
             "benchmark": cmd.benchmark,
             "device": cmd.device,
@@ -403,9 +404,3 @@ def to_json(runs: list[HostRun], cmd: BenchHostCommand) -> str:
         "environment": record.environment(),
     }
     return json.dumps(payload, indent=2, default=str) + "\n"
-
-
-def _default_model() -> str:
-    from neobench.bench import default_model
-
-    return default_model()

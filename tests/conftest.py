@@ -41,6 +41,15 @@ def minilm() -> Path:
 
 
 @pytest.fixture(scope="session")
+def minilm_model(minilm):
+    """The packaged all-MiniLM-L6-v2 as a SentenceTransformer on the CPU, loaded once (tests that
+    change it use monkeypatch, which puts it back)."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(minilm), device="cpu")
+
+
+@pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory, minilm) -> Path:
     """A 2-layer, 32-dim BERT with MiniLM's real tokenizer, saved as a plain HF folder."""
     import torch

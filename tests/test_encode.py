@@ -3,7 +3,6 @@
 import numpy as np
 import pandas as pd
 import pytest
-from sentence_transformers import SentenceTransformer
 
 from neobench.cli import main
 from neobench.encode import EmbeddingCache, FastEncoder
@@ -11,8 +10,8 @@ from neobench.tokens import token_budget_batches
 
 
 @pytest.fixture(scope="module")
-def model(minilm):
-    return SentenceTransformer(str(minilm), device="cpu")
+def model(minilm_model):
+    return minilm_model
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from sentence_transformers import SentenceTransformer
 
 from neobench import tokens
 from neobench.stages import StageClock, stage
 
 
 @pytest.fixture(scope="module")
-def model(minilm):
-    return SentenceTransformer(str(minilm), device="cpu")
+def model(minilm_model):
+    return minilm_model
 
 
 @pytest.fixture(scope="module")
