@@ -19,7 +19,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from neobench import bench, config
+from neobench.bench import encode as bench
+from neobench.protocol import config
 
 
 def main() -> int:

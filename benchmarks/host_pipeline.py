@@ -21,7 +21,7 @@ import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from neobench.cli import main
+from neobench.cli.main import main
 
 if __name__ == "__main__":
     if {"-h", "--help"} & set(sys.argv[1:]):

@@ -16,8 +16,10 @@ import time
 
 import torch
 
-import neobench  # noqa: F401 -- registers "neobert"
+from neobench.models import register
 from neobench.models.neobert import NeoBERT, NeoBERTConfig
+
+register()  # model_type "neobert" for transformers' Auto classes
 
 SIZES = {
     "tiny": {

@@ -3,7 +3,7 @@
 Both searches get the same precomputed float32 embeddings (encoding is measured by
 encode_throughput.py), so the figure is the scoring and merging alone: mteb's
 `chunked_full_corpus_search` (its SearchEncoderWrapper's full-corpus path: similarity per 50,000
-document chunk, `torch.topk(k + 1)`, a Python heap per query) against `neobench.search.top_k`.
+document chunk, `torch.topk(k + 1)`, a Python heap per query) against `neobench.encoder.search.top_k`.
 The embeddings are random unit vectors of a real model's width; the retrieved lists are compared.
 
     python benchmarks/search_throughput.py --queries 2000 --docs 200000
@@ -37,7 +37,7 @@ def main() -> int:
     from mteb.types import PromptType
     from sentence_transformers.util import cos_sim
 
-    from neobench.search import top_k
+    from neobench.encoder.search import top_k
 
     g = torch.Generator().manual_seed(0)
     queries = torch.nn.functional.normalize(torch.randn(args.queries, args.dim, generator=g), dim=1)

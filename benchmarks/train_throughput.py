@@ -24,8 +24,8 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 def neobench_run(
     model: str, data_dir: str, steps: int, batch: int, length: int, device: str
 ) -> float:
-    from neobench.finetune import FinetuneConfig, finetune
-    from neobench.train_log import read_curve
+    from neobench.train.finetune import FinetuneConfig, finetune
+    from neobench.train.telemetry import read_curve
 
     out = Path(tempfile.mkdtemp()) / "neobench"
     finetune(
@@ -60,7 +60,7 @@ def stock_run(
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from transformers import TrainerCallback
 
-    from neobench.train_log import TokenCountingCollator
+    from neobench.train.telemetry import TokenCountingCollator
 
     frame = pd.read_parquet(Path(data_dir) / "snli_triplets_dev_test.parquet")
     data = Dataset.from_pandas(frame[["query", "positive", "negative"]], preserve_index=False)

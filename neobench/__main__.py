@@ -1,5 +1,5 @@
 import sys
 
-from neobench.cli import main
+from neobench.cli.main import main
 
 sys.exit(main())

@@ -23,12 +23,12 @@ import torch
 from conftest import SHARED
 from sentence_transformers import SentenceTransformer
 
-from neobench.cli import main
-from neobench.encode import FastEncoder
-from neobench.errors import NeobenchError
-from neobench.evaluate import EvalConfig, run_eval
-from neobench.finetune import FinetuneConfig, finetune
-from neobench.model import load_model
+from neobench.cli.main import main
+from neobench.core.errors import NeobenchError
+from neobench.encoder.encode import FastEncoder
+from neobench.evaluate.runner import EvalConfig, run_eval
+from neobench.models.load import load_model
+from neobench.train.finetune import FinetuneConfig, finetune
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NOMIC_CODE = FIXTURES / "nomic_bert" / "modeling_nomic_bert.py"

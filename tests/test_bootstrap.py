@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from neobench import bootstrap, units
-from neobench.errors import NeobenchError
-from neobench.units import Part, TaskUnits, TypeSpec
+from neobench.core.errors import NeobenchError
+from neobench.evaluate import units
+from neobench.evaluate.units import Part, TaskUnits, TypeSpec
+from neobench.report import bootstrap
 
 
 def _mean(data, idx, _main):

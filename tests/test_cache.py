@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from mteb.results import TaskResult
 
-from neobench import cache as cache_module
-from neobench.cache import CACHE_FILE, READ_ENV, EmbeddingCache
-from neobench.cli import main
-from neobench.encode import FastEncoder
-from neobench.errors import NeobenchError
-from neobench.evaluate import EvalConfig, Reporter, run_eval
-from neobench.record import read_card
+from neobench.cli.main import main
+from neobench.core.cards import read_card
+from neobench.core.errors import NeobenchError
+from neobench.encoder import cache as cache_module
+from neobench.encoder.cache import CACHE_FILE, READ_ENV, EmbeddingCache
+from neobench.encoder.encode import FastEncoder
+from neobench.evaluate.runner import EvalConfig, Reporter, run_eval
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,7 @@ def encoding_record(root: Path) -> dict:
 
 
 def cache_warnings(caplog) -> str:
-    return " ".join(r.getMessage() for r in caplog.records if r.name == "neobench.cache")
+    return " ".join(r.getMessage() for r in caplog.records if r.name == "neobench.encoder.cache")
 
 
 def assert_no_traceback(output: str, caplog) -> None:
@@ -365,7 +365,7 @@ def test_a_damaged_or_missing_cache_of_another_job_is_skipped_with_one_warning(
     assert_no_traceback(output, caplog)
     assert f"{BIOSSES_TEXTS} encoded" in " ".join(output.split())
     assert biosses_score(tmp_path) == healthy[1]
-    warnings = [r for r in caplog.records if r.name == "neobench.cache"]
+    warnings = [r for r in caplog.records if r.name == "neobench.encoder.cache"]
     assert len(warnings) == 1 and str(job_a / CACHE_FILE) in warnings[0].getMessage()
     assert "left unchanged" in warnings[0].getMessage()
     assert encoding_record(tmp_path)["cache_warnings"] == [warnings[0].getMessage()]

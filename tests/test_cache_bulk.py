@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from neobench import cache as cache_module
-from neobench.cache import CACHE_FILE, EmbeddingCache, vector_digest
+from neobench.encoder import cache as cache_module
+from neobench.encoder.cache import CACHE_FILE, EmbeddingCache, vector_digest
 
 STS_TEST = Path("mteb/stsbenchmark-sts/data/test-00000-of-00001.parquet")
 FINGERPRINT = "sentence-transformers/all-MiniLM-L6-v2@abc123"

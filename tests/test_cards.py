@@ -14,13 +14,13 @@ import yaml
 from mteb.models.model_meta import ModelMeta
 from mteb.results import TaskResult
 
-from neobench import record
-from neobench.cli import main
-from neobench.errors import NeobenchError
-from neobench.evaluate import check_same_conditions
-from neobench.record import EvalCard, EvalConditions, read_eval_card, write_eval_card
-from neobench.results import UNKNOWN, load_runs
-from neobench.tasks import load_benchmark, select_tasks
+from neobench.cli.main import main
+from neobench.core import cards as record
+from neobench.core.cards import EvalCard, EvalConditions, read_eval_card, write_eval_card
+from neobench.core.errors import NeobenchError
+from neobench.core.runs import UNKNOWN, load_runs
+from neobench.evaluate.runner import check_same_conditions
+from neobench.protocol.tasks import load_benchmark, select_tasks
 
 # A card as `neobench eval` wrote it before the card was typed (a real one, from a BIOSSES run
 # of all-MiniLM-L6-v2 on CPU; host-specific paths shortened). Key order is that of the file.

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from neobench.cli import main
+from neobench.cli.main import main
 
 
 def run(capsys, *argv) -> tuple[int, str]:
@@ -181,7 +181,7 @@ def test_missing_aggregate_points_prefetch_at_the_benchmark_task(capsys, eval_ar
 def test_help_names_every_config_field_with_its_default(command, cls, capsys):
     import dataclasses
 
-    from neobench import config
+    from neobench.protocol import config
 
     with pytest.raises(SystemExit):
         main([command, "--help"])
@@ -197,8 +197,8 @@ def test_help_names_every_config_field_with_its_default(command, cls, capsys):
 
 
 def test_parsed_defaults_are_the_config_defaults():
-    from neobench import config, flags
-    from neobench.cli import parse_args
+    from neobench.cli.main import flags, parse_args
+    from neobench.protocol import config
 
     args = parse_args(["eval", "--model", "m"])
     assert flags.config_from_args(config.EvalConfig, args) == config.EvalConfig(model="m")
@@ -214,8 +214,8 @@ def test_a_new_field_becomes_a_flag(capsys):
     import argparse
     import dataclasses
 
-    from neobench import flags
-    from neobench.config import opt
+    from neobench.cli import flags
+    from neobench.protocol.config import opt
 
     @dataclasses.dataclass(kw_only=True)
     class Throwaway:
@@ -263,7 +263,7 @@ def _neobench(*argv, tmp_path, **kwargs):
 def test_ls_tasks_redirected_prints_whole_names(tmp_path):
     code, out, _ = _neobench("ls", "tasks", tmp_path=tmp_path)
     assert code == 0 and "…" not in out
-    from neobench import listing
+    from neobench.protocol import listing
 
     names = {line.split()[0] for line in out.splitlines()[2:]}
     assert names == {row[0] for row in listing.tasks("MTEB(eng, v1)").rows}
@@ -272,7 +272,7 @@ def test_ls_tasks_redirected_prints_whole_names(tmp_path):
 
 
 def test_listings_are_the_library_records_the_cli_prints(capsys):
-    from neobench import listing
+    from neobench.protocol import listing
 
     tasks = listing.tasks("MTEB(eng, v1)")
     assert tasks.title == "MTEB(eng, v1): 56 tasks" and len(tasks.rows) == 56
@@ -296,7 +296,7 @@ def test_long_path_in_an_error_stays_on_one_line(tmp_path):
 def test_warnings_in_a_log_file_are_plain_whole_lines(tmp_path):
     path = "/" + "/".join(f"a-rather-long-folder-name-{i}" for i in range(6))
     script = (
-        "import logging; from neobench import cli; cli._quiet_libraries(False); "
+        "import logging; from neobench.cli import main as cli; cli._quiet_libraries(False); "
         f"logging.getLogger('neobench.x').warning('nothing found in %s', {path!r})"
     )
     with (tmp_path / "err.log").open("w") as stderr:
@@ -305,8 +305,8 @@ def test_warnings_in_a_log_file_are_plain_whole_lines(tmp_path):
 
 
 def test_table_format_and_roots_are_library_functions(tmp_path):
-    from neobench.errors import NeobenchError
-    from neobench.render import output_format
+    from neobench.core.errors import NeobenchError
+    from neobench.report.render.table import output_format
 
     assert output_format(None, str(tmp_path / "t.tex"), None) == "latex"
     assert output_format("csv", None, None) == "csv" and output_format(None, None, None) == "rich"

@@ -9,9 +9,9 @@ import pytest
 from mteb.models.model_meta import ModelMeta
 from mteb.results import TaskResult
 
-from neobench import units
-from neobench.cli import main
-from neobench.units import Part, TaskUnits, TypeSpec
+from neobench.cli.main import main
+from neobench.evaluate import units
+from neobench.evaluate.units import Part, TaskUnits, TypeSpec
 
 TASKS = ["SciFact", "ArguAna", "NFCorpus"]
 
@@ -22,7 +22,7 @@ def _mean(data, idx, _main):
 
 @pytest.fixture(autouse=True)
 def _retrieval_as_mean(monkeypatch):
-    # Retrieval units are per-query values whose mean is the main score (neobench/units).
+    # Retrieval units are per-query values whose mean is the main score (neobench/evaluate/units).
     monkeypatch.setattr(units, "registry", lambda: {"Retrieval": TypeSpec("query", None, _mean)})
 
 
@@ -124,7 +124,7 @@ def test_different_tasks_or_items_are_refused(tmp_path, capsys):
 
 
 def test_models_evaluated_under_different_conditions_are_refused(root, tmp_path, capsys):
-    from neobench import record
+    from neobench.core import cards as record
 
     for name, length in (("org__base", 512), ("org__worse", 256)):
         folder = next(root.rglob(f"{name}/r1"))

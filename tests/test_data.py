@@ -4,9 +4,9 @@ import pandas as pd
 import pytest
 from conftest import SHARED
 
-from neobench.data import build_dataset, extract
-from neobench.errors import NeobenchError
-from neobench.manifest import Row, load_manifest
+from neobench.core.errors import NeobenchError
+from neobench.protocol.data import build_dataset, extract
+from neobench.protocol.manifest import Row, load_manifest
 
 
 def test_column_expressions():

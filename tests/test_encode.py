@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from neobench.cli import main
-from neobench.encode import EmbeddingCache, FastEncoder
-from neobench.tokens import token_budget_batches
+from neobench.cli.main import main
+from neobench.encoder.encode import EmbeddingCache, FastEncoder
+from neobench.encoder.tokens import token_budget_batches
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def test_bench_encode_prints_both_rates_and_the_ratio(tiny_bert, mirror, capsys)
 def test_chunked_tokenization_gives_the_same_embeddings(model, texts, monkeypatch, padding_side):
     """Texts are tokenized once per chunk and batches cut from it (right padding), or
     re-tokenized per batch when the tokenizer pads on the left."""
-    import neobench.encode as encode
+    import neobench.encoder.encode as encode
 
     monkeypatch.setattr(encode, "TOKENIZE_CHUNK", 48)  # four chunks
     monkeypatch.setattr(model.tokenizer, "padding_side", padding_side)

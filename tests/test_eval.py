@@ -6,8 +6,8 @@ import mteb
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from neobench.errors import NeobenchError
-from neobench.evaluate import EvalConfig, run_eval
+from neobench.core.errors import NeobenchError
+from neobench.evaluate.runner import EvalConfig, run_eval
 
 # Official MTEB leaderboard main score of sentence-transformers/all-MiniLM-L6-v2 (test split).
 OFFICIAL_STSBENCHMARK = 0.8203
@@ -41,7 +41,7 @@ class EncodeSpy:
     """Records the prompt of every embed call and counts texts that reach the network."""
 
     def __init__(self, monkeypatch):
-        from neobench.encode import FastEncoder
+        from neobench.encoder.encode import FastEncoder
 
         self.prompts: list[str | None] = []
         self.texts = 0
@@ -162,7 +162,7 @@ def test_a_random_model_is_significantly_worse_than_minilm(
     finds nothing between MiniLM and itself evaluated again under another name."""
     import json
 
-    from neobench.cli import main
+    from neobench.cli.main import main
 
     results = tmp_path / "copy"
     shutil.copytree(first_run[0], results)

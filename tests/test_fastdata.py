@@ -1,4 +1,4 @@
-"""neobench.fastdata and neobench.mtebtexts give mteb's own values, on the mirror's real data.
+"""neobench.evaluate.fastdata and neobench.evaluate.mtebtexts give mteb's own values, on the mirror's real data.
 
 Each shortcut is checked against the stock path it replaces: datasets' row-by-row Column,
 mteb's prediction writer, mteb's data loaders (SciFact, ArguAna, Banking77), and whole mteb
@@ -23,9 +23,14 @@ from mteb.abstasks.abstask import AbsTask
 from mteb.types import PromptType
 from torch.utils.data import DataLoader
 
-from neobench import mirror as mirror_mod
-from neobench.fastdata import fast_predictions, listed, listed_columns, save_task_predictions
-from neobench.mtebtexts import document_texts, loader_texts, query_texts
+from neobench.evaluate.fastdata import (
+    fast_predictions,
+    listed,
+    listed_columns,
+    save_task_predictions,
+)
+from neobench.evaluate.mtebtexts import document_texts, loader_texts, query_texts
+from neobench.protocol import mirror as mirror_mod
 
 BENCHMARK = "MTEB(eng, v1)"
 STOCK_ITER = Column.__iter__
@@ -200,7 +205,7 @@ def test_prediction_file_identical_to_mteb_s_writer(tmp_path):
 
 
 def test_json_copy_is_a_json_round_trip():
-    from neobench.fastdata import json_copy
+    from neobench.evaluate.fastdata import json_copy
 
     value = {
         "a": (1, 2.5, float("nan")),
@@ -217,7 +222,7 @@ def test_json_copy_is_a_json_round_trip():
 
 
 def test_fast_predictions_reach_an_aggregate_s_sub_tasks_and_are_undone():
-    from neobench.instructions import expand
+    from neobench.protocol.instructions import expand
 
     aggregate = mteb.get_task("CQADupstackRetrieval")
     leaves = expand([aggregate])

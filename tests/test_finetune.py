@@ -15,12 +15,12 @@ import yaml
 from conftest import SHARED
 from sentence_transformers import SentenceTransformer
 
-from neobench import recipe as recipe_module
-from neobench import record
-from neobench.errors import NeobenchError
-from neobench.finetune import FinetuneConfig, finetune, resolve_recipe
-from neobench.train_log import TokenCountingCollator, read_curve
-from neobench.validate import validate_all
+from neobench.core import cards as record
+from neobench.core.errors import NeobenchError
+from neobench.protocol import recipe as recipe_module
+from neobench.protocol.validate import validate_all
+from neobench.train.finetune import FinetuneConfig, finetune, resolve_recipe
+from neobench.train.telemetry import TokenCountingCollator, read_curve
 
 FINETUNE_DATA = SHARED / "data" / "finetune"
 TINY = ["manifest=sample-local", "max_seq_length=64", "checkpoint_every=100"]
@@ -315,7 +315,7 @@ def test_smoke_minilm_on_real_pairs_and_triplets(tmp_path, minilm, mirror):
         assert field in card
     assert (out / "neobench_loss_curve.png").stat().st_size > 5_000
 
-    from neobench.evaluate import EvalConfig, run_eval
+    from neobench.evaluate.runner import EvalConfig, run_eval
 
     result = run_eval(
         EvalConfig(

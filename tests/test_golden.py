@@ -23,7 +23,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from neobench.cli import main
+from neobench.cli.main import main
 
 GOLDEN = Path(__file__).parent / "golden"
 FREEZE = os.environ.get("NEOBENCH_FREEZE_GOLDEN") == "1"

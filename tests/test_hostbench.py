@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from neobench import stages
-from neobench.cli import main
+from neobench.cli.main import main
+from neobench.core import stages
 
 
 class FakeTime:

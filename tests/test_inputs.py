@@ -14,7 +14,7 @@ import time
 import pytest
 import yaml
 
-from neobench.cli import main, parse_args
+from neobench.cli.main import main, parse_args
 
 
 def run(capsys, *argv) -> tuple[int, str]:
@@ -232,8 +232,8 @@ def test_output_that_is_a_file(capsys, minilm, tmp_path):
 def test_a_run_that_failed_before_any_checkpoint_can_be_started_again(tiny_bert, tmp_path):
     from test_finetune import TINY, config
 
-    from neobench.errors import NeobenchError
-    from neobench.finetune import finetune
+    from neobench.core.errors import NeobenchError
+    from neobench.train.finetune import finetune
 
     out = tmp_path / "out"
     small = [*TINY[:2], "datasets=SNLI", "batch_size=8", "checkpoint_every=100"]
@@ -254,7 +254,7 @@ def test_run_settings_written_by_a_concurrent_shard_are_kept(tiny_bert, mirror, 
     """Another shard adds its entry to run_settings.jsonl while this task runs: both survive."""
     from mteb.results.task_result import _read_run_settings_from_file, _write_and_merge_keyed_json
 
-    from neobench.evaluate import EvalConfig, Reporter, run_eval
+    from neobench.evaluate.runner import EvalConfig, Reporter, run_eval
 
     res = tmp_path / "res"
 

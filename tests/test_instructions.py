@@ -3,8 +3,8 @@ import pytest
 from mteb.models.abs_encoder import get_prompt_name
 from mteb.types import PromptType
 
-from neobench.errors import NeobenchError
-from neobench.instructions import (
+from neobench.core.errors import NeobenchError
+from neobench.protocol.instructions import (
     all_mteb_task_names,
     expand,
     list_profiles,

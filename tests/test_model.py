@@ -2,8 +2,8 @@ import time
 
 import pytest
 
-from neobench.errors import NeobenchError
-from neobench.model import fingerprint, load_model, parse_max_seq_length
+from neobench.core.errors import NeobenchError
+from neobench.models.load import fingerprint, load_model, parse_max_seq_length
 
 
 def test_plain_encoder_becomes_transformer_plus_mean_pooling(tiny_bert):

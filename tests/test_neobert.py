@@ -5,8 +5,10 @@ import torch
 from conftest import SHARED
 from safetensors.torch import load_file
 
-import neobench  # noqa: F401 -- registers model_type "neobert"
+from neobench.models import register
 from neobench.models.neobert import NeoBERT, NeoBERTConfig, varlen_reference
+
+register()  # model_type "neobert" for transformers' Auto classes
 
 FIXTURE = SHARED / "fixtures" / "neobert-tiny"
 TOL = {"atol": 1e-5, "rtol": 1e-4}
@@ -148,8 +150,8 @@ def tiny_neobert(tmp_path_factory):
 
 @pytest.mark.slow
 def test_finetune_and_eval_a_tiny_neobert_on_cpu(tiny_neobert, tmp_path, mirror):
-    from neobench.evaluate import EvalConfig, run_eval
-    from neobench.finetune import FinetuneConfig, finetune
+    from neobench.evaluate.runner import EvalConfig, run_eval
+    from neobench.train.finetune import FinetuneConfig, finetune
 
     out = tmp_path / "tuned"
     summary = finetune(

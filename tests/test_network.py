@@ -23,8 +23,8 @@ def online(monkeypatch):
 
 
 def test_prefetch_then_verify_offline(online, tmp_path):
-    from neobench import mirror
-    from neobench.tasks import load_benchmark, select_tasks
+    from neobench.protocol import mirror
+    from neobench.protocol.tasks import load_benchmark, select_tasks
 
     tasks = select_tasks(load_benchmark("MTEB(eng, v1)"), ["BIOSSES"])
     lock = mirror.prefetch(tasks, tmp_path)
@@ -34,7 +34,7 @@ def test_prefetch_then_verify_offline(online, tmp_path):
 
 
 def test_hub_model_id_loads_at_a_recorded_commit(online):
-    from neobench.model import load_model
+    from neobench.models.load import load_model
 
     loaded = load_model("sentence-transformers/all-MiniLM-L6-v2", device="cpu")
     assert len(loaded.revision) == 40 and loaded.source == "hub"

@@ -7,15 +7,16 @@ import shutil
 import pytest
 from mteb.models import ModelMeta
 
-from neobench import overlap, record
-from neobench.cli import main
-from neobench.compare import compare
-from neobench.errors import NeobenchError
-from neobench.evaluate import EvalConfig, run_eval
-from neobench.finetune import FinetuneConfig, finetune
-from neobench.results import load_roots
-from neobench.table import leaderboard
-from neobench.tasks import load_benchmark, select_tasks
+from neobench.cli.main import main
+from neobench.core import cards as record
+from neobench.core.errors import NeobenchError
+from neobench.core.runs import load_roots
+from neobench.evaluate.runner import EvalConfig, run_eval
+from neobench.protocol import overlap
+from neobench.protocol.tasks import load_benchmark, select_tasks
+from neobench.report.compare import compare
+from neobench.report.table import leaderboard
+from neobench.train.finetune import FinetuneConfig, finetune
 
 BENCHMARK = "MTEB(eng, v1)"
 TASKS = ["STSBenchmark", "BIOSSES"]

@@ -12,12 +12,13 @@ import pytest
 from mteb.models.model_meta import ModelMeta
 from mteb.results import TaskResult
 
-from neobench import forest, units
-from neobench.cli import main
-from neobench.errors import NeobenchError
-from neobench.render import plot, to_csv, to_latex, to_markdown
-from neobench.table import AVG, leaderboard
-from neobench.units import Part, TaskUnits, TypeSpec
+from neobench.cli.main import main
+from neobench.core.errors import NeobenchError
+from neobench.evaluate import units
+from neobench.evaluate.units import Part, TaskUnits, TypeSpec
+from neobench.report.render import forest
+from neobench.report.render.table import plot, to_csv, to_latex, to_markdown
+from neobench.report.table import AVG, leaderboard
 
 TASKS = ["SciFact", "ArguAna", "NFCorpus"]  # 3 of the 15 Retrieval tasks: a partial column
 
@@ -86,7 +87,7 @@ def test_panels_hold_points_intervals_and_styles(ci_table):
         assert point.low is not None and point.low <= point.value <= point.high
     assert (base.style, worse.style) == ("baseline", "below")
     assert retrieval.baseline == base.value
-    # org/two holds 2 of the 3 tasks: every computed row is averaged over those 2 (neobench/table)
+    # org/two holds 2 of the 3 tasks: every computed row is averaged over those 2 (neobench/report/table)
     assert (base.partial, two.partial) == ("2/15", "2/15")  # partial: drawn hollow with k/n
     paper = [retrieval.points[i] for i, row in enumerate(ci_table.rows) if row.quoted]
     assert len(paper) == 10

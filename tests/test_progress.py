@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from conftest import SHARED
 from rich.console import Console
 
-from neobench.progress import EvalProgress, StepProgress, task_line
+from neobench.cli.progress import EvalProgress, StepProgress, task_line
 
 
 def wait_for(log, text, child, timeout=180.0) -> str:

@@ -13,13 +13,15 @@ from conftest import SHARED
 from mteb.models.model_meta import ModelMeta
 from mteb.results import TaskResult
 
-from neobench import bootstrap, record, units
-from neobench.cli import main
-from neobench.config import FinetuneConfig
-from neobench.errors import NeobenchError
-from neobench.finetune import seed_configs
-from neobench.record import EvalCard, EvalModel
-from neobench.units import Part, TaskUnits, TypeSpec
+from neobench.cli.main import main
+from neobench.core import cards as record
+from neobench.core.cards import EvalCard, EvalModel
+from neobench.core.errors import NeobenchError
+from neobench.evaluate import units
+from neobench.evaluate.units import Part, TaskUnits, TypeSpec
+from neobench.protocol.config import FinetuneConfig
+from neobench.report import bootstrap
+from neobench.train.finetune import seed_configs
 
 FINETUNE_DATA = SHARED / "data" / "finetune"
 TINY = ["manifest=sample-local", "datasets=STSB", "max_seq_length=64", "checkpoint_every=100"]

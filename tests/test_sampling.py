@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from torch.utils.data import BatchSampler, ConcatDataset, SequentialSampler
 
-from neobench.sampling import AlphaBatchSampler, draw, probabilities, schedule
+from neobench.train.sampling import AlphaBatchSampler, draw, probabilities, schedule
 
 
 def test_frequencies_match_size_to_the_alpha():

@@ -12,9 +12,9 @@ import mteb
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from neobench import mirror as mirror_mod
-from neobench import units
-from neobench.cli import main
+from neobench.cli.main import main
+from neobench.evaluate import units
+from neobench.protocol import mirror as mirror_mod
 
 
 def _neobench_vs_stock(task_name: str, model_dir: Path, mirror: Path, tmp_path: Path) -> None:

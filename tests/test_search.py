@@ -7,10 +7,10 @@ from mteb.models.search_wrappers import SearchEncoderWrapper
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.util import cos_sim
 
-from neobench import mirror as mirror_mod
-from neobench.adapter import MtebEncoder
-from neobench.encode import EmbeddingCache, FastEncoder
-from neobench.search import RunningTopK, top_k
+from neobench.encoder.encode import EmbeddingCache, FastEncoder
+from neobench.encoder.search import RunningTopK, top_k
+from neobench.evaluate.adapter import MtebEncoder
+from neobench.protocol import mirror as mirror_mod
 
 
 @pytest.mark.parametrize(

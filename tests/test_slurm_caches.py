@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 from types import SimpleNamespace
 
-from neobench.cache import CACHE_ENV, CACHE_FILE, READ_ENV
+from neobench.encoder.cache import CACHE_ENV, CACHE_FILE, READ_ENV
 from neobench.study import launch
 from neobench.study.plan import Job, Plan
 from neobench.study.slurm import _command, finished_caches, job_cache

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from conftest import REPO
 
-from neobench.cli import main
-from neobench.errors import NeobenchError
+from neobench.cli.main import main
+from neobench.core.errors import NeobenchError
 from neobench.study.launch import run_local, state
 from neobench.study.plan import build_plan
 

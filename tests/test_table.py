@@ -13,13 +13,13 @@ from mteb.models.model_meta import ModelMeta
 from mteb.results import TaskResult
 from rich.console import Console
 
-from neobench import record
-from neobench.cli import main
-from neobench.errors import NeobenchError
-from neobench.render import plot, print_rich, to_csv, to_latex, to_markdown
-from neobench.results import load_runs
-from neobench.table import build_table
-from neobench.tasks import load_benchmark, select_tasks
+from neobench.cli.main import main
+from neobench.core import cards as record
+from neobench.core.errors import NeobenchError
+from neobench.core.runs import load_runs
+from neobench.protocol.tasks import load_benchmark, select_tasks
+from neobench.report.render.table import plot, print_rich, to_csv, to_latex, to_markdown
+from neobench.report.table import build_table
 
 MISSING_B = ["SciFact", "STS12", "SummEval"]
 
@@ -169,7 +169,7 @@ def test_paper_rows_are_quoted_and_marked(table):
 
 def test_recomputing_the_paper_avg_from_its_type_columns():
     data = yaml.safe_load(
-        resources.files("neobench.references").joinpath("paper_table4.yaml").read_text()
+        resources.files("neobench.report.references").joinpath("paper_table4.yaml").read_text()
     )
     counts = data["task_counts"]
     assert sum(counts.values()) == 56

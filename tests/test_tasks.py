@@ -1,7 +1,7 @@
 import pytest
 
-from neobench.errors import NeobenchError
-from neobench.tasks import load_benchmark, parse_shard, select_tasks, shard
+from neobench.core.errors import NeobenchError
+from neobench.protocol.tasks import load_benchmark, parse_shard, select_tasks, shard
 
 
 @pytest.fixture(scope="module")

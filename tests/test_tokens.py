@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import torch
 
-from neobench import tokens
-from neobench.stages import StageClock, stage
+from neobench.core.stages import StageClock, stage
+from neobench.encoder import tokens
 
 
 @pytest.fixture(scope="module")

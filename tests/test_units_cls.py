@@ -17,9 +17,9 @@ from datasets import Dataset
 from sentence_transformers import SentenceTransformer
 from sklearn.metrics import accuracy_score, v_measure_score
 
-from neobench import mirror as mirror_mod
-from neobench import units
-from neobench.units import classification, clustering
+from neobench.evaluate import units
+from neobench.evaluate.units import classification, clustering
+from neobench.protocol import mirror as mirror_mod
 
 
 @pytest.fixture(autouse=True)

@@ -17,12 +17,13 @@ import pytest
 from mteb._evaluators.text.summarization_evaluator import DeprecatedSummarizationEvaluator
 from scipy.stats import spearmanr
 
-from neobench import bootstrap, units
-from neobench import mirror as mirror_mod
-from neobench.adapter import MtebEncoder
-from neobench.encode import FastEncoder
-from neobench.model import load_model
-from neobench.units import pair_classification, sts, summarization
+from neobench.encoder.encode import FastEncoder
+from neobench.evaluate import units
+from neobench.evaluate.adapter import MtebEncoder
+from neobench.evaluate.units import pair_classification, sts, summarization
+from neobench.models.load import load_model
+from neobench.protocol import mirror as mirror_mod
+from neobench.report import bootstrap
 
 
 def _evaluate(name: str, model_dir: Path, mirror: Path, tmp_path: Path):

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from mteb._evaluators.retrieval_metrics import calculate_retrieval_scores, mrr
 
-from neobench import mirror as mirror_mod
-from neobench.units import retrieval
+from neobench.evaluate.units import retrieval
+from neobench.protocol import mirror as mirror_mod
 
 METRICS = ("ndcg", "map", "recall", "precision", "hit_rate", "mrr")
 

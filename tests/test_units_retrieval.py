@@ -22,9 +22,10 @@ from mteb.abstasks.task_metadata import TaskMetadata
 from mteb.mocks.mock_tasks.reranking import general_args
 from sentence_transformers import SentenceTransformer
 
-from neobench import bootstrap, staging, units
-from neobench import mirror as mirror_mod
-from neobench.units import retrieval
+from neobench.evaluate import staging, units
+from neobench.evaluate.units import retrieval
+from neobench.protocol import mirror as mirror_mod
+from neobench.report import bootstrap
 
 
 @pytest.fixture(autouse=True)

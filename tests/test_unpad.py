@@ -6,10 +6,10 @@ import torch
 from sentence_transformers import SentenceTransformer
 from transformers import AutoConfig, AutoModel
 
-from neobench import unpad
-from neobench.cli import main
-from neobench.encode import FastEncoder, resolve_dtype
-from neobench.model import load_model
+from neobench.cli.main import main
+from neobench.encoder.encode import FastEncoder, resolve_dtype
+from neobench.models import unpad
+from neobench.models.load import load_model
 
 TINY = {
     "hidden_size": 32,

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neobench import config, record
-from neobench.errors import NeobenchError, check_choice, collect, unknown
+from neobench.core import cards as record
+from neobench.core.errors import NeobenchError, check_choice, collect, unknown
+from neobench.protocol import config
 from neobench.study.spec import Eval, Finetune
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ START_OVER = (
 
 def recipe_problems(tune: Finetune, problems: list[str]) -> None:
     """The recipe and the overrides, checked as `neobench finetune` checks them."""
-    from neobench.recipe import apply_overrides, load_recipe
+    from neobench.protocol.recipe import apply_overrides, load_recipe
 
     found: list[str] = []
     recipe = collect(found, load_recipe, tune.recipe)
@@ -39,9 +40,9 @@ def recipe_problems(tune: Finetune, problems: list[str]) -> None:
 def eval_problems(ev: Eval, problems: list[str]) -> list[Any] | None:
     """The benchmark's selected tasks; each unknown name (benchmark, task, type, profile) and
     each bad value is a problem."""
-    from neobench.instructions import load_profile
-    from neobench.model import parse_max_seq_length
-    from neobench.tasks import load_benchmark, select_tasks
+    from neobench.models.load import parse_max_seq_length
+    from neobench.protocol.instructions import load_profile
+    from neobench.protocol.tasks import load_benchmark, select_tasks
 
     found: list[str] = []
     values = ev.conditions()
@@ -62,7 +63,7 @@ def unknown_baseline(baseline: str, names: set[str]) -> str:
 
 def finetune_conflicts(card_path: Path, model: str, tune: Finetune, seed: int) -> list[str]:
     """How a fine-tuning run already in the study's folder differs from what the study asks."""
-    from neobench.recipe import parse_overrides
+    from neobench.protocol.recipe import parse_overrides
 
     card = record.read_finetune_card(card_path)
     given = card.config

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from neobench.errors import NeobenchError, RunFailed
-from neobench.record import now, write_text_atomic
+from neobench.core.cards import now, write_text_atomic
+from neobench.core.errors import NeobenchError, RunFailed
 from neobench.study.models import build
 from neobench.study.plan import Job, Plan
 

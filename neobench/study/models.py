@@ -20,8 +20,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from neobench.errors import NeobenchError, collect
-from neobench.model import check_spec
+from neobench.core.errors import NeobenchError, collect
+from neobench.models.load import check_spec
 from neobench.study.spec import ModelEntry, Study
 
 logger = logging.getLogger(__name__)
@@ -138,6 +138,10 @@ def build(model: ResolvedModel) -> bool:
     """
     import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    from neobench.models import register
+
+    register()  # a config of model_type "neobert"
 
     if model.config_file is None or (Path(model.path) / "config.json").is_file():
         return False

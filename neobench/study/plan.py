@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neobench import record
-from neobench.errors import NeobenchError, collect
-from neobench.run_folder import last_checkpoint
+from neobench.core import cards as record
+from neobench.core.errors import NeobenchError, collect
 from neobench.study import conflicts
 from neobench.study.models import ResolvedModel, resolve_models
 from neobench.study.spec import Resources, Study, parse_study
+from neobench.train.output import last_checkpoint
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -86,7 +86,7 @@ def prepare(
 
 def build_plan(path: str | Path, output: str | None = None) -> Plan:
     """Every job of the study, with what is already done; refuses changed conditions."""
-    from neobench.tasks import shard
+    from neobench.protocol.tasks import shard
 
     study, models, tasks = prepare(path, output)
     n = study.eval.shards
@@ -114,7 +114,7 @@ def build_plan(path: str | Path, output: str | None = None) -> Plan:
 def row_name(study: Study, model: ResolvedModel) -> str:
     """The model name results are filed under: the study's name and the model. The seeds of one
     model share it (results/<name>/<revision>/: told apart by the weights' revision), so the
-    table shows them as one row of seed replicates (neobench/replicates.py)."""
+    table shows them as one row of seed replicates (neobench/report/replicates.py)."""
     return f"{study.name}/{model.slug}"
 
 
@@ -192,7 +192,7 @@ def _mark_eval(job: Job, found: conflicts.EvalCards, tuned: Job | None) -> None:
 
 
 def table_inputs(study: Study, jobs: list[Job]) -> dict[str, Any]:
-    """The arguments of neobench.table.leaderboard for the study's table (and of its job)."""
+    """The arguments of neobench.report.table.leaderboard for the study's table (and of its job)."""
     baseline = None
     if study.baseline:
         first = next(j for j in jobs if j.kind == "eval" and j.model == study.baseline)

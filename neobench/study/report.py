@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 
-from neobench.listing import Listing
+from neobench.protocol.listing import Listing
 from neobench.study import launch
 from neobench.study.plan import Job, Plan
 

@@ -24,9 +24,9 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from neobench.cache import CACHE_ENV, CACHE_FILE, READ_ENV
-from neobench.errors import NeobenchError, RunFailed
-from neobench.record import now
+from neobench.core.cards import now
+from neobench.core.errors import NeobenchError, RunFailed
+from neobench.encoder.cache import CACHE_ENV, CACHE_FILE, READ_ENV
 from neobench.study import launch
 from neobench.study.models import build
 from neobench.study.plan import Job, Plan

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from neobench import config
-from neobench.errors import NeobenchError, check_choice, collect, read_yaml, unknown
+from neobench.core.errors import NeobenchError, check_choice, collect, read_yaml, unknown
+from neobench.protocol import config
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,409 @@
+"""`neobench bench host`: what the host costs per token around a forward pass that costs nothing.
+
+`neobench eval`'s own code path (run_eval: mteb.evaluate, the adapter, the encoder, the embedding
+cache, the staged result writes) runs on real tasks with a *null encoder*: the real model's
+tokenizer and settings, but a forward pass replaced by a lookup that returns an embedding of the
+real shape, dtype and device at once. What is left of the wall time is the host's share, which
+on a GPU decides how fast the GPU can be fed. The stage clock (neobench/core/stages.py) splits it.
+
+Cache modes: ``off`` (no cache), ``cold`` (an empty cache: every text looked up, encoded and
+inserted) and ``warm`` (the cache the cold run filled: every text found, nothing tokenised).
+Everything is written to a temporary folder that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from neobench.bench.encode import default_model
+from neobench.core.stages import StageClock
+
+if TYPE_CHECKING:
+    from neobench.models.load import LoadedModel
+    from neobench.protocol.config import BenchHostCommand
+
+CACHE_MODES = ("off", "cold", "warm")
+# Stages that are not the host pipeline's own cost: the tokenizer's work (parallel across
+# cores), the forward pass (the null stand-in here) and the task's own evaluation algorithm.
+TOKENIZE_STAGES = ("tokenize", "tokenize wait")
+NOT_HOST = (*TOKENIZE_STAGES, "forward", "scoring")
+# Forward throughput an H100 reaches on these machines (docs/performance.md: ~800 TFLOP/s of
+# bf16 measured, of 989 spec); the ceilings below are FLOPs per token divided into it.
+H100_FLOPS = 800e12
+NULL_BUCKETS = 1 << 14  # distinct null embeddings (a texts' token ids pick one)
+
+
+class NullForward:
+    """A forward pass that costs nothing: each row's token ids hash to one of NULL_BUCKETS fixed
+    random unit vectors. Same text, same vector (as with a real model); different texts spread
+    over the buckets, so clustering, classifiers and search meet non-degenerate inputs."""
+
+    def __init__(self, dim: int, device: torch.device, seed: int = 0) -> None:
+        g = torch.Generator().manual_seed(seed)
+        table = torch.nn.functional.normalize(torch.randn(NULL_BUCKETS, dim, generator=g), dim=1)
+        self.table = table.to(device)
+        self.mix = torch.randint(1, 2**31 - 1, (1 << 16,), generator=g).to(device)
+
+    def __call__(self, features: dict[str, Any], **_: Any) -> dict[str, Any]:
+        # (sentence-transformers passes forward keyword arguments such as task="query".)
+        ids = features["input_ids"]  # (batch, length), padded with 0-mask positions
+        mask = features["attention_mask"]
+        mixed = (ids * mask * self.mix[: ids.shape[1]]).sum(dim=1)  # (batch,)
+        return {**features, "sentence_embedding": self.table[mixed.remainder(NULL_BUCKETS)]}
+
+
+def nullify(loaded: LoadedModel) -> None:
+    """Replace the model's forward by NullForward; rename it so its results and cache entries
+    can never pass for the real model's."""
+    model: Any = loaded.model
+    model.forward = NullForward(model.get_sentence_embedding_dimension(), model.device)
+    loaded.name = "neobench/null-encoder"
+    loaded.revision = f"null-{loaded.revision}"
+
+
+@dataclass
+class HostRun:
+    """One null-model evaluation: its stages and counts."""
+
+    cache: str  # off | cold | warm
+    wall: float
+    tokens: int  # tokens that went through the tokenizer
+    texts_requested: int
+    texts_encoded: int
+    seconds: dict[str, float]  # exclusive main-thread seconds per stage
+    busy: dict[str, float]  # worker-thread busy seconds per stage
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    model_config: Any = None  # the real model's transformers config (for its forward ceiling)
+    startup: float = 0.0  # per process, before the runs: imports and mteb's benchmark registry
+
+    @property
+    def label(self) -> str:
+        return "stock mteb" if self.cache == "stock" else f"cache {self.cache}"
+
+    @property
+    def tokenize(self) -> float:
+        """The tokenizer's own seconds, wherever it ran (inline or in workers)."""
+        return self.seconds.get("tokenize", 0.0) + self.busy.get("tokenize", 0.0)
+
+    @property
+    def other_host(self) -> float:
+        """Main-thread wall seconds outside tokenising (or waiting for it), forward, scoring."""
+        return self.wall - sum(self.seconds.get(s, 0.0) for s in NOT_HOST)
+
+    def summary(self) -> dict[str, Any]:
+        seconds = {k: round(v, 4) for k, v in sorted(self.seconds.items())}
+        seconds |= {
+            "tokenize": round(self.tokenize, 4),
+            "scoring": round(self.seconds.get("scoring", 0.0), 4),
+            "forward": round(self.seconds.get("forward", 0.0), 4),
+            "other_host": round(self.other_host, 4),
+            "total": round(self.wall, 4),
+        }
+        return {
+            "cache": self.cache,
+            "startup_seconds": round(self.startup, 4),
+            "tokens": self.tokens,
+            "texts_requested": self.texts_requested,
+            "texts_encoded": self.texts_encoded,
+            "seconds": seconds,
+            "worker_busy_seconds": {k: round(v, 4) for k, v in sorted(self.busy.items())},
+            "tasks": self.tasks,
+        }
+
+
+def run_null_eval(cmd: BenchHostCommand, cache: str, folder: Path) -> HostRun:
+    """run_eval on the tasks with the null encoder, in ``folder`` (results/, cache/)."""
+    from neobench.evaluate.runner import run_eval
+
+    cfg = _eval_config(cmd, folder / f"results-{cache}", no_cache=cache == "off")
+    clock = StageClock()
+    configs: list[Any] = []
+
+    def hook(loaded: LoadedModel) -> None:
+        configs.append(loaded.model[0].auto_model.config)  # type: ignore[index]
+        nullify(loaded)
+
+    with clock.running():
+        start = time.perf_counter()
+        with clock.stage("other"):
+            summary = run_eval(cfg, model_hook=hook)
+        wall = time.perf_counter() - start
+    if summary.failed:
+        from neobench.core.errors import RunFailed
+
+        failed = "; ".join(f"{o.task}: {o.error}" for o in summary.failed)
+        raise RunFailed(f"bench host: the null-model evaluation failed ({failed}).")
+    return HostRun(
+        cache=cache,
+        wall=wall,
+        tokens=summary.tokens_encoded,
+        texts_requested=summary.texts_requested,
+        texts_encoded=summary.texts_encoded,
+        seconds=dict(clock.seconds),
+        model_config=configs[0] if configs else None,
+        busy=dict(clock.busy_seconds),
+        tasks=[
+            {"task": o.task, "type": o.type, "seconds": o.seconds, "main_score": o.main_score}
+            for o in summary.outcomes
+        ],
+    )
+
+
+def run_stock(cmd: BenchHostCommand, folder: Path) -> HostRun:
+    """The same tasks through stock ``mteb.evaluate`` and ``SentenceTransformer.encode`` (the
+    model's forward nulled the same way, the same prompts): the host path neobench replaces."""
+    import warnings
+
+    import mteb
+
+    from neobench.core.stages import mteb_timing, stage
+    from neobench.evaluate.runner import _locate_data, prepare_tasks
+    from neobench.models.load import load_model, parse_max_seq_length
+    from neobench.protocol.instructions import mteb_prompts
+
+    cfg = _eval_config(cmd, folder / "results-stock", no_cache=True)
+    clock = StageClock()
+    with clock.running():
+        start = time.perf_counter()
+        with clock.stage("other"):
+            with stage("setup"):
+                tasks, profile = prepare_tasks(cfg)
+                _locate_data(cfg, tasks)
+                loaded = load_model(
+                    cfg.model, max_seq_length=parse_max_seq_length(cfg.max_seq_length)
+                )
+                config = loaded.model[0].auto_model.config  # type: ignore[index]
+                nullify(loaded)
+                model: Any = loaded.model
+                model.prompts, _ = mteb_prompts(profile, tasks)
+                preprocess = model.preprocess
+
+                def timed_preprocess(*args: Any, **kwargs: Any) -> Any:
+                    with stage("tokenize"):
+                        return preprocess(*args, **kwargs)
+
+                model.preprocess = timed_preprocess  # encode() calls it per batch
+            with warnings.catch_warnings(), mteb_timing():
+                warnings.simplefilter("ignore")
+                outcome = mteb.evaluate(
+                    model,
+                    tasks,
+                    cache=mteb.ResultCache(folder / "results-stock"),
+                    encode_kwargs={"batch_size": cfg.batch_size, "show_progress_bar": False},
+                    show_progress_bar=False,
+                )
+        wall = time.perf_counter() - start
+    return HostRun(
+        cache="stock",
+        wall=wall,
+        tokens=0,
+        texts_requested=0,
+        texts_encoded=0,
+        seconds=dict(clock.seconds),
+        busy=dict(clock.busy_seconds),
+        model_config=config,
+        tasks=[
+            {"task": r.task_name, "seconds": r.evaluation_time, "main_score": r.get_score()}
+            for r in outcome.task_results
+        ],
+    )
+
+
+def _eval_config(cmd: BenchHostCommand, results: Path, no_cache: bool) -> Any:
+    from neobench.protocol.config import EvalConfig
+
+    return EvalConfig(
+        model=cmd.model or default_model(),
+        tasks=list(cmd.tasks),
+        benchmark=cmd.benchmark,
+        data_dir=cmd.data_dir,
+        results=str(results),
+        cache_dir=str(results.parent / "cache"),
+        no_cache=no_cache,
+        device=cmd.device,
+        instructions=cmd.instructions,
+        max_seq_length=cmd.max_seq_length,
+    )
+
+
+def run_host_bench(cmd: BenchHostCommand) -> list[HostRun]:
+    """Every requested cache mode, in the order off, cold, warm (warm reads cold's cache), then
+    stock mteb when asked."""
+    from neobench.core.errors import NeobenchError
+
+    modes = list(cmd.cache)
+    unknown = [m for m in modes if m not in CACHE_MODES]
+    if unknown:
+        raise NeobenchError(
+            f"--cache {','.join(unknown)}: unknown mode; choose from {', '.join(CACHE_MODES)}."
+        )
+    if "warm" in modes and "cold" not in modes:
+        modes.append("cold")  # warm reads the cache a cold run filled
+    startup = _start_up(cmd.benchmark)
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="neobench-bench-host-") as tmp:
+        for mode in (m for m in CACHE_MODES if m in modes):
+            runs.append(run_null_eval(cmd, mode, Path(tmp)))
+        runs = [r for r in runs if r.cache in cmd.cache]
+        if cmd.stock:
+            runs.append(run_stock(cmd, Path(tmp)))
+    for run in runs:
+        run.startup = startup
+    return runs
+
+
+def _start_up(benchmark: str) -> float:
+    """Once per process, before any timed run (so no run pays for being first): importing mteb
+    and building its benchmark registry. Returns the seconds it took."""
+    start = time.perf_counter()
+    import mteb  # noqa: F401
+    import sklearn.linear_model  # noqa: F401  (mteb's classifier, imported at first use)
+
+    from neobench.protocol.tasks import load_benchmark
+
+    load_benchmark(benchmark)
+    return time.perf_counter() - start
+
+
+def forward_ceiling(config: Any, context: float) -> float:
+    """Tokens/s of an H100 forward at H100_FLOPS for a model of this config at this mean length:
+    2 x non-embedding parameters + 4 x hidden x layers x context FLOPs per token."""
+    from transformers import AutoModel
+
+    from neobench.models import register
+
+    register()
+    with torch.device("meta"):
+        model = AutoModel.from_config(config)
+    params = sum(
+        p.numel()
+        for name, p in model.named_parameters()
+        if "embed" not in name and not name.startswith("pooler")
+    )
+    flops = 2 * params + 4 * config.hidden_size * config.num_hidden_layers * context
+    return H100_FLOPS / flops
+
+
+def report(runs: list[HostRun]) -> str:
+    """The per-stage table of every run, then what it means for feeding an H100."""
+    from transformers import BertConfig
+
+    stages = sorted({s for r in runs for s in r.seconds} | {"tokenize"})
+    order = [s for s in STAGE_ORDER if s in stages] + [s for s in stages if s not in STAGE_ORDER]
+    head = f"{'stage':<18}" + "".join(f"{r.label:>24}" for r in runs)
+    lines = [head, f"{'':<18}" + "".join(f"{'seconds   tokens/s':>24}" for r in runs)]
+
+    def row(label: str, values: list[float]) -> str:
+        cells = []
+        for r, v in zip(runs, values, strict=True):
+            rate = f"{r.tokens / v / 1e6:7.2f}M" if v > 0 and r.tokens else f"{'-':>8}"
+            cells.append(f"{v:>12.2f}  {rate:>10}")
+        return f"{label:<18}" + "".join(cells)
+
+    for s in order:
+        values = [r.tokenize if s == "tokenize" else r.seconds.get(s, 0.0) for r in runs]
+        lines.append(row(s, values))
+    lines.append(row("= other_host", [r.other_host for r in runs]))
+    lines.append(row("= total", [r.wall for r in runs]))
+    lines.append(f"{'tokens':<18}" + "".join(f"{r.tokens:>24,}" for r in runs))
+    lines.append(
+        f"{'texts (encoded)':<18}"
+        + "".join(f"{f'{r.texts_requested:,} ({r.texts_encoded:,})':>24}" for r in runs)
+    )
+    lines.append(
+        f"start-up, once per process and not in the runs above (imports, mteb's benchmark "
+        f"registry): {runs[0].startup:.2f} s"
+    )
+    stock = next((r for r in runs if r.cache == "stock"), None)
+    ours = next((r for r in runs if r.cache == "off"), None)
+    if stock and ours:
+        lines.append(
+            f"end to end, cache off: neobench {ours.wall:.1f} s, stock mteb {stock.wall:.1f} s "
+            f"({stock.wall / ours.wall:.2f}x)"
+        )
+    lines.append("")
+    lines += _feeding([r for r in runs if r.cache != "stock"], runs[0].model_config, BertConfig())
+    return "\n".join(lines)
+
+
+def _feeding(runs: list[HostRun], model_config: Any, bert_base: Any) -> list[str]:
+    """Host tokens/s per core against an H100's forward ceiling for this model and BERT-base."""
+    run = next((r for r in runs if r.tokens), None)
+    if run is None:
+        return ["no text was tokenised (every text came from the cache)"]
+    context = run.tokens / max(1, run.texts_encoded)
+    cores = len(os.sched_getaffinity(0))
+    # The fast tokenizer's batch calls use every core (its own thread pool).
+    per_core = run.tokens / run.tokenize / cores if run.tokenize else 0.0
+    host = run.tokens / run.other_host if run.other_host > 0 else float("inf")
+    lines = [
+        f"cache {run.cache}: {run.tokens:,} tokens, mean {context:.0f} per text; {cores} cores",
+        f"tokenisation: {run.tokens / run.tokenize / 1e6:.2f}M tokens/s "
+        f"({per_core / 1e6:.2f}M per core); the rest of the host path (other_host): "
+        f"{host / 1e6:.2f}M tokens/s, {run.tokenize / max(run.other_host, 1e-9):.1f}x "
+        "tokenisation's speed",
+    ]
+    for label, config in (("this model", model_config), ("BERT-base", bert_base)):
+        ceiling = forward_ceiling(config, context)
+        lines.append(
+            f"H100 forward ceiling, {label}: {ceiling / 1e6:.2f}M tokens/s; one core's "
+            f"tokenisation feeds {per_core / ceiling:.3f} H100s; "
+            f"cores to feed one: {ceiling / per_core:.0f}"
+            if per_core
+            else f"H100 forward ceiling, {label}: {ceiling / 1e6:.2f}M tokens/s"
+        )
+    return lines
+
+
+STAGE_ORDER = (
+    "load",
+    "collate",
+    "cache keys",
+    "cache lookup",
+    "dedup",
+    "tokenize",
+    "tokenize wait",
+    "batching",
+    "copy to device",
+    "forward",
+    "copy to host",
+    "cache insert",
+    "assemble",
+    "mteb encode call",
+    "scoring",
+    "result building",
+    "units",
+    "writing",
+    "other",
+)
+
+
+def to_json(runs: list[HostRun], cmd: BenchHostCommand) -> str:
+    """The figures as JSON: the first run's summary at the top (tokens, seconds, tasks), every
+    run under ``runs``, and the settings."""
+    import json
+
+    from neobench.core import cards as record
+
+    first = runs[0].summary()
+    payload = {
+        **first,
+        "runs": [r.summary() for r in runs],
+        "settings": {
+            "model": cmd.model or default_model(),
+            "tasks": list(cmd.tasks),
+            "benchmark": cmd.benchmark,
+            "device": cmd.device,
+            "instructions": cmd.instructions,
+            "max_seq_length": cmd.max_seq_length,
+        },
+        "environment": record.environment(),
+    }
+    return json.dumps(payload, indent=2, default=str) + "\n"

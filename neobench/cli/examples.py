@@ -1,0 +1,67 @@
+"""The example printed under each command's --help (one place, so cli.py stays readable)."""
+
+from __future__ import annotations
+
+from neobench.protocol.config import DEFAULT_BENCHMARK
+
+# The example under each command's --help.
+EXAMPLES = {
+    "main": f"""examples:
+  neobench eval --model sentence-transformers/all-MiniLM-L6-v2 --tasks STSBenchmark --data-dir DIR
+  neobench data verify DIR --benchmark "{DEFAULT_BENCHMARK}"
+  neobench ls tasks
+Each command has --help with an example.""",
+    "eval": """example (offline, on a mirror):
+  neobench eval --model sentence-transformers/all-MiniLM-L6-v2 --tasks STSBenchmark,BIOSSES \\
+      --data-dir /data/mteb-mirror --results runs/eval
+  neobench eval --model runs/my-finetuned-model --shard 2/8    # job 2 of 8
+
+Results land in <results>/results/<org__model>/<revision>/<Task>.json (mteb's layout; read them
+with mteb.ResultCache(<results>).load_results()). Runs under non-standard conditions (another
+instruction profile or max length) go to .../<revision>/experiments/<conditions>/ (read them with
+load_results(load_experiments="match_name")). Finished tasks are skipped on a re-run.""",
+    "finetune": """examples:
+  neobench finetune --model chandar-lab/NeoBERT --output runs/neobert-2k
+  neobench finetune --model runs/base --data-dir /data/mirror --output runs/sts \\
+      datasets=STSBENCHMARK max_steps=10 batch_size=16
+  torchrun --nproc_per_node 8 -m neobench finetune --model BAAI/bge-base-en-v1.5 --output runs/bge
+  neobench finetune --model ... --output runs/neobert-2k --resume   # from the last checkpoint
+Overrides (key=value) change recipe values; they are recorded and change the recipe hash.""",
+    "table": """examples:
+  neobench table --results runs/eval --reference paper
+  neobench table --results runs/eval --models sentence-transformers/all-MiniLM-L6-v2 --format md \\
+      --out table.md --plot table.png
+  neobench table --results runs/eval --per-task --format csv --out per_task.csv --strict""",
+    "compare": """examples:
+  neobench compare --results runs/eval --baseline bert-base-uncased
+  neobench compare --results runs/eval --baseline bert-base-uncased --models neobench/neobert \\
+      --out compare.json --resamples 2000 --seed 1""",
+    "ls": """examples:
+  neobench ls tasks --benchmark "MTEB(eng, v2)"
+  neobench ls profiles
+  neobench ls recipes
+  neobench ls keys --recipe neobert-mteb-2k      # every recipe value, its source and note
+  neobench ls datasets --recipe neobert-mteb-2k""",
+    "prefetch": f"""example (on a machine with hub access):
+  neobench data prefetch --benchmark "{DEFAULT_BENCHMARK}" --out /data/mteb-mirror
+then copy /data/mteb-mirror to the air-gapped machine and pass --data-dir /data/mteb-mirror.""",
+    "verify": f"""example (offline):
+  neobench data verify /data/mteb-mirror --benchmark "{DEFAULT_BENCHMARK}" --tasks SciFact,STS12""",
+    "bench": """examples (offline, on the mirror):
+  neobench bench encode --data-dir ../shared/data/hub --tasks SciFact,STSBenchmark
+  neobench bench host --data-dir ../shared/data/hub --stock --json host.json
+  neobench bench host --data-dir ../shared/data/hub --tasks SciFact --cache off""",
+    "cache": """examples:
+  neobench cache info     # embeddings stored, bytes on disk, full integrity check (exit 1: damaged)
+  neobench cache clear    # delete the cache files (also damaged ones) and start an empty cache""",
+    "validate": """example:
+  neobench validate    # every shipped recipe, manifest and instruction profile, offline""",
+}
+EXAMPLES["data"] = EXAMPLES["prefetch"] + "\n" + EXAMPLES["verify"]
+EXAMPLES["study"] = """examples (offline, on the mirror):
+  NEOBENCH_DATA_DIR=../shared/data/hub neobench study run studies/tiny.yaml
+  neobench study run studies/table4-base.yaml --dry-run   # the jobs, their resources, what is done
+  neobench study status studies/tiny.yaml
+  neobench study table studies/tiny.yaml
+A study runs `neobench finetune`, `neobench eval --shard K/N` and `neobench table` for each
+model and seed; a re-run skips every finished piece (docs/studies.md describes the file)."""

@@ -1,0 +1,508 @@
+"""Run cards: every output folder says how its numbers were made.
+
+A card holds the resolved config, package versions, the git sha of the neobench source, data
+revisions, instruction hashes, device, dtype, attention implementation and seeds. It is written
+before work starts and rewritten (atomically) when the work ends.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+import sys
+import typing
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+import neobench
+from neobench.core.errors import NeobenchError, read_yaml
+
+PACKAGES = (
+    "neobench",
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "mteb",
+    "datasets",
+    "huggingface_hub",
+    "accelerate",
+    "numpy",
+    "scikit-learn",
+)
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_sha() -> str | None:
+    """Commit of the neobench source (with '-dirty' when it has local changes), if in a checkout."""
+    root = Path(neobench.__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (sha + ("-dirty" if dirty else "")) or None
+
+
+def device_info(device: str) -> dict[str, object]:
+    import torch
+
+    info: dict[str, object] = {"device": device, "cpu": platform.processor() or platform.machine()}
+    info["cpu_threads"] = torch.get_num_threads()
+    if device.startswith("cuda") and torch.cuda.is_available():
+        index = torch.device(device).index or 0
+        info["gpu"] = torch.cuda.get_device_name(index)
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def environment() -> dict[str, object]:
+    env: dict[str, object] = {
+        "neobench_version": neobench.__version__,
+        "git_sha": git_sha(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": package_versions(),
+        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+    }
+    # Inside a Slurm job: which one (`neobench study status` and sacct find it by this id).
+    slurm = {k.lower(): os.environ[k] for k in SLURM_VARIABLES if os.environ.get(k)}
+    return env | ({"slurm": slurm} if slurm else {})
+
+
+SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURMD_NODENAME")
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def write_card(path: Path, card: dict) -> None:
+    """Write YAML atomically: a kill mid-write leaves the previous card, never half of one."""
+    write_text_atomic(path, yaml.safe_dump(card, sort_keys=False, allow_unicode=True, width=100))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers see the old or the new content, never half of one.
+
+    On any failure (a full disk, a read-only folder) the temporary file is removed and the
+    previous content stays whole; the OSError goes to the caller.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def read_card(path: Path) -> dict:
+    """A run card; an unreadable or invalid one is a NeobenchError naming the file."""
+    data = read_yaml(path, "run card", CARD_FIX)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise NeobenchError(f"run card file {path}: not a YAML mapping. {CARD_FIX}")
+    return data
+
+
+CARD_FIX = (
+    "Repair it, or move it out of that folder: it only describes an earlier run, and the "
+    "result files beside it are unaffected."
+)
+
+
+def owner() -> dict[str, object]:
+    """Which process writes a card: a later run uses it to tell a live run from a dead one."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def is_orphaned(card: dict) -> bool:
+    """A card still marked running whose process is gone (killed, out of memory, power cut).
+
+    Only a process on this host can be checked; a card written elsewhere is left as it is.
+    """
+    who = card.get("owner") or {}
+    if card.get("status") != "running" or who.get("host") != socket.gethostname():
+        return False
+    pid = who.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: an existence check, nothing is sent
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, owned by another user
+    return False
+
+
+def mark_orphaned(path: Path, card: dict) -> bool:
+    """Rewrite an orphaned card as interrupted; True when it was one."""
+    if not is_orphaned(card):
+        return False
+    card["status"] = "interrupted"
+    card["interrupted"] = {
+        "noticed": now(),
+        "by": owner(),
+        "reason": "its process ended without finishing the card (killed or crashed)",
+    }
+    try:
+        write_card(path, card)
+    except OSError:
+        return True  # the folder is read-only or full: the caller still knows
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed run cards. A card is a dataclass written as YAML; the reader is tolerant of cards
+# written by earlier versions: a key they lack takes the field's default, a key this version
+# does not know is kept in `extra` (and written back), so nothing is lost on a rewrite.
+
+T = TypeVar("T")
+
+
+def card_to_dict(card: Any) -> dict[str, Any]:
+    """A card dataclass as the mapping written to YAML (its `extra` keys at their level)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(card):
+        value = getattr(card, f.name)
+        if f.name == "extra":
+            out.update(value or {})
+        elif dataclasses.is_dataclass(value):
+            out[f.name] = card_to_dict(value)
+        else:
+            out[f.name] = copy.deepcopy(value)
+    return out
+
+
+def card_from_dict(cls: type[T], data: Any) -> T:
+    """Build a card dataclass from a mapping read from YAML (see above for old layouts)."""
+    data = data if isinstance(data, dict) else {}
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    names = {f.name for f in dataclasses.fields(cls)}
+    for f in dataclasses.fields(cls):
+        if f.name == "extra" or f.name not in data:
+            continue
+        nested = _dataclass_in(hints[f.name])
+        value = data[f.name]
+        kwargs[f.name] = card_from_dict(nested, value) if nested and value is not None else value
+    if "extra" in names:
+        kwargs["extra"] = {k: v for k, v in data.items() if k not in names}
+    return cls(**kwargs)
+
+
+def _dataclass_in(hint: Any) -> type | None:
+    """The dataclass of a field typed `Card` or `Card | None`, else None."""
+    for candidate in (hint, *typing.get_args(hint)):
+        if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
+            return candidate
+    return None
+
+
+# --- The evaluation card (neobench eval) ------------------------------------------------------
+# What `neobench eval` writes beside the task results (neobench/run-*.yaml) and what the table
+# reads back. Sections whose keys are fixed are dataclasses; sections whose keys vary (device
+# details, per-task rows, per-dataset revisions) stay mappings.
+
+
+@dataclasses.dataclass
+class EvalShard:
+    k: int = 1
+    n: int = 1
+    tasks: list[str] = dataclasses.field(default_factory=list)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class EvalConditions:
+    """What decides whether two runs' numbers may be compared (and share a results folder)."""
+
+    instructions: str | None = None  # profile name
+    instructions_sha256: str | None = None
+    max_seq_length: int | None = None
+    dtype: str | None = None  # float32 | float16 | bfloat16
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class EvalModel:
+    name: str | None = None  # under which results are filed
+    revision: str | None = None  # hub commit or local content hash
+    source: str | None = None
+    kind: str | None = None
+    path: str | None = None
+    architecture: str | None = None
+    max_seq_length: int | None = None
+    attn_implementation: str | None = None
+    attn_implementation_requested: str | None = None
+    unpadded: bool | None = None
+    tokenizer: Any = None
+    trust_remote_code: bool | None = None
+    pooling: str | None = None
+    recipe_sha256: str | None = None  # set when `neobench finetune` made the model
+    # Also from the fine-tuning card, written only when it gave them: what tells the seed
+    # replicates of one backbone and recipe apart (neobench/report/replicates.py).
+    finetune_seed: int | None = None
+    base_model: str | None = None
+    base_revision: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class EvalInstructions:
+    profile: str | None = None
+    file: str | None = None
+    sha256: str | None = None
+    prompts: dict[str, str] = dataclasses.field(default_factory=dict)  # mteb prompt keys
+    tasks_without_instruction: list[str] = dataclasses.field(default_factory=list)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class EvalEnvironment:
+    neobench_version: str | None = None
+    git_sha: str | None = None
+    python: str | None = None
+    platform: str | None = None
+    packages: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    command: list[str] = dataclasses.field(default_factory=list)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class EvalCard:
+    """One `neobench eval` process: written before any work, rewritten after each task."""
+
+    kind: str = "neobench eval"
+    started: str | None = None
+    status: str = "running"  # running | complete | failed[: reason] | interrupted
+    owner: dict[str, Any] | None = None  # {host, pid}: tells a live run from a dead one
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)  # the EvalConfig
+    benchmark: str | None = None
+    shard: EvalShard = dataclasses.field(default_factory=EvalShard)
+    conditions: EvalConditions = dataclasses.field(default_factory=EvalConditions)
+    model: EvalModel = dataclasses.field(default_factory=EvalModel)
+    runtime: dict[str, Any] = dataclasses.field(default_factory=dict)  # device, dtype, threads
+    instructions: EvalInstructions = dataclasses.field(default_factory=EvalInstructions)
+    data: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # task -> revisions
+    seeds: dict[str, Any] = dataclasses.field(default_factory=dict)
+    environment: EvalEnvironment = dataclasses.field(default_factory=EvalEnvironment)
+    tasks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # task -> outcome
+    # Written when the run ends (or is found dead); absent from the YAML until then.
+    finished: str | None = None
+    encoding: dict[str, Any] | None = None  # embedding cache use, token budget
+    interrupted: dict[str, Any] | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def mteb_version(self) -> str | None:
+        return self.environment.packages.get("mteb")
+
+
+_UNTIL_SET = ("finished", "encoding", "interrupted")
+_MODEL_IF_SET = ("finetune_seed", "base_model", "base_revision")
+
+
+def eval_card_to_dict(card: EvalCard) -> dict[str, Any]:
+    """The YAML mapping: the running card has no `finished`/`encoding`/`interrupted` keys, and
+    the model section names a fine-tune's seed and base model only for a neobench fine-tune
+    (so a card read and written back keeps the layout it had)."""
+    data = card_to_dict(card)
+    model = data.get("model")
+    if isinstance(model, dict):
+        data["model"] = {k: v for k, v in model.items() if not (k in _MODEL_IF_SET and v is None)}
+    return {k: v for k, v in data.items() if not (k in _UNTIL_SET and v is None)}
+
+
+def write_eval_card(path: Path, card: EvalCard) -> None:
+    """Atomic, like every card (see write_card)."""
+    write_card(path, eval_card_to_dict(card))
+
+
+def read_eval_card(path: Path) -> EvalCard:
+    """An eval card of any neobench version: missing keys take their defaults, unknown keys are
+    kept (and written back); an unreadable file is a NeobenchError naming it."""
+    card = card_from_dict(EvalCard, read_card(path))
+    # `conditions: null` and the like become empty sections, so readers need no None checks.
+    hints = typing.get_type_hints(EvalCard)
+    for f in dataclasses.fields(card):
+        section = _dataclass_in(hints[f.name])
+        if section is not None and getattr(card, f.name) is None:
+            setattr(card, f.name, section())
+    return card
+
+
+def mark_orphaned_eval_card(path: Path, card: EvalCard) -> bool:
+    """mark_orphaned on the card's YAML view (so the rewrite keeps its layout); True when the
+    card's process was gone, and the typed card then says so too."""
+    view = eval_card_to_dict(card)
+    if not mark_orphaned(path, view):
+        return False
+    card.status, card.interrupted = view["status"], view["interrupted"]
+    return True
+
+
+# --- The fine-tuning card (neobench finetune) -------------------------------------------------
+# The card a fine-tuning run writes into its output folder before training, and completes at
+# the end. Sections with fixed keys are dataclasses; sections whose keys vary (one entry per
+# dataset, the device, the environment) stay mappings.
+
+FINETUNE_CARD = "neobench_run_card.yaml"
+
+
+@dataclasses.dataclass
+class OutputModel:
+    """What an evaluation of the fine-tuned folder records about it."""
+
+    name: str | None = None
+    recipe_sha256: str | None = None
+    # In mteb's vocabulary (ModelMeta.training_datasets / adapted_from): the mteb tasks whose
+    # data the run trained on (the manifest's in_domain of the datasets used), and the base
+    # model's mteb name, through which mteb adds what the base itself was trained on.
+    training_datasets: list[str] | None = None
+    adapted_from: str | None = None
+    seed: int | None = None  # the recipe's seed: the one value seed replicates differ in
+    base_model: str | None = None  # the model fine-tuned (its name and revision when loaded)
+    base_revision: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class ManifestRecord:
+    name: str | None = None
+    file: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class InstructionsRecord:
+    train_profile: str | None = None
+    train_sha256: str | None = None
+    eval_profile: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class BaseModelRecord:
+    """The model the run started from, as loaded for training."""
+
+    base: str | None = None  # what --model said
+    name: str | None = None
+    revision: str | None = None
+    architecture: str | None = None
+    max_seq_length: int | None = None
+    # The trainer runs the backbone's own forward (never neobench's packed encoder).
+    attn_implementation: str | None = None
+    attn_implementation_requested: str | None = None
+    tokenizer: dict[str, Any] = dataclasses.field(default_factory=dict)
+    pooling: str | None = None
+    recipe_sha256: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class FinetuneCard:
+    """neobench_run_card.yaml of a fine-tuned folder; fields in the order they are written."""
+
+    kind: str = "neobench finetune"
+    started: str | None = None
+    status: str | None = None  # running | complete | failed: ... | stopped: ... | interrupted
+    owner: dict[str, Any] = dataclasses.field(default_factory=dict)
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)  # the FinetuneConfig as given
+    recipe: dict[str, Any] = dataclasses.field(default_factory=dict)  # Recipe.record()
+    manifest: ManifestRecord = dataclasses.field(default_factory=ManifestRecord)
+    data: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # per dataset key
+    sampling_probabilities: dict[str, float] = dataclasses.field(default_factory=dict)
+    instructions: InstructionsRecord = dataclasses.field(default_factory=InstructionsRecord)
+    output_model: OutputModel = dataclasses.field(default_factory=OutputModel)
+    model: BaseModelRecord = dataclasses.field(default_factory=BaseModelRecord)
+    runtime: dict[str, Any] = dataclasses.field(default_factory=dict)
+    seed: int | None = None
+    environment: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Set when the run ends (finished) or completes (all four).
+    finished: str | None = None
+    steps: int | None = None
+    final_loss: float | None = None
+    checkpoints: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+_ENDING = ("finished", "steps", "final_loss", "checkpoints")
+
+
+def write_finetune_card(path: Path, card: FinetuneCard) -> None:
+    """Write atomically. A run that has not ended has no ending keys (not even as null), as
+    cards have always been written; a complete one has all of them."""
+    data = card_to_dict(card)
+    if card.status != "complete":
+        data = {k: v for k, v in data.items() if k not in _ENDING or v is not None}
+    write_card(path, data)
+
+
+def read_finetune_card(path: Path) -> FinetuneCard:
+    """A fine-tuning card, whichever version wrote it; an unreadable one is a NeobenchError."""
+    return card_from_dict(FinetuneCard, read_card(path))
+
+
+def finetuned_model(folder: Path) -> OutputModel | None:
+    """Name, recipe hash, seed and base model that `neobench finetune` recorded in a model
+    folder, if it did. Cards written before the output section held the seed and base model
+    give them from their own `seed` and `model` sections."""
+    path = Path(folder) / FINETUNE_CARD
+    if not path.is_file():
+        return None
+    card = read_finetune_card(path)
+    if card.kind != "neobench finetune" or not card.output_model:
+        return None
+    model = card.output_model
+    recorded = card.data and all("in_domain" in entry for entry in card.data.values())
+    base = card.model or BaseModelRecord()
+    if model.training_datasets is None and recorded:
+        # A card written before the declaration existed: its datasets say what was trained on,
+        # and a base loaded from the hub is named by its id (a local one as local/<folder>).
+        model.training_datasets = in_domain_tasks(card.data)
+        model.adapted_from = base.name if base.name and base.name == base.base else None
+    return dataclasses.replace(
+        model,
+        seed=model.seed if model.seed is not None else card.seed,
+        base_model=model.base_model or base.name,
+        base_revision=model.base_revision or base.revision,
+    )
+
+
+def in_domain_tasks(data: dict[str, dict[str, Any]]) -> list[str]:
+    """The mteb tasks a fine-tuning run trained on: the union of its datasets' ``in_domain``
+    (the ``data`` section of the card, one entry per dataset)."""
+    return sorted({task for entry in data.values() for task in entry.get("in_domain") or []})

@@ -1,0 +1,161 @@
+"""The evaluation encoder: length-sorted token-budget batches and a shared embedding cache.
+
+Every text is looked up in the embedding cache (neobench/encoder/cache.py) under (model fingerprint,
+prompt, text) first; only missing texts are encoded, deduplicated, longest first, in batches
+bounded by a token budget rather than a fixed count. Features come from sentence-transformers'
+own `preprocess`, called once per chunk of texts (tokenizing each text once, in the tokenizer's
+thread pool), and the embedding from the model's own forward, so the numbers are those of
+`SentenceTransformer.encode` (tested to 1e-5).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+
+from neobench.core.stages import stage
+from neobench.encoder.cache import EmbeddingCache
+from neobench.encoder.tokens import Prepared, Tokenizer
+from neobench.models.unpad import unpadded
+from neobench.protocol.config import DTYPE_ALIASES, default_token_budget
+
+logger = logging.getLogger(__name__)
+
+# Texts tokenized in one call (and sorted by length together): large enough for the tokenizer's
+# own thread pool and for near-global length sorting, small enough for host memory at 8k tokens.
+TOKENIZE_CHUNK = 8_192
+
+
+DTYPES = {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def resolve_dtype(name: str, device: str) -> str:
+    """``auto``: float16 autocast on CUDA (what stock tools use there), float32 elsewhere."""
+    name = DTYPE_ALIASES.get(name, name)
+    if name == "auto":
+        return "float16" if device.startswith("cuda") else "float32"
+    return name
+
+
+def auto_unpadded(mode: str, dtype: str) -> str:
+    """``auto`` packs on CUDA in half precision only: the fused varlen kernels take fp16/bf16,
+    and in float32 the per-sequence reference would be slower than padded SDPA."""
+    return "off" if mode == "auto" and dtype == "float32" else mode
+
+
+class FastEncoder:
+    """Encodes texts for one model: cache first, then sorted token-budget batches."""
+
+    def __init__(
+        self,
+        model: object,
+        fingerprint: str,
+        cache: EmbeddingCache | None,
+        autocast: bool | torch.dtype = False,
+        token_budget: int | None = None,
+        packed: bool = False,
+    ) -> None:
+        self.model = model
+        self.fingerprint = fingerprint
+        self.cache = cache
+        # True means float16 (the CUDA default); a dtype picks it (torch.bfloat16).
+        self.autocast_dtype = torch.float16 if autocast is True else autocast or None
+        # Padded tokens per forward batch; left out, the default of the model's device.
+        self.token_budget = token_budget or default_token_budget(str(model.device))
+        self.packed = packed  # real tokens only, variable-length attention (unpad.py)
+        self.texts_encoded = 0  # texts that went through the network (not served by the cache)
+        self.texts_requested = 0
+        self.tokens_encoded = 0  # real (unpadded) tokens of the encoded texts
+        self.forward_calls = 0
+
+    def embed(self, texts: list[str], prompt: str | None) -> np.ndarray:
+        """(len(texts), dim) float32: cached vectors, the rest encoded once per distinct text."""
+        with stage("batching"):  # what no finer stage below claims
+            return self._embed(texts, prompt)
+
+    def _embed(self, texts: list[str], prompt: str | None) -> np.ndarray:
+        prompt = prompt or ""
+        self.texts_requested += len(texts)
+        if not texts:
+            return np.zeros((0, 0), np.float32)
+        with stage("cache keys"):
+            keys = EmbeddingCache.keys(self.fingerprint, prompt, texts)
+        with stage("dedup"):
+            # Each distinct key once, in first-seen order; ``where`` maps every text to its row.
+            rows: dict[bytes, int] = {}
+            where = np.fromiter(
+                (rows.setdefault(key, len(rows)) for key in keys), dtype=np.int64, count=len(keys)
+            )
+            unique = list(rows)
+            text_of = np.empty(len(unique), dtype=np.int64)
+            text_of[where] = np.arange(len(keys))  # a text of each key (one key, one text)
+        if self.cache:
+            with stage("cache lookup"):
+                matrix, found = self.cache.lookup(unique)  # (unique, dim) float32, (unique,) bool
+        else:
+            matrix, found = np.zeros((len(unique), 0), np.float32), np.zeros(len(unique), bool)
+        missing = np.flatnonzero(~found)
+        if len(missing):
+            fresh = self._encode([texts[i] for i in text_of[missing]], prompt)
+            if self.cache:
+                with stage("cache insert"):
+                    self.cache.put([unique[i] for i in missing], fresh)
+            with stage("assemble"):
+                if not found.any():  # nothing was found: the matrix has no width yet
+                    matrix = np.zeros((len(unique), fresh.shape[1]), np.float32)
+                # (Found vectors of another width cannot be: the key holds the model's
+                # fingerprint and the checksum its width; numpy would refuse the assignment.)
+                matrix[missing] = fresh
+        with stage("assemble"):
+            return matrix[where]
+
+    def _encode(self, texts: list[str], prompt: str) -> np.ndarray:
+        """(len(texts), dim) float32 embeddings; a worker tokenises and batches a chunk ahead."""
+        model = self.model
+        model.eval()
+        # Padded features of a chunk take (texts x max length) ids: bound that for 8k models.
+        step = max(64, min(TOKENIZE_CHUNK, 4_194_304 // max(1, int(model.max_seq_length))))
+        pieces = [texts[start : start + step] for start in range(0, len(texts), step)]
+        out = []
+        with unpadded(model, self.packed):
+            for prepared in Tokenizer(model, prompt or None, self.token_budget).chunks(pieces):
+                out.append(self._forward(prepared))
+        with stage("copy to host"):
+            return np.concatenate(out) if len(out) > 1 else out[0]
+
+    def _forward(self, prepared: Prepared) -> np.ndarray:
+        """The chunk's embeddings in its own order, from its length-sorted token-budget batches."""
+        model, dtype = self.model, self.autocast_dtype
+        device = model.device
+        self.tokens_encoded += prepared.tokens
+        done: list[torch.Tensor] = []
+        for rows, features in prepared.batches:
+            with stage("copy to device"):
+                features = {k: _to_device(v, device) for k, v in features.items()}
+            with (
+                stage("forward"),
+                torch.inference_mode(),
+                torch.autocast(device.type, dtype or torch.float32, enabled=dtype is not None),
+            ):
+                embeddings = model(features)["sentence_embedding"]
+            # Kept on the device until the chunk is done: no host sync per batch, so the host
+            # prepares the next batch while the device computes.
+            done.append(embeddings.float())
+            self.forward_calls += 1
+            self.texts_encoded += len(rows)
+        with stage("copy to host"):
+            vectors = torch.cat(done).cpu().numpy()
+            result = np.empty_like(vectors)
+            result[np.concatenate([rows for rows, _ in prepared.batches])] = vectors
+            return result
+
+
+def _to_device(value: object, device: torch.device) -> object:
+    if not isinstance(value, torch.Tensor):
+        return value
+    if device.type == "cuda":
+        # Pinned host memory makes the copy asynchronous with respect to the host.
+        return value.pin_memory().to(device, non_blocking=True)
+    return value.to(device)

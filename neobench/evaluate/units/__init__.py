@@ -1,0 +1,238 @@
+"""Per-item evaluation data: what a task's main score is a function of, stored beside its result,
+so the score can be recomputed on resampled items (bootstrap intervals) and compared item by item
+between two models (paired tests).
+
+One file per task, ``<results folder>/predictions/<Task>.units.json`` (a name no tool that
+looks for ``<Task>.json`` result files mistakes for one)::
+
+    {"format": 1, "task": "STSBenchmark", "type": "STS", "main_score": "cosine_spearman",
+     "unit": "pair", "parts": [{"subset": "default", "split": "test", "n": 1379,
+                                "ids": [...], "data": {"pred": [...], "gold": [...]}}]}
+
+A part is one (hf_subset, split) of the task; the task's main score is the mean of the parts'
+scores, as mteb averages them. ``ids`` name the units (pair index, query id, text id...), so two
+models' files can be checked to cover the same items. ``data`` holds equal-length arrays, one
+entry per unit (a unit may carry a row of values, e.g. one per classification experiment); the
+type's ``score`` turns them, restricted to a resample of unit indices, into the main score.
+
+Each task type is one small module (a `TypeSpec`): how to build a part from mteb's saved
+predictions and the task's gold data, and how to score it.
+
+An aggregate task (mteb's AbsTaskAggregate: CQADupstackRetrieval averages 12 forum retrieval
+tasks) has no predictions of its own: its file holds the parts of all its subtasks, each part
+naming its ``subtask``, and its main score is computed as mteb combines them, the mean over
+subtasks of each subtask's main score (a subtask's own parts averaged first). A part of a type
+whose evaluation drops units per model (SummEval) also records ``rows``, the units it could hold.
+Both keys are written only where they apply.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+FORMAT = 1
+FOLDER = "predictions"
+
+
+@dataclass
+class Part:
+    subset: str
+    split: str
+    ids: list[str]
+    data: dict[str, np.ndarray]  # name -> array whose first axis is the unit
+    subtask: str | None = None  # the part's task inside an aggregate (None: the task itself)
+    # Types whose evaluation may leave units out (`TypeSpec.rows`): how many the part could have
+    # held. Two results with different counts saw different data; None in older files.
+    rows: int | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class TaskUnits:
+    task: str
+    type: str
+    main_score: str  # mteb's name of the task's main score
+    unit: str  # what one unit is: pair, text, item, query, set
+    parts: list[Part] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TypeSpec:
+    """How one task type turns into units and back into its main score."""
+
+    unit: str
+    # (task, mteb's saved predictions of one part, hf_subset, split) -> (unit ids, data arrays);
+    # the task's data is loaded when it is called.
+    build: Callable[[AbsTask, Any, str, str], tuple[list[str], dict[str, Any]]]
+    # (data arrays, unit indices of a resample, main score name) -> the part's main score.
+    score: Callable[[dict[str, np.ndarray], np.ndarray, str], float]
+    # Optional: the same for many resamples at once ([resamples, n] indices -> [resamples]
+    # scores), for types whose per-resample Python call is slow (51k-pair PairClassification);
+    # it must give what ``score`` gives on each row.
+    score_many: Callable[[dict[str, np.ndarray], np.ndarray, str], np.ndarray] | None = None
+    # Only for types where mteb leaves out, per model, units it cannot score (SummEval's texts
+    # whose summaries all get one score): (task, hf_subset, split) -> the units the part could
+    # hold. Two models' files then list different units, and paired tests use those both kept.
+    rows: Callable[[AbsTask, str, str], int] | None = None
+
+
+def drops_units(task_type: str) -> bool:
+    """Whether two models may hold different units of one part of this type's tasks."""
+    return task_type in registry() and registry()[task_type].rows is not None
+
+
+@functools.cache
+def registry() -> dict[str, TypeSpec]:
+    """Task type (mteb's metadata.type) -> its spec. A type missing here has no intervals."""
+    from neobench.evaluate.units import (
+        classification,
+        clustering,
+        pair_classification,
+        retrieval,
+        sts,
+        summarization,
+    )
+
+    return {
+        "STS": sts.SPEC,
+        "Summarization": summarization.SPEC,
+        "PairClassification": pair_classification.SPEC,
+        "Classification": classification.SPEC,
+        "Clustering": clustering.SPEC,
+        "Retrieval": retrieval.SPEC,
+        "Reranking": retrieval.RERANKING_SPEC,
+    }
+
+
+def supported(task_type: str) -> bool:
+    return task_type in registry()
+
+
+def build(task: AbsTask, predictions: dict[str, dict[str, Any]], main_score: str) -> TaskUnits:
+    """Units of a whole task from mteb's predictions file content ({subset: {split: ...}}; for an
+    aggregate, {subtask name: that subtask's file content})."""
+    if getattr(task, "is_aggregate", False):
+        return _build_aggregate(task, predictions, main_score)
+    spec = registry()[task.metadata.type]
+    units = TaskUnits(task.metadata.name, task.metadata.type, main_score, spec.unit)
+    for subset in task.hf_subsets:
+        for split in task.eval_splits:
+            ids, data = spec.build(task, predictions[subset][split], subset, split)
+            arrays = {k: np.asarray(v) for k, v in data.items()}
+            rows = spec.rows(task, subset, split) if spec.rows else None
+            units.parts.append(Part(subset, split, [str(i) for i in ids], arrays, rows=rows))
+    return units
+
+
+def _build_aggregate(task: AbsTask, predictions: dict[str, Any], main_score: str) -> TaskUnits:
+    """The subtasks' parts in mteb's order, each marked with its subtask. mteb averages the
+    subtasks' own main scores under the aggregate's name, so they must be one metric."""
+    unit = registry()[task.metadata.type].unit
+    units = TaskUnits(task.metadata.name, task.metadata.type, main_score, unit)
+    for sub in task.tasks:
+        name, meta = sub.metadata.name, sub.metadata
+        if (meta.type, meta.main_score) != (task.metadata.type, main_score):
+            raise ValueError(
+                f"subtask {name} is {meta.type} scored by {meta.main_score}, the aggregate "
+                f"{task.metadata.type} scored by {main_score}: their mean has no units"
+            )
+        built = build(sub, predictions[name], main_score)
+        units.parts += [replace(part, subtask=name) for part in built.parts]
+    return units
+
+
+def combine(units: TaskUnits, per_part: Sequence[Any]) -> Any:
+    """The task's score from its parts' scores (floats, or arrays of draws), as mteb combines
+    them: the mean over parts; for an aggregate, the mean over subtasks of their parts' mean."""
+    groups: dict[str | None, list[Any]] = {}
+    for part, value in zip(units.parts, per_part, strict=True):
+        groups.setdefault(part.subtask, []).append(value)
+    return np.mean([np.mean(values, axis=0) for values in groups.values()], axis=0)
+
+
+def part_score(units: TaskUnits, part: Part, idx: np.ndarray | None = None) -> float:
+    """One part's main score on the units ``idx`` (all of them when None)."""
+    idx = np.arange(part.n) if idx is None else idx
+    return float(registry()[units.type].score(part.data, idx, units.main_score))
+
+
+def part_scores(units: TaskUnits, part: Part, idx: np.ndarray) -> np.ndarray:
+    """One part's main score on each row of ``idx`` ([resamples, n] unit indices)."""
+    spec = registry()[units.type]
+    if spec.score_many is not None:
+        return np.asarray(spec.score_many(part.data, idx, units.main_score), dtype=float)
+    return np.asarray([spec.score(part.data, row, units.main_score) for row in idx], dtype=float)
+
+
+def draw_counts(idx: np.ndarray, n: int) -> np.ndarray:
+    """[rows, n] how many times each of n units is drawn in each row of ``idx``: the form of a
+    block of resamples that `TypeSpec.score_many` functions compute on."""
+    rows = len(idx)
+    flat = (idx + n * np.arange(rows)[:, None]).ravel()
+    return np.bincount(flat, minlength=rows * n).reshape(rows, n)
+
+
+def main_score(units: TaskUnits) -> float:
+    """The task's main score recomputed from its units (equals mteb's)."""
+    return float(combine(units, [part_score(units, p) for p in units.parts]))
+
+
+def path_for(results_dir: Path, task: str) -> Path:
+    return Path(results_dir) / FOLDER / f"{task}.units.json"
+
+
+def to_json(units: TaskUnits) -> str:
+    return json.dumps(
+        {
+            "format": FORMAT,
+            "task": units.task,
+            "type": units.type,
+            "main_score": units.main_score,
+            "unit": units.unit,
+            "parts": [_part_json(p) for p in units.parts],
+        },
+        separators=(",", ":"),
+    )
+
+
+def _part_json(part: Part) -> dict[str, Any]:
+    # "subtask" and "rows" only where there are: other files stay as they were written before.
+    named = {"subtask": part.subtask} if part.subtask is not None else {}
+    rows = {"rows": part.rows} if part.rows is not None else {}
+    return named | {
+        "subset": part.subset,
+        "split": part.split,
+        "n": part.n,
+        **rows,
+        "ids": part.ids,
+        "data": {k: v.tolist() for k, v in part.data.items()},
+    }
+
+
+def read(path: Path) -> TaskUnits:
+    raw = json.loads(Path(path).read_text())
+    parts = [
+        Part(
+            p["subset"],
+            p["split"],
+            p["ids"],
+            {k: np.asarray(v) for k, v in p["data"].items()},
+            p.get("subtask"),
+            p.get("rows"),
+        )
+        for p in raw["parts"]
+    ]
+    return TaskUnits(raw["task"], raw["type"], raw["main_score"], raw["unit"], parts)

@@ -1,0 +1,189 @@
+"""Clustering units: what mteb averages over, in each of its two clustering task families.
+
+- Legacy (AbsTaskClusteringLegacy: every Clustering task of MTEB(eng, v1)): the test split holds
+  several clustering sets (TwentyNewsgroups: 10 sets of ~5,950 titles); mteb runs k-means once
+  per set and reports the mean V-measure over sets. Unit = set, storing its V-measure
+  (``score``), recomputed here from the saved assignment and the set's gold labels.
+- Legacy with a single set (one text set, or a non-text task, whose predictions are one flat
+  assignment): the set's items are resampled. Unit = item, storing ``gold`` and ``pred``
+  (cluster id); the score is the metric on the resampled items.
+- Fast (AbsTaskClustering: the ``.v2`` tasks of MTEB(eng, v2)): mteb draws ``n_clusters`` (10)
+  samples of ``max_documents_per_cluster`` documents with replacement, clusters each, and
+  reports the mean over runs (and hierarchy levels) of the metric. Unit = run, storing one score
+  per level (``score``, shape (n_runs, n_levels)). The predictions file holds only the
+  assignments, not which documents each run drew, so the draws are replayed from the task's seed
+  (see `_replay_fast`).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from mteb.abstasks.clustering import AbsTaskClustering
+from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
+from scipy.optimize import linear_sum_assignment
+from sklearn import metrics
+
+from neobench.evaluate import units
+from neobench.evaluate.units.classification import eval_split
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+
+def _cluster_accuracy(gold: np.ndarray, pred: np.ndarray) -> float:
+    # As AbsTaskClusteringLegacy._compute_metrics: best one-to-one matching of clusters to labels.
+    matrix = metrics.confusion_matrix(gold, pred)
+    rows, cols = linear_sum_assignment(matrix, maximize=True)
+    return float(matrix[rows, cols].sum() / len(gold))
+
+
+METRICS = {
+    "v_measure": metrics.cluster.v_measure_score,
+    "ami": metrics.cluster.adjusted_mutual_info_score,
+    "nmi": metrics.cluster.normalized_mutual_info_score,
+    "ari": metrics.cluster.adjusted_rand_score,
+    "cluster_accuracy": _cluster_accuracy,
+}
+
+
+def _metric(task: AbsTask, gold: Any, pred: Any) -> float:
+    return float(METRICS[task.metadata.main_score](gold, pred))
+
+
+def _legacy_sets(task: AbsTask, sets: Any, predictions: list[list[int]]) -> list[float]:
+    """One score per set, in set order. mteb skips the k-means of a set with a single label
+    (scoring it 1.0) and saves no assignment for it, so assignments are matched by walking the
+    sets in order."""
+    assignments = iter(predictions)
+    scores = []
+    for cluster_set in sets:
+        gold = cluster_set[task.label_column_name]
+        scores.append(1.0 if len(set(gold)) <= 1 else _metric(task, gold, next(assignments)))
+    if next(assignments, None) is not None:
+        raise ValueError(f"{task.metadata.name}: more saved assignments than clustering sets")
+    return scores
+
+
+def _items(gold: list[Any], pred: list[int]) -> tuple[list[str], dict[str, Any]]:
+    if len(gold) != len(pred):
+        raise ValueError(f"{len(pred)} cluster assignments for {len(gold)} items")
+    _, gold_codes = np.unique(np.asarray(gold), return_inverse=True)  # ints, for compact JSON
+    return [str(i) for i in range(len(gold))], {"gold": gold_codes, "pred": np.asarray(pred)}
+
+
+def _build_legacy(
+    task: AbsTaskClusteringLegacy, predictions: list[Any], data_split: Any
+) -> tuple[list[str], dict[str, Any]]:
+    label = task.label_column_name
+    if task.metadata.modalities != ["text"]:  # mteb clusters the whole split at once
+        return _items(data_split[label], predictions)
+    if len(data_split) == 1:
+        gold = data_split[0][label]
+        pred = predictions[0] if predictions else [0] * len(gold)  # skipped: one label
+        return _items(gold, pred)
+    scores = _legacy_sets(task, data_split, predictions)
+    return [f"set{i}" for i in range(len(scores))], {"score": scores}
+
+
+def _downsample(task: AbsTaskClustering, data_split: Any, rng: random.Random) -> Any:
+    """The documents mteb embeds (AbsTaskClustering._evaluate_subset), drawing from ``rng``."""
+    if task.max_document_to_embed is None and task.max_fraction_of_documents_to_embed is None:
+        return data_split
+    if task.max_fraction_of_documents_to_embed is not None:
+        k = int(task.max_fraction_of_documents_to_embed * len(data_split))
+    else:
+        k = task.max_document_to_embed
+    k = min(len(data_split), k)
+    return data_split.select(rng.sample(range(len(data_split)), k=k))
+
+
+def _level_labels(task: AbsTaskClustering, documents: Any) -> list[np.ndarray]:
+    """Gold labels per hierarchy level, as _evaluate_clustering_bootstrapped builds them
+    (including its quirks: -1 marks a missing level; compared elementwise, as mteb does)."""
+    labels = [x if isinstance(x, list) else [x] for x in documents[task.label_column_name]]
+    depth = max(map(len, labels))
+    depth = depth if task.max_depth is None else min(task.max_depth, depth)
+    levels = []
+    for level in range(depth):
+        level_labels = np.array([x[level] if len(x) > level else -1 for x in labels])
+        valid = np.array([x != -1 for x in level_labels])
+        levels.append(level_labels[valid])
+    return levels
+
+
+def _replay_part(task: AbsTaskClustering, data_split: Any, rng: random.Random) -> list[list[Any]]:
+    """Gold labels of the documents each run drew: [level][run] -> labels."""
+    levels = _level_labels(task, _downsample(task, data_split, rng))
+    draws = []
+    for gold in levels:
+        runs = []
+        for _ in range(task.n_clusters):
+            chosen = rng.choices(range(len(gold)), k=task.max_documents_per_cluster)
+            runs.append(gold[chosen])
+        draws.append(runs)
+    return draws
+
+
+def reset_draws(task: AbsTask) -> None:
+    """Re-seed the task's draws as a freshly made task's (mteb seeds them once, at creation, so
+    a task object evaluated twice draws differently the second time). Call before mteb.evaluate
+    on a task object that may have been evaluated before; `build` needs one evaluation's draws."""
+    task.rng_state = random.Random(task.seed)
+
+
+def _replay_fast(task: AbsTaskClustering, hf_subset: str, split: str) -> list[list[Any]]:
+    """Replay mteb's draws for this part. mteb draws from ``task.rng_state``, seeded with
+    ``task.seed`` and shared by every part in evaluation order (split, then subset), so a fresh
+    Random(seed) walked through all parts reproduces them; it must then be in the very state the
+    task's own is in, which proves the replay (a Mersenne Twister state is 2.5 KB)."""
+    rng = random.Random(task.seed)
+    parts = {}
+    for s in task.eval_splits:
+        for subset in task.hf_subsets:
+            parts[subset, s] = _replay_part(task, eval_split(task, subset, s), rng)
+    if rng.getstate() != task.rng_state.getstate():
+        raise ValueError(
+            f"{task.metadata.name}: the task's random draws are not those of one evaluation of "
+            "all its parts from its seed (evaluated twice, or only some parts?); call "
+            "neobench.evaluate.units.clustering.reset_draws(task) before mteb.evaluate and build the "
+            "units right after it"
+        )
+    return parts[hf_subset, split]
+
+
+def _build_fast(
+    task: AbsTaskClustering, predictions: dict[str, list[list[int]]], hf_subset: str, split: str
+) -> tuple[list[str], dict[str, Any]]:
+    draws = _replay_fast(task, hf_subset, split)
+    levels = [f"Level {i}" for i in range(len(draws))]
+    if sorted(predictions) != sorted(levels):
+        raise ValueError(f"{task.metadata.name}: saved levels {sorted(predictions)} != {levels}")
+    scores = np.empty((task.n_clusters, len(levels)))  # (run, level)
+    for j, level in enumerate(levels):
+        for run, (gold, pred) in enumerate(zip(draws[j], predictions[level], strict=True)):
+            scores[run, j] = _metric(task, gold, pred)
+    return [f"run{i}" for i in range(task.n_clusters)], {"score": scores}
+
+
+def build(
+    task: AbsTask, predictions: Any, hf_subset: str, split: str
+) -> tuple[list[str], dict[str, Any]]:
+    if isinstance(task, AbsTaskClusteringLegacy):
+        return _build_legacy(task, predictions, eval_split(task, hf_subset, split))
+    if isinstance(task, AbsTaskClustering):
+        return _build_fast(task, predictions, hf_subset, split)
+    raise TypeError(f"{task.metadata.name}: unknown clustering task class {type(task).__name__}")
+
+
+def score(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> float:
+    """Items: the metric on the resampled items. Sets or runs: the mean of their scores (over
+    runs and levels for fast tasks, as mteb's flat mean)."""
+    if "gold" in data:
+        return float(METRICS[main_score](data["gold"][idx], data["pred"][idx]))
+    return float(np.mean(data["score"][idx]))
+
+
+SPEC = units.TypeSpec(unit="set", build=build, score=score)

@@ -1,0 +1,135 @@
+"""STS units: one sentence pair each; the main score is a correlation over the pairs.
+
+mteb (AbsTaskSTS._calculate_scores) correlates the gold scores, normalised to [0, 1] by the task's
+``min_score``/``max_score``, with one similarity per pair: ``cosine_*`` with cosine similarity,
+``manhattan_*``/``euclidean_*`` with the negated distances, and plain ``pearson``/``spearman``
+with the model's own similarity (cosine when the model has none). A part stores, per pair, the
+similarity of the task's main score (``pred``) and the normalised gold score (``gold``).
+
+Bootstrap draws of a Spearman main score go through `score_many`: a resample only changes how
+many times each pair counts, so each side is sorted once, and for a block of resamples the
+midrank of every run of tied values comes from cumulative counts; Spearman is then the
+count-weighted Pearson correlation of the two midranks, as scipy computes it on the drawn pairs.
+
+The helpers `data_split` and `compact` are shared with the other pair-type modules.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+
+from neobench.evaluate.units import TypeSpec, draw_counts
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from mteb.abstasks.abstask import AbsTask
+
+# Prefix of mteb's score name -> the key of the per-pair similarity in its predictions.
+SIMILARITY = {
+    "": "similarity_scores",
+    "cosine": "cosine_scores",
+    "manhattan": "manhattan_distances",
+    "euclidean": "euclidean_distances",
+}
+
+
+def data_split(task: AbsTask, hf_subset: str, split: str) -> Dataset:
+    """The rows mteb evaluated for (subset, split), picked the way AbsTask.evaluate picks them."""
+    if hf_subset not in task.dataset and hf_subset == "default":
+        return task.dataset[split]
+    return task.dataset[hf_subset][split]
+
+
+def compact(values: Any) -> list[float]:
+    """Floats as short as exactness allows.
+
+    mteb's similarities come from float32 embeddings, so each is a float32 value held in a
+    float64 (17 digits in JSON). When all are, they are rewritten as the shortest decimal that
+    reads back as the same float32 (about 9 digits): distinct values stay distinct and in the same
+    order, ties stay ties, so rank statistics (Spearman, AP, best thresholds) are unchanged and
+    value statistics (Pearson) move by ~1e-8. Anything else is kept at full precision.
+    """
+    full = np.asarray(values, dtype=np.float64)
+    single = full.astype(np.float32)
+    if not np.array_equal(single.astype(np.float64), full, equal_nan=True):
+        return full.tolist()
+    return [float(np.format_float_positional(v, unique=True, trim="-")) for v in single]
+
+
+def _split_name(main_score: str) -> tuple[str, str]:
+    """``cosine_spearman`` -> (``cosine``, ``spearman``); ``spearman`` -> (``""``, ``spearman``)."""
+    prefix, _, correlation = main_score.rpartition("_")
+    if prefix not in SIMILARITY or correlation not in {"pearson", "spearman"}:
+        raise ValueError(f"not an STS score mteb computes: {main_score!r}")
+    return prefix, correlation
+
+
+def build(
+    task: AbsTask, predictions: dict[str, Any], hf_subset: str, split: str
+) -> tuple[list[str], dict[str, Any]]:
+    prefix, _ = _split_name(task.metadata.main_score)
+    scores = predictions[SIMILARITY[prefix]]
+    if scores is None:  # no similarity function of its own: mteb falls back to cosine
+        scores = predictions["cosine_scores"]
+    # The same normalisation as mteb's (float64 arithmetic, same order of operations).
+    gold = [task._normalize(x) for x in data_split(task, hf_subset, split)["score"]]
+    if len(gold) != len(scores):
+        raise ValueError(f"{len(scores)} predicted pairs for {len(gold)} gold pairs")
+    return [str(i) for i in range(len(gold))], {"pred": compact(scores), "gold": gold}
+
+
+def score(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> float:
+    _, correlation = _split_name(main_score)
+    gold, pred = data["gold"][idx], data["pred"][idx]
+    # mteb's argument order (gold first): Pearson's float result depends on it at ~1e-16.
+    if correlation == "spearman":
+        return float(spearmanr(gold, pred)[0])
+    return float(pearsonr(gold, pred)[0])
+
+
+# Resamples x pairs per block of `score_many` (a handful of float64 arrays of that size).
+BLOCK = 2_000_000
+
+
+def _ties(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sort order, first sorted position of each run of equal values, each pair's run)."""
+    order = np.argsort(values, kind="mergesort")
+    starts = np.r_[0, np.flatnonzero(np.diff(values[order])) + 1]
+    run = np.empty(len(values), dtype=np.intp)
+    run[order] = np.cumsum(np.r_[1, np.diff(values[order]) != 0]) - 1
+    return order, starts, run
+
+
+def _midranks(counts: np.ndarray, ties: tuple) -> np.ndarray:
+    """[rows, n] each pair's rank among the drawn pairs (ties get the mean of their ranks,
+    as scipy's rankdata), from the pairs' draw counts."""
+    order, starts, run = ties
+    drawn = np.add.reduceat(counts[:, order], starts, axis=1).astype(np.float64)
+    below = np.cumsum(drawn, axis=1) - drawn
+    return (below + (drawn + 1) / 2)[:, run]
+
+
+def score_many(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> np.ndarray:
+    """`score` of every row of ``idx``; Spearman in blocks of resamples."""
+    _, correlation = _split_name(main_score)
+    if correlation != "spearman":
+        return np.asarray([score(data, row, main_score) for row in idx], dtype=float)
+    gold, pred = _ties(data["gold"]), _ties(data["pred"])
+    n, m = len(data["gold"]), idx.shape[1]
+    out = np.empty(len(idx))
+    rows = max(1, BLOCK // max(1, n))
+    for start in range(0, len(idx), rows):
+        counts = draw_counts(idx[start : start + rows], n)
+        centre = (m + 1) / 2  # the mean rank of any m values
+        a, b = _midranks(counts, gold) - centre, _midranks(counts, pred) - centre
+        with np.errstate(invalid="ignore", divide="ignore"):  # all tied: nan, as scipy
+            out[start : start + rows] = np.sum(counts * a * b, axis=1) / np.sqrt(
+                np.sum(counts * a * a, axis=1) * np.sum(counts * b * b, axis=1)
+            )
+    return out
+
+
+SPEC = TypeSpec(unit="pair", build=build, score=score, score_many=score_many)

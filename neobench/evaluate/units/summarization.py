@@ -1,0 +1,94 @@
+"""Summarization units: one source text each; the main score is a mean over texts.
+
+mteb's SummarizationEvaluator gives every machine summary of a text the maximum similarity to the
+text's human summaries, correlates those with the text's human relevance scores (normalised to
+[0, 1]), and averages the per-text correlations. Texts whose human scores, cosine scores or dot
+scores are all equal are dropped before anything is saved (their correlation is undefined), so
+the predictions list only the kept texts; `build` matches them back to dataset rows by their
+human scores, which are the normalised relevance of that row. Which texts are dropped depends on
+the model, so a part also records how many texts the split has (``rows``): two models compared
+are paired on the texts both kept (`neobench.report.bootstrap.shared`).
+
+SummEval (v1) uses DeprecatedSummarizationEvaluator, which keeps mteb issue 1156: it averages the
+scipy results themselves, i.e. each text's (statistic, p-value) pair, so a text contributes the
+mean of its correlation and its p-value. The per-text term of the main score is therefore
+computed here once, with scipy as the evaluator calls it, and stored as ``term``: the main score
+of any resample is the mean of its texts' terms.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from mteb._evaluators.text.summarization_evaluator import DeprecatedSummarizationEvaluator
+from scipy.stats import pearsonr, spearmanr
+
+from neobench.evaluate.units import TypeSpec
+from neobench.evaluate.units.sts import data_split
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+# Prefix of mteb's score name -> the key of the per-summary prediction.
+PREDICTION = {"": "similarity_scores", "cosine": "cosine_scores", "dot": "dot_scores"}
+
+
+def _split_name(main_score: str) -> tuple[str, str]:
+    prefix, _, correlation = main_score.rpartition("_")
+    if prefix not in PREDICTION or correlation not in {"pearson", "spearman"}:
+        raise ValueError(f"not a summarization score mteb computes: {main_score!r}")
+    return prefix, correlation
+
+
+def text_term(human: list[float], pred: list[float], correlation: str, deprecated: bool) -> float:
+    """One text's share of the main score, as mteb's evaluator computes it."""
+    result = (spearmanr if correlation == "spearman" else pearsonr)(human, pred)
+    if deprecated:  # np.mean over the result tuple: (statistic + p-value) / 2
+        return float(np.mean(np.asarray(result, dtype=np.float64)))
+    return float(result.statistic)
+
+
+def kept_rows(
+    task: AbsTask, hf_subset: str, split: str, kept_human: list[list[float]]
+) -> list[int]:
+    """Dataset row of each kept text: rows in order, each kept text at the next row whose
+    normalised relevance equals its human scores (mteb's normalisation, bit for bit)."""
+    relevance = data_split(task, hf_subset, split)[task.relevancy_column_name]
+    span = task.max_score - task.min_score
+    rows: list[int] = []
+    for row, scores in enumerate(relevance):
+        if len(rows) == len(kept_human):
+            break
+        if ((np.array(scores) - task.min_score) / span).tolist() == kept_human[len(rows)]:
+            rows.append(row)
+    if len(rows) != len(kept_human):
+        raise ValueError(f"only {len(rows)} of {len(kept_human)} saved texts match dataset rows")
+    return rows
+
+
+def build(
+    task: AbsTask, predictions: dict[str, Any], hf_subset: str, split: str
+) -> tuple[list[str], dict[str, Any]]:
+    prefix, correlation = _split_name(task.metadata.main_score)
+    deprecated = issubclass(task.evaluator, DeprecatedSummarizationEvaluator)
+    human = predictions["human_scores"]
+    terms = [
+        text_term(h, p, correlation, deprecated)
+        for h, p in zip(human, predictions[PREDICTION[prefix]], strict=True)
+    ]
+    rows = kept_rows(task, hf_subset, split, human)
+    return [str(r) for r in rows], {"term": terms}
+
+
+def score(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> float:
+    _split_name(main_score)  # the terms belong to the task's main score; refuse any other
+    return float(np.mean(data["term"][idx]))
+
+
+def rows(task: AbsTask, hf_subset: str, split: str) -> int:
+    """The texts of the split, before mteb drops any."""
+    return len(data_split(task, hf_subset, split))
+
+
+SPEC = TypeSpec(unit="text", build=build, score=score, rows=rows)

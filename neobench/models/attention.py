@@ -1,0 +1,153 @@
+"""Which attention implementation a backbone runs: the fastest one its class supports.
+
+transformers declares what each model class supports in class attributes (``_supports_sdpa``,
+``_supports_flash_attn``, ``_supports_flex_attn``) and refuses an unsupported request when the
+model is built ("X does not support an attention implementation through ..."). neobench reads
+the same attributes before loading, so ``auto`` never asks for what a class cannot do (MPNet and
+DeBERTa-v2 have no SDPA path and run ``eager``), and an explicit request the class cannot serve
+is refused with the class named. Nothing here is a list of architectures: a class added to
+transformers tomorrow is handled by what it declares.
+
+Order of preference for ``auto``: ``flash_attention_2`` (CUDA, half precision, flash-attn usable,
+as transformers itself checks it), then ``sdpa``, then ``eager``. Remote-code classes
+(``trust_remote_code``) cannot be inspected without running their code, so they are tried in the
+same order and the next one is taken when transformers refuses one (``candidates`` + ``refused``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from neobench.core.errors import NeobenchError, check_choice
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+AUTO = "auto"
+FLASH = ("flash_attention_2", "flash_attention_3", "flash_attention_4")
+
+
+def choices() -> list[str]:
+    """Values of --attn-implementation: auto, eager and transformers' registered functions.
+
+    neobench's own packed kernel (unpad.py) and decoding-only paged variants are left out: they
+    need inputs that only neobench's encoder or a generation loop builds.
+    """
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    from neobench.models.unpad import KERNEL
+
+    registered = [k for k in ALL_ATTENTION_FUNCTIONS.valid_keys() if k != KERNEL and "|" not in k]
+    return [AUTO, "eager", *sorted(registered)]
+
+
+def check(value: str) -> str:
+    """``value`` if it names an implementation; else "did you mean" and the valid ones."""
+    return check_choice("--attn-implementation", value, choices())
+
+
+def backbone_class(config_dir: Path, trust_remote_code: bool) -> type | None:
+    """The class AutoModel builds for the folder (what sentence-transformers loads), or None for
+    remote code, which cannot be inspected without importing it."""
+    from transformers import AutoConfig, AutoModel
+    from transformers.models.auto.auto_factory import _get_model_class
+
+    from neobench.models import register
+
+    register()  # native NeoBERT
+    config = AutoConfig.from_pretrained(str(config_dir), trust_remote_code=trust_remote_code)
+    if trust_remote_code and "AutoModel" in (getattr(config, "auto_map", None) or {}):
+        return None
+    if type(config) not in AutoModel._model_mapping:
+        return None  # an unregistered config class: let transformers try and report
+    return _get_model_class(config, AutoModel._model_mapping)
+
+
+def supported(cls: type) -> list[str]:
+    """Implementations ``cls`` declares, in transformers' own class attributes."""
+    found = ["eager"]
+    if getattr(cls, "_supports_sdpa", False):
+        found.append("sdpa")
+    # `_supports_flash_attn_2` is the older name, still found in remote code.
+    if getattr(cls, "_supports_flash_attn", False) or getattr(cls, "_supports_flash_attn_2", False):
+        found += list(FLASH)
+    if getattr(cls, "_supports_flex_attn", False):
+        found.append("flex_attention")
+    return found
+
+
+def flash_usable(device: str, half: bool) -> bool:
+    """flash-attn 2 runs here: a CUDA device, fp16/bf16 compute, and the package importable
+    (transformers' own availability check, which also checks the package version)."""
+    if not (device.startswith("cuda") and half):
+        return False
+    from transformers.utils import is_flash_attn_2_available
+
+    return bool(is_flash_attn_2_available())
+
+
+def candidates(requested: str, cls: type | None, device: str, half: bool, spec: str) -> list[str]:
+    """Implementations to try, best first: one for an inspectable class, a fallback chain for
+    remote code under ``auto``. Raises NeobenchError for a request the class cannot serve."""
+    check(requested)
+    if requested in FLASH and not device.startswith("cuda"):
+        raise NeobenchError(
+            f"--attn-implementation {requested}: flash attention runs on CUDA only, and this run "
+            f"is on {device}. Use --attn-implementation auto (sdpa or eager on the CPU)."
+        )
+    if requested != AUTO:
+        if cls is not None and requested not in supported(cls):
+            raise NeobenchError(unsupported_message(spec, cls.__name__, requested, supported(cls)))
+        return [requested]
+    preferred = (["flash_attention_2"] if flash_usable(device, half) else []) + ["sdpa", "eager"]
+    if cls is None:
+        return preferred
+    return [next(impl for impl in preferred if impl in supported(cls))]
+
+
+def refused(error: BaseException) -> bool:
+    """Whether ``error`` is transformers refusing an attention implementation for a class."""
+    text = str(error)
+    return "does not support" in text and ("attention" in text or "Flash Attention" in text)
+
+
+def unsupported_message(spec: str, class_name: str, requested: str, available: list[str]) -> str:
+    return (
+        f"--model {spec}: {class_name} does not support --attn-implementation {requested}; "
+        f"it supports {', '.join(available)}. Pass --attn-implementation auto (the fastest of "
+        f"those) or one of them."
+    )
+
+
+def remote_refusal(spec: str, requested: str, error: BaseException) -> NeobenchError:
+    """A remote-code class refused an explicit request (its support was unknown before loading)."""
+    class_name = str(error).strip().split(" ", 1)[0]
+    return NeobenchError(
+        f"--model {spec}: its remote code ({class_name}) does not support "
+        f"--attn-implementation {requested} (transformers refused it when building the model). "
+        "Pass --attn-implementation auto to take the fastest implementation it accepts, or "
+        "eager, which every class supports."
+    )
+
+
+def build_first(
+    options: list[str], requested: str, spec: str, build: Callable[[str], object]
+) -> object:
+    """``build`` with the first implementation transformers accepts (several are tried only for
+    remote code under ``auto``, whose support is unknown until its class is built)."""
+    for index, impl in enumerate(options):
+        try:
+            return build(impl)
+        except ValueError as error:
+            if not refused(error):
+                raise
+            if requested != AUTO:
+                raise remote_refusal(spec, requested, error) from None
+            if index == len(options) - 1:
+                raise
+            logger.info("%s refused %s; trying %s", spec, impl, options[index + 1])
+    raise AssertionError("unreachable: candidates() returns at least one implementation")

@@ -1,0 +1,101 @@
+"""What neobench checks in a model folder before loading it, and settles in its tokenizer after.
+
+Weights: a safetensors file cut short (an interrupted download) is found from its own header
+before transformers reads it, and refused with the file named. Tokenizer: whatever the folder
+says, batches are padded on the right and there is a pad token, recorded in the run cards.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from neobench.core.errors import NeobenchError
+
+
+def check_weights(folders: list[Path], spec: str) -> None:
+    """Refuse a cut-off ``*.safetensors`` file (an interrupted download) before loading: its
+    header says how many bytes it holds, so a short file is found without reading the tensors."""
+    problems = []
+    for file in sorted({f for folder in folders for f in folder.glob("*.safetensors")}):
+        problem = _safetensors_problem(file)
+        if problem:
+            problems.append(
+                f"--model {spec}: weights file {file.name} {problem} (in {file.parent}). The "
+                "download or copy was interrupted: download the model again (`hf download REPO "
+                "--local-dir DIR`, or delete the folder or its hub cache entry and fetch it anew)."
+            )
+    if problems:
+        raise NeobenchError(problems)
+
+
+def _safetensors_problem(file: Path) -> str | None:
+    """Why ``file`` is not a complete safetensors file, or None.
+
+    Layout: 8 bytes little-endian header length n, n bytes of JSON mapping every tensor to
+    ``data_offsets`` [begin, end) in the byte buffer that follows."""
+    size = file.stat().st_size
+    with file.open("rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            return f"is {size} bytes long, shorter than a safetensors header"
+        length = int.from_bytes(head, "little")
+        if 8 + length > size:
+            return f"is truncated: {size} bytes, but its header alone needs {8 + length}"
+        try:
+            header = json.loads(handle.read(length))
+        except ValueError:
+            return "has an unreadable header (not a safetensors file, or damaged)"
+    ends = [
+        entry["data_offsets"][1]
+        for key, entry in header.items()
+        if key != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry
+    ]
+    expected = 8 + length + max(ends, default=0)
+    if size < expected:
+        return f"is truncated: {size} bytes of the {expected} its header describes"
+    return None
+
+
+def settle_tokenizer(model: object, config: dict, spec: str) -> dict[str, object]:
+    """Right padding and a pad token, whatever the tokenizer folder said; returns the record.
+
+    Right padding: absolute positions (BERT) count from the first column, so left padding would
+    shift every real token and change the embeddings; the packed path numbers positions the same
+    way. A missing pad token (some BPE tokenizers) takes the token of the config's
+    pad_token_id, else eos, sep or unk: padding is masked out of attention and pooling, so any
+    token the model knows serves."""
+    tokenizer = model[0].tokenizer
+    if tokenizer is None:
+        raise NeobenchError(f"--model {spec}: it has no text tokenizer; neobench embeds text.")
+    adjusted = []
+    if tokenizer.padding_side != "right":
+        adjusted.append(f"padding_side {tokenizer.padding_side!r} -> 'right'")
+        tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:
+        source, token = _pad_token(tokenizer, config)
+        if token is None:
+            raise NeobenchError(
+                f"--model {spec}: its tokenizer has no pad token, and no eos, sep or unk token "
+                "to pad with. Add one to the tokenizer (tokenizer.add_special_tokens("
+                "{'pad_token': '[PAD]'}), then save_pretrained) and pass that folder."
+            )
+        tokenizer.pad_token = token
+        adjusted.append(f"pad_token set to {token!r} (from {source})")
+    return {
+        "class": type(tokenizer).__name__,
+        "padding_side": tokenizer.padding_side,
+        "pad_token": str(tokenizer.pad_token),
+        "adjusted": adjusted,
+    }
+
+
+def _pad_token(tokenizer: object, config: dict) -> tuple[str, str | None]:
+    pad_id = config.get("pad_token_id")
+    if isinstance(pad_id, int) and 0 <= pad_id < len(tokenizer):
+        return "the config's pad_token_id", tokenizer.convert_ids_to_tokens(pad_id)
+    for name in ("eos_token", "sep_token", "unk_token"):
+        token = getattr(tokenizer, name, None)
+        if token is not None:
+            return name, str(token)
+    return "", None

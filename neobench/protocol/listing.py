@@ -1,0 +1,135 @@
+"""What `neobench ls` (and the other commands' tabular reports) list, as plain records.
+
+Each function returns a `Listing`: a title, column names and rows of strings. How it is printed
+(a rich table on a terminal, whole padded lines in a log) is the CLI's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from neobench.protocol.mirror import VerifyReport
+
+
+@dataclass
+class Listing:
+    title: str
+    columns: tuple[str, ...]
+    rows: list[tuple[str, ...]] = field(default_factory=list)
+
+
+def listing(what: str, recipe: str, benchmark: str) -> Listing:
+    """The listing `neobench ls WHAT` prints (WHAT as in config.LISTINGS)."""
+    if what == "tasks":
+        return tasks(benchmark)
+    if what == "profiles":
+        return profiles()
+    if what == "recipes":
+        return recipes()
+    if what == "keys":
+        return keys(recipe)
+    if what == "datasets":
+        return datasets(recipe)
+    raise ValueError(f"no listing {what!r}")
+
+
+def tasks(benchmark: str) -> Listing:
+    """The benchmark's tasks with their type, splits, subsets and dataset repo."""
+    from neobench.protocol.tasks import load_benchmark
+
+    loaded = load_benchmark(benchmark)
+    rows = [
+        (
+            t.metadata.name,
+            t.metadata.type,
+            ",".join(t.eval_splits),
+            ",".join(t.hf_subsets),
+            t.metadata.dataset.get("path", "(aggregate)"),
+        )
+        for t in loaded.tasks
+    ]
+    columns = ("task", "type", "splits", "subsets", "dataset")
+    return Listing(f"{loaded.name}: {len(loaded.tasks)} tasks", columns, rows)
+
+
+def profiles() -> Listing:
+    """The shipped evaluation instruction profiles."""
+    from neobench.protocol.instructions import list_profiles, load_profile
+
+    rows = []
+    for name in list_profiles():
+        profile = load_profile(name)
+        rows.append((name, f"{len(profile.instructions)} instructions", profile.sha256[:12]))
+    return Listing("instruction profiles", ("profile", "size", "sha256"), rows)
+
+
+def recipes() -> Listing:
+    """The shipped fine-tuning recipes."""
+    from neobench.protocol.recipe import list_recipes, load_recipe
+
+    rows = []
+    for name in list_recipes():
+        recipe = load_recipe(name)
+        rows.append((name, f"v{recipe.version}", recipe.manifest, recipe.sha256[:12]))
+    return Listing("recipes", ("recipe", "version", "manifest", "sha256"), rows)
+
+
+def keys(name: str) -> Listing:
+    """Every value of the recipe with its source, what the key means, and the recipe's note on
+    the value: what key=value can override."""
+    from neobench.protocol.config import RecipeValues, field_docs
+    from neobench.protocol.recipe import load_recipe
+
+    recipe = load_recipe(name)
+    docs = field_docs(RecipeValues)
+    rows = [
+        (
+            key,
+            str(value),
+            recipe.sources.get(key, ""),
+            docs.get(key, ""),
+            recipe.notes.get(key, ""),
+        )
+        for key, value in recipe.as_dict().items()
+    ]
+    title = f"recipe {recipe.name} v{recipe.version}: key=value overrides"
+    return Listing(title, ("key", "value", "source", "meaning", "note"), rows)
+
+
+def datasets(name: str) -> Listing:
+    """The training datasets of the recipe's manifest."""
+    from neobench.protocol.manifest import load_manifest
+    from neobench.protocol.recipe import load_recipe
+
+    manifest = load_manifest(load_recipe(name).manifest)
+    rows = [
+        (
+            row.key,
+            row.repo_id,
+            row.config or "",
+            (row.revision or "lock")[:12],
+            row.source,
+            ",".join(row.in_domain),
+        )
+        for row in manifest.rows.values()
+    ]
+    columns = ("key", "dataset", "config", "revision", "source", "in-domain MTEB tasks")
+    return Listing(f"{manifest.name}: {len(manifest.rows)} datasets", columns, rows)
+
+
+def verified(report: VerifyReport) -> Listing:
+    """`data verify`'s rows: one per dataset repo of the mirror."""
+    rows = [(r.task, r.repo_id, r.status, r.detail) for r in report.rows]
+    return Listing(report.title, ("task", "repo", "status", "detail"), rows)
+
+
+def outcomes(summary: Any) -> Listing:
+    """`eval`'s closing table: one row per task of the run (an evaluate.EvalSummary)."""
+    rows = [
+        (o.task, o.type, o.status, "" if o.main_score is None else f"{o.main_score:.4f}")
+        for o in summary.outcomes
+    ]
+    columns = ("task", "type", "status", "main score")
+    return Listing(f"{len(summary.outcomes)} tasks", columns, rows)

@@ -1,0 +1,154 @@
+"""Training datasets as data (datasets_manifest/*.yaml): parse and validate rows offline."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neobench.core.errors import NeobenchError, did_you_mean, find_yaml, read_yaml, shipped, unknown
+from neobench.protocol.recipe import SOURCES
+
+FIELDS = {
+    "hf_id",
+    "config",
+    "split",
+    "revision",
+    "data_files",
+    "query",
+    "positive",
+    "negatives",
+    "num_negatives",
+    "filters",
+    "parts",
+    "join",
+    "pair_by",
+    "derive",
+    "licence",
+    "instruction",
+    "source",
+    "note",
+    "in_domain",
+}
+PATH = re.compile(r"^[A-Za-z_][\w-]*(\[(\d+|\*)\]|\.[A-Za-z_][\w-]*)*$")
+TEMPLATE_FIELD = re.compile(r"\{([^{}]+)\}")
+REVISION = re.compile(r"^[0-9a-f]{40}$")
+
+
+def manifests_dir() -> Path:
+    return shipped("datasets_manifest")
+
+
+def list_manifests() -> list[str]:
+    return sorted(p.stem for p in manifests_dir().glob("*.yaml"))
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    instruction: str
+    licence: str
+    source: str
+    query: str = ""  # empty when `parts` give per-config expressions
+    positive: str = ""
+    hf_id: str | None = None
+    config: str | None = None
+    split: str = "train"
+    revision: str | None = None
+    data_files: str | list[str] | None = None
+    negatives: list[str] = field(default_factory=list)
+    num_negatives: int | None = None
+    filters: dict[str, Any] = field(default_factory=dict)
+    parts: list[dict[str, str]] = field(default_factory=list)
+    join: str | None = None
+    pair_by: str | None = None
+    derive: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+    in_domain: list[str] = field(default_factory=list)
+
+    @property
+    def repo_id(self) -> str:
+        return self.hf_id or f"local:{self.data_files}"
+
+
+@dataclass
+class Manifest:
+    name: str
+    path: str
+    rows: dict[str, Row]
+
+
+def load_manifest(name_or_path: str) -> Manifest:
+    path = find_yaml(name_or_path, manifests_dir(), "dataset manifest")
+    data = read_yaml(path, "manifest") or {}
+    problems: list[str] = []
+    rows = {}
+    for key, spec in (data.get("datasets") or {}).items():
+        row_problems = row_shape_problems(key, spec or {})
+        problems += [f"{path.name}: {p}" for p in row_problems]
+        if not row_problems:
+            rows[key] = Row(key=key, **{k: v for k, v in spec.items() if v is not None})
+    if not rows and not problems:
+        problems.append(f"{path.name}: no datasets.")
+    if problems:
+        raise NeobenchError(problems)
+    return Manifest(str(data.get("name", path.stem)), str(path), rows)
+
+
+def row_shape_problems(key: str, spec: dict[str, Any]) -> list[str]:
+    """Everything checkable without data: fields, expressions, revision format, source tags."""
+    problems = []
+    for name in spec:
+        if name not in FIELDS:
+            problems.append(f"{key}: unknown field {name!r}.{did_you_mean(name, FIELDS)}")
+    if not spec.get("hf_id") and not spec.get("data_files"):
+        problems.append(f"{key}: needs hf_id (a hub dataset) or data_files (local parquet).")
+    for name in ("query", "positive", "instruction", "licence", "source"):
+        if not spec.get(name) and not (name in ("query", "positive") and spec.get("parts")):
+            problems.append(f"{key}: missing {name!r}.")
+    if spec.get("source") and spec["source"] not in SOURCES:
+        problems.append(f"{key}: source {spec['source']!r} is not one of {sorted(SOURCES)}.")
+    revision = spec.get("revision")
+    if revision is not None and not REVISION.match(str(revision)):
+        problems.append(f"{key}: revision {revision!r} is not a 40-hex commit (or null).")
+    expressions = [spec.get("query"), spec.get("positive"), *(spec.get("negatives") or [])]
+    for part in spec.get("parts") or []:
+        expressions += [part.get("query"), part.get("positive")]
+        if not part.get("config"):
+            problems.append(f"{key}: every part needs a config.")
+    for expression in filter(None, expressions):
+        if not expression_ok(str(expression)):
+            problems.append(f"{key}: cannot parse column expression {expression!r}.")
+    if spec.get("join") not in (None, "beir"):
+        problems.append(f"{key}: join {spec['join']!r}: only 'beir' is known.")
+    for column, rule in (spec.get("filters") or {}).items():
+        if rule != "nonempty" and not (isinstance(rule, dict) and set(rule) <= {"min", "max"}):
+            problems.append(
+                f"{key}: filter on {column!r} must be 'nonempty' or {{min: x, max: y}}."
+            )
+    for column, rule in (spec.get("derive") or {}).items():
+        if not (isinstance(rule, dict) and set(rule) == {"pick", "by"}):
+            problems.append(
+                f"{key}: derive {column!r} must be {{pick: [columns], by: index column}}."
+            )
+    return problems
+
+
+def expression_ok(expression: str) -> bool:
+    fields = TEMPLATE_FIELD.findall(expression)
+    if fields:
+        return all(PATH.match(f.strip()) for f in fields)
+    return bool(PATH.match(expression))
+
+
+def validate_manifest(manifest: Manifest, instruction_keys: set[str]) -> list[str]:
+    """Cross-checks: every row's instruction exists in the training instruction profile."""
+    problems = []
+    for row in manifest.rows.values():
+        if row.instruction not in instruction_keys:
+            problems.append(
+                f"{manifest.name}: {row.key}: "
+                + unknown("training instruction", row.instruction, instruction_keys)
+            )
+    return problems

@@ -1,0 +1,386 @@
+"""Offline mirror of Hugging Face dataset repos: ``<dir>/<hf repo id>/`` snapshots.
+
+On a connected machine ``prefetch`` snapshots every repo a benchmark needs at the revision mteb
+pins and records what it resolved in a lock file; on an air-gapped one ``--data-dir`` (or
+NEOBENCH_DATA_DIR) makes every task load from the mirror instead of the hub.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from neobench.core.errors import NeobenchError
+from neobench.protocol.instructions import expand
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+    from neobench.protocol.manifest import Row
+    from neobench.protocol.recipe import Recipe
+
+logger = logging.getLogger(__name__)
+
+DATA_DIR_ENV = "NEOBENCH_DATA_DIR"
+LOCK_FILE = "neobench-mirror.lock.json"
+
+
+@dataclass(frozen=True)
+class RepoNeed:
+    """One dataset repo a task loads, at the revision mteb pins for it."""
+
+    task: str  # the task whose data it is (a CQADupstack sub-forum, say)
+    repo_id: str
+    revision: str | None
+    benchmark_task: str  # the benchmark's task it belongs to (CQADupstackRetrieval)
+
+
+def resolve_data_dir(arg: str | Path | None) -> Path | None:
+    """``--data-dir`` if given, else $NEOBENCH_DATA_DIR, else None (load from the hub)."""
+    value = arg if arg not in (None, "") else os.environ.get(DATA_DIR_ENV) or None
+    if value is None:
+        return None
+    path = Path(value).expanduser().resolve()
+    if not path.is_dir():
+        source = "--data-dir" if arg else f"${DATA_DIR_ENV}"
+        raise NeobenchError(
+            f"{source} {value}: {'is a file, not a folder' if path.exists() else 'no such folder'}"
+            ". Point it at a mirror made by "
+            "`neobench data prefetch --out DIR`, or leave it unset to load from the hub."
+        )
+    return path
+
+
+def repo_needs(tasks: list[AbsTask]) -> list[RepoNeed]:
+    """The dataset repos of these tasks (aggregates expanded), in task order."""
+    needs = []
+    for parent in tasks:
+        for task in expand([parent]):
+            dataset = task.metadata.dataset
+            needs.append(
+                RepoNeed(
+                    task.metadata.name,
+                    dataset["path"],
+                    dataset.get("revision"),
+                    parent.metadata.name,
+                )
+            )
+    return needs
+
+
+def read_lock(data_dir: Path) -> dict[str, dict]:
+    lock = data_dir / LOCK_FILE
+    return json.loads(lock.read_text()) if lock.is_file() else {}
+
+
+def prefetch_command(benchmark: str, tasks: list[str], out: Path | str) -> str:
+    task_arg = f" --tasks {','.join(tasks)}" if tasks else ""
+    return f'neobench data prefetch --benchmark "{benchmark}"{task_arg} --out {out}'
+
+
+def point_tasks_at_mirror(tasks: list[AbsTask], data_dir: Path, benchmark: str) -> None:
+    """Make every task load from ``data_dir/<repo id>``; report every missing repo at once.
+
+    mteb hands the path to ``datasets.load_dataset``; a local folder is read as it is (the
+    pinned revision only applies to the hub), which is why the lock file records revisions.
+    """
+    missing = [n for n in repo_needs(tasks) if not (data_dir / n.repo_id).is_dir()]
+    if not missing:
+        for task in expand(tasks):
+            dataset = task.metadata.dataset
+            folder = str(data_dir / dataset["path"])
+            task.metadata = task.metadata.model_copy(
+                update={"dataset": {**dataset, "path": folder}}
+            )
+    if missing:
+        lines = [
+            f"Task {m.task} needs dataset repo '{m.repo_id}' (revision {m.revision}), "
+            f"which is not in the mirror {data_dir} (expected folder {data_dir / m.repo_id})."
+            for m in missing
+        ]
+        names = sorted({m.benchmark_task for m in missing})
+        lines.append(
+            "Fix: on a machine with hub access run `"
+            + prefetch_command(benchmark, names, data_dir)
+            + "` and copy the folder here, or drop these tasks with --tasks/--types."
+        )
+        raise NeobenchError(lines)
+
+
+def hub_offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def hub_reachable(timeout: float = 5.0) -> bool:
+    """One TCP connect to the hub endpoint: fails in milliseconds without DNS, never hangs."""
+    from huggingface_hub import constants
+
+    parsed = urlparse(constants.ENDPOINT)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _in_hub_cache(need: RepoNeed) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(
+        need.repo_id, "README.md", revision=need.revision, repo_type="dataset"
+    )
+    return isinstance(found, str)
+
+
+def check_hub_access(tasks: list[AbsTask], benchmark: str) -> None:
+    """Without a mirror, fail fast (before any model loads) if the hub cannot serve the data."""
+    if not hub_offline() and hub_reachable():
+        return
+    why = "HF_HUB_OFFLINE is set" if hub_offline() else "the Hugging Face hub is unreachable"
+    missing = [n for n in repo_needs(tasks) if not _in_hub_cache(n)]
+    if not missing:
+        return
+    lines = [
+        f"Task {m.task} needs dataset repo '{m.repo_id}' (revision {m.revision}), but {why} "
+        "and it is not in the local Hugging Face cache."
+        for m in missing
+    ]
+    lines.append(
+        "Fix: pass --data-dir DIR (or set NEOBENCH_DATA_DIR) to a mirror made on a connected "
+        "machine with `"
+        + prefetch_command(benchmark, sorted({m.benchmark_task for m in missing}), "DIR")
+        + "`."
+    )
+    raise NeobenchError(lines)
+
+
+def manifest_needs(rows: list) -> list[RepoNeed]:
+    """The hub repos of training manifest rows (local data_files rows need none)."""
+    return [RepoNeed(r.key, r.hf_id, r.revision, r.key) for r in rows if r.hf_id]
+
+
+def prefetch(needs: list[RepoNeed], out: Path) -> dict[str, dict]:
+    """Snapshot every repo at its pinned revision into ``out/<repo id>`` and update the lock.
+
+    An unpinned revision (null in a manifest) takes the branch head; the lock records the
+    commit actually fetched, and run cards copy it.
+    """
+    from huggingface_hub import HfApi, snapshot_download
+
+    if hub_offline() or not hub_reachable():
+        raise NeobenchError(
+            "neobench data prefetch needs the Hugging Face hub, which is "
+            + ("disabled (HF_HUB_OFFLINE is set)." if hub_offline() else "unreachable from here.")
+            + " Run it on a connected machine and copy the --out folder to this one."
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    lock = read_lock(out)
+    api = HfApi()
+    for need in needs:
+        entry = lock.get(need.repo_id)
+        if (
+            entry
+            and entry.get("pinned_revision") == need.revision
+            and (out / need.repo_id).is_dir()
+        ):
+            entry["tasks"] = sorted({*entry.get("tasks", []), need.task})
+            continue
+        logger.info("fetching %s@%s", need.repo_id, need.revision)
+        snapshot_download(
+            need.repo_id, repo_type="dataset", revision=need.revision, local_dir=out / need.repo_id
+        )
+        info = api.dataset_info(need.repo_id, revision=need.revision)
+        lock[need.repo_id] = {
+            "pinned_revision": need.revision,
+            "resolved_revision": info.sha,
+            "tasks": sorted({*(entry or {}).get("tasks", []), need.task}),
+            "fetched_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        _write_json_atomic(out / LOCK_FILE, lock)
+    _write_json_atomic(out / LOCK_FILE, lock)
+    return lock
+
+
+def _write_json_atomic(path: Path, data: object) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+@dataclass
+class VerifyRow:
+    task: str
+    benchmark_task: str
+    repo_id: str
+    pinned_revision: str | None
+    status: str  # present | missing | other-revision | load-failed | ok
+    detail: str = ""
+
+
+def verify(tasks: list[AbsTask], data_dir: Path, load: bool = True) -> list[VerifyRow]:
+    """Offline report: which repos are present, at which revision, and whether each task loads."""
+    lock = read_lock(data_dir)
+    rows = []
+    leaves = {t.metadata.name: t for t in expand(tasks)}
+    for need in repo_needs(tasks):
+        task, repo, pinned = leaves[need.task], need.repo_id, need.revision
+        row = VerifyRow(need.task, need.benchmark_task, repo, pinned, "present")
+        entry = lock.get(repo)
+        if not (data_dir / repo).is_dir():
+            row.status, row.detail = "missing", "no folder"
+        elif entry and entry.get("pinned_revision") != pinned:
+            row.status = "other-revision"
+            row.detail = f"mirror has {entry.get('pinned_revision')}, mteb pins {pinned}"
+        else:
+            row.detail = (
+                f"lock: {entry['resolved_revision']}"
+                if entry
+                else "revision not recorded (no lock entry)"
+            )
+            if load:
+                row.status, error = _try_load(task, data_dir)
+                if error:
+                    row.detail = error
+        rows.append(row)
+    return rows
+
+
+def verify_manifest(
+    rows: list, data_dir: Path, max_negatives: int, load: bool = True
+) -> list[VerifyRow]:
+    """Offline report for training datasets: present, missing, other revision, and buildable."""
+    from neobench.protocol.data import build_dataset
+
+    lock = read_lock(data_dir)
+    out = []
+    for r in rows:
+        where = data_dir / r.hf_id if r.hf_id else None
+        row = VerifyRow(r.key, r.key, r.repo_id, r.revision, "present")
+        entry = lock.get(r.hf_id) if r.hf_id else None
+        files = [r.data_files] if isinstance(r.data_files, str) else (r.data_files or [])
+        if (where and not where.is_dir()) or any(not (data_dir / f).is_file() for f in files):
+            row.status, row.detail = "missing", "no folder" if where else "missing file"
+        elif entry and r.revision and entry.get("pinned_revision") != r.revision:
+            row.status = "other-revision"
+            row.detail = f"mirror has {entry.get('pinned_revision')}, manifest pins {r.revision}"
+        else:
+            row.detail = f"lock: {entry['resolved_revision']}" if entry else "revision not recorded"
+            if load:
+                try:
+                    built = build_dataset(r, data_dir, max_negatives)
+                    row.status, row.detail = "ok", f"{len(built.dataset)} rows; {row.detail}"
+                except Exception as error:
+                    row.status, row.detail = "load-failed", str(error).splitlines()[0][:200]
+        out.append(row)
+    return out
+
+
+def _try_load(task: AbsTask, data_dir: Path) -> tuple[str, str]:
+    import copy
+
+    probe = copy.deepcopy(task)
+    dataset = probe.metadata.dataset
+    probe.metadata = probe.metadata.model_copy(
+        update={"dataset": {**dataset, "path": str(data_dir / dataset["path"])}}
+    )
+    try:
+        probe.load_data()
+    except Exception as error:
+        return "load-failed", f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    finally:
+        if probe.data_loaded:
+            probe.unload_data()
+    return "ok", ""
+
+
+# ---------------------------------------------------------------------------------------------
+# What `neobench data prefetch` and `neobench data verify` do, as one call each.
+
+
+def benchmark_tasks(benchmark: str, names: list[str] | None) -> list[AbsTask]:
+    """Copies of the benchmark's tasks (all, or ``names``): pointing them at a mirror must not
+    change mteb's shared task objects."""
+    import copy
+
+    from neobench.protocol.tasks import load_benchmark, select_tasks
+
+    return [copy.deepcopy(t) for t in select_tasks(load_benchmark(benchmark), names)]
+
+
+def recipe_rows(recipe: Recipe) -> list[Row]:
+    """The rows of a recipe's training-data manifest."""
+    from neobench.protocol.manifest import load_manifest
+
+    return list(load_manifest(recipe.manifest).rows.values())
+
+
+def prefetch_mirror(
+    benchmark: str, tasks: list[str] | None, out: str | Path, recipe: str | None = None
+) -> dict[str, dict]:
+    """Snapshot the benchmark's datasets (and a recipe's training datasets) into ``out``."""
+    from neobench.protocol.recipe import load_recipe
+
+    rows = recipe_rows(load_recipe(recipe)) if recipe else []
+    needs = repo_needs(benchmark_tasks(benchmark, tasks)) + manifest_needs(rows)
+    return prefetch(needs, Path(out))
+
+
+@dataclass
+class VerifyReport:
+    """What `data verify` found: a title, one row per dataset repo, and the command that would
+    complete the mirror on a connected machine."""
+
+    title: str
+    rows: list[VerifyRow]
+    fix: str
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Rows per status, in the order the statuses first appear."""
+        statuses = dict.fromkeys(r.status for r in self.rows)
+        return {s: sum(r.status == s for r in self.rows) for s in statuses}
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status in {"ok", "present"} for r in self.rows)
+
+    @property
+    def missing(self) -> bool:
+        return any(r.status == "missing" for r in self.rows)
+
+
+def verify_mirror(
+    data_dir: str | Path,
+    benchmark: str,
+    tasks: list[str] | None,
+    recipe: str | None = None,
+    load: bool = True,
+) -> VerifyReport:
+    """Check the mirror against a recipe's training datasets, or else a benchmark's tasks."""
+    from neobench.protocol.recipe import load_recipe
+
+    found = load_recipe(recipe) if recipe else None
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise NeobenchError(f"{data_dir}: no such mirror folder.")
+    if found is not None:
+        negatives = found.values.max_hard_negatives
+        checked = verify_manifest(recipe_rows(found), data_dir, negatives, load)
+        fix = f"neobench data prefetch --recipe {found.name} --out {data_dir}"
+        return VerifyReport(f"mirror {data_dir} vs recipe {found.name}", checked, fix)
+    checked = verify(benchmark_tasks(benchmark, tasks), data_dir, load=load)
+    missing = sorted({r.benchmark_task for r in checked if r.status == "missing"})
+    if len(missing) == len({r.benchmark_task for r in checked}):
+        missing = []  # every task: the command needs no --tasks
+    fix = prefetch_command(benchmark, missing, data_dir)
+    return VerifyReport(f"mirror {data_dir} vs {benchmark}", checked, fix)

@@ -1,0 +1,303 @@
+"""Recipes as data: a versioned YAML of tagged values, key=value overrides, and a content hash.
+
+Which keys exist, their types and the ranges they accept is `config.RecipeValues`; the values
+and where each comes from live in the recipe file alone; flags and overrides only override.
+Every problem with a file or with the overrides is reported at once, with "did you mean".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from neobench.core.errors import NeobenchError, find_yaml, read_yaml, unknown
+from neobench.protocol.config import NOT_HASHED, RecipeValues
+
+SOURCES = frozenset({"paper", "authors-code", "neobench"})
+# Recipe-level keys that may also be overridden.
+TOP_LEVEL = frozenset({"manifest"})
+# Names other trainers use for recipe keys (transformers, sentence-transformers, torchtune CLI
+# habits): offered as "did you mean", never applied silently.
+ALIASES = {
+    "lr": "learning_rate",
+    "learning-rate": "learning_rate",
+    "bs": "batch_size",
+    "batch": "batch_size",
+    "per_device_train_batch_size": "batch_size",
+    "train_batch_size": "batch_size",
+    "steps": "max_steps",
+    "num_steps": "max_steps",
+    "max_length": "max_seq_length",
+    "seq_len": "max_seq_length",
+    "wd": "weight_decay",
+    "warmup": "warmup_ratio",
+    "temp": "temperature",
+    "tau": "temperature",
+    "negatives": "max_hard_negatives",
+    "hard_negatives": "max_hard_negatives",
+    "alpha": "sampling_alpha",
+    "dataset": "datasets",
+    "grad_clip": "max_grad_norm",
+    "clip": "max_grad_norm",
+}
+KEYS = {f.name: f for f in dataclasses.fields(RecipeValues)}
+TYPES = typing.get_type_hints(RecipeValues)
+# A key a recipe file may leave out takes the dataclass default: a neobench decision.
+DEFAULT_SOURCE = "neobench"
+
+
+def list_recipes() -> list[str]:
+    return sorted(p.stem for p in _recipes_dir().glob("*.yaml"))
+
+
+def _recipes_dir() -> Path:
+    return Path(str(resources.files("neobench.protocol.recipes")))
+
+
+@dataclass
+class Recipe:
+    name: str
+    version: int
+    manifest: str
+    values: RecipeValues
+    sources: dict[str, str]  # key -> paper | authors-code | neobench
+    overrides: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
+    # The values as the recipe file has them, before any override (kept for the run card).
+    defaults: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # why a value is what it is
+
+    def as_dict(self) -> dict[str, Any]:
+        """key -> value, in the order of config.RecipeValues."""
+        return dataclasses.asdict(self.values)
+
+    @property
+    def sha256(self) -> str:
+        hashed = {k: v for k, v in self.as_dict().items() if k not in NOT_HASHED}
+        canonical = json.dumps(
+            {
+                "name": self.name,
+                "version": self.version,
+                "manifest": self.manifest,
+                "values": hashed,
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def _value_record(self, key: str, value: Any) -> dict[str, Any]:
+        """An overridden value says so, with the recipe's own value and source beside it."""
+        if key in self.overrides and key in self.defaults:
+            return {
+                "value": value,
+                "source": "override",
+                "recipe_value": self.defaults[key],
+                "recipe_source": self.sources.get(key),
+            }
+        return {"value": value, "source": self.sources.get(key)}
+
+    def record(self) -> dict[str, Any]:
+        """What a run card stores: identity, hash, every value with its source, the overrides."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "file": self.path,
+            "sha256": self.sha256,
+            "manifest": self.manifest,
+            "values": {k: self._value_record(k, v) for k, v in self.as_dict().items()},
+            "overrides": self.overrides,
+        }
+
+
+def load_recipe(name_or_path: str) -> Recipe:
+    path = find_yaml(name_or_path, _recipes_dir(), "recipe")
+    data = read_yaml(path, "recipe") or {}
+    problems = recipe_problems(data, path.name)
+    if problems:
+        raise NeobenchError(problems)
+    specs = data["values"]
+    values = RecipeValues(**{k: spec["value"] for k, spec in specs.items()})
+    sources = {k: specs[k]["source"] if k in specs else DEFAULT_SOURCE for k in KEYS}
+    return Recipe(
+        data["name"],
+        int(data["version"]),
+        data["manifest"],
+        values,
+        sources,
+        path=str(path),
+        defaults=dataclasses.asdict(values),
+        notes={k: str(spec["note"]) for k, spec in specs.items() if spec.get("note")},
+    )
+
+
+def recipe_problems(data: object, where: str) -> list[str]:
+    """Every problem of a recipe file: its shape ({value, source[, note]} per key, a known
+    source), then each value against config.RecipeValues (missing, unknown, type, range)."""
+    if not isinstance(data, dict):
+        return [f"{where}: a recipe is a mapping with name, version, manifest and values."]
+    problems = [
+        f"{where}: missing '{k}'."
+        for k in ("name", "version", "manifest", "values")
+        if k not in data
+    ]
+    specs = data.get("values") or {}
+    if not isinstance(specs, dict):
+        return [*problems, f"{where}: 'values' maps each key to {{value: ..., source: ...}}."]
+    for key, spec in specs.items():
+        if not isinstance(spec, dict) or "value" not in spec:
+            problems.append(f"{where}: {key}: write it as {{value: ..., source: ...}}.")
+        elif spec.get("source") not in SOURCES:
+            problems.append(
+                f"{where}: {key}: source must be one of {sorted(SOURCES)}, "
+                f"not {spec.get('source')!r}."
+            )
+    return problems + [f"{where}: {p}" for p in _values_problems(specs)]
+
+
+def _values_problems(specs: dict[str, Any]) -> list[str]:
+    problems = [
+        f"missing recipe key {key!r} ({f.metadata['help']})."
+        for key, f in KEYS.items()
+        if key not in specs and f.default is dataclasses.MISSING
+    ]
+    for key, spec in specs.items():
+        if key not in KEYS:
+            problems.append(_unknown_key(key, list(KEYS), "`neobench ls keys`"))
+        elif isinstance(spec, dict) and "value" in spec:
+            problems += value_problems(key, spec["value"])
+    return problems
+
+
+def value_problems(key: str, value: Any) -> list[str]:
+    """What is wrong with one value of a known key: its type, its range, or a value this
+    version does not implement (the `Literal` types of config.RecipeValues)."""
+    hint, valid = TYPES[key], KEYS[key].metadata.get("valid")
+    if typing.get_origin(hint) is Literal:
+        if value not in typing.get_args(hint):
+            return [
+                f"recipe value {key}={value!r}: this neobench version implements "
+                f"{_type_name(hint)} only."
+            ]
+    elif not _matches(value, hint):
+        return [f"recipe value {key}={value!r}: expected {_type_name(hint)}."]
+    elif valid is not None and not valid(value):
+        return [f"recipe value {key}={value!r} is out of range (it must be {valid})."]
+    return []
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """isinstance for the types recipe keys use; an int is a valid float, a bool is neither."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in args)
+    if origin is list:
+        return isinstance(value, list) and all(_matches(v, args[0]) for v in value)
+    if isinstance(value, bool):
+        return hint is bool
+    if hint is float:
+        return isinstance(value, int | float)
+    return isinstance(value, hint)
+
+
+def _type_name(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return " or ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if origin is list:
+        return f"a list of {_type_name(args[0])}"
+    return hint.__name__
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    problems = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            problems.append(f"override {item!r}: expected key=value, e.g. max_steps=40.")
+            continue
+        out[key.strip()] = value.strip()
+    if problems:
+        raise NeobenchError(problems)
+    return out
+
+
+def apply_overrides(recipe: Recipe, overrides: dict[str, str]) -> Recipe:
+    """A new recipe with the overrides applied: each text is read as its key's type and
+    checked like a value of the recipe file. Every problem is reported at once."""
+    problems: list[str] = []
+    applied: dict[str, Any] = {}
+    for key, text in overrides.items():
+        if key in TOP_LEVEL:
+            applied[key] = text
+        elif key not in KEYS:
+            hint = f"`neobench ls keys --recipe {recipe.name}`"
+            problems.append(_unknown_key(key, [*KEYS, *TOP_LEVEL], hint))
+        else:
+            try:
+                value = _coerce(text, key, getattr(recipe.values, key))
+            except ValueError as error:
+                problems.append(str(error))
+                continue
+            found = value_problems(key, value)
+            problems += found
+            if not found:
+                applied[key] = value
+    if problems:
+        raise NeobenchError(problems)
+    values = {k: v for k, v in applied.items() if k not in TOP_LEVEL}
+    return dataclasses.replace(
+        recipe,
+        manifest=applied.get("manifest", recipe.manifest),
+        values=dataclasses.replace(recipe.values, **values),
+        overrides={**recipe.overrides, **applied},
+        defaults=recipe.defaults or recipe.as_dict(),
+    )
+
+
+def _unknown_key(key: str, keys: list[str], listing: str) -> str:
+    alias = ALIASES.get(key.lower())
+    if alias in keys:
+        return f"Unknown recipe key {key!r}. Did you mean {alias!r}?"
+    return unknown("recipe key", key, keys, f"List them with {listing}.")
+
+
+def _coerce(text: str, key: str, current: Any) -> Any:
+    """An override's text as a value of the key's declared type (not of the current value's)."""
+    hint = TYPES[key]
+    if hint == str | list[str]:
+        return _keys_or_all(text, key)
+    if hint is bool:
+        if text.lower() not in {"true", "false"}:
+            raise ValueError(f"override {key}={text}: expected true or false.")
+        return text.lower() == "true"
+    if hint in (int, float):
+        try:
+            return hint(text)
+        except ValueError:
+            raise ValueError(
+                f"override {key}={text}: expected a {hint.__name__} like {current!r}."
+            ) from None
+    return text
+
+
+def _keys_or_all(text: str, key: str) -> str | list[str]:
+    """`all`, or a comma-separated list of manifest keys (the one key typed this way)."""
+    if text == "all":
+        return "all"
+    keys = [part.strip() for part in text.split(",") if part.strip()]
+    if not keys:
+        raise ValueError(
+            f"override {key}={text}: names no dataset. Give manifest keys "
+            "(datasets=STSBENCHMARK,ALLNLI; `neobench ls datasets` lists them) or all."
+        )
+    return keys

@@ -1,0 +1,150 @@
+"""Which mteb tasks a run covers: a benchmark's own task objects, filtered, then sharded."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from neobench.core.errors import NeobenchError, did_you_mean, unknown
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+    from mteb.benchmarks.benchmark import Benchmark
+
+logger = logging.getLogger(__name__)
+
+
+def load_benchmark(name: str) -> Benchmark:
+    """mteb's benchmark object; its tasks carry the English subset and split filters."""
+    import mteb
+
+    try:
+        with _seeded_once():
+            return mteb.get_benchmark(name)
+    except (KeyError, ValueError):
+        names = [b.name for b in mteb.get_benchmarks()]
+        raise NeobenchError(
+            unknown("benchmark", name, names, 'Common: "MTEB(eng, v1)", "MTEB(eng, v2)".')
+        ) from None
+
+
+@contextlib.contextmanager
+def _seeded_once() -> Iterator[None]:
+    """mteb's benchmark registry, built with one torch seed instead of ~2,200.
+
+    The first ``get_benchmark`` constructs every task of every benchmark, and each task's
+    constructor seeds random, numpy and, when imported, torch. With CUDA not initialised (any CPU
+    process), each torch seed queues lazy CUDA/XPU/MTIA calls that capture a formatted stack: about
+    5 s per process on a 2-core machine, for state nothing reads. Here the constructors get the
+    same per-task ``random.Random`` and numpy generators and seed random and numpy as before; torch
+    is seeded once at the end with the last seed mteb used, which leaves every global generator
+    exactly as the unpatched loop leaves it. Evaluators seed again when they are created.
+    """
+    import numpy as np
+    from mteb.abstasks import abstask
+
+    original = abstask._set_seed
+    seeds: list[int] = []
+
+    def without_torch(seed: int) -> tuple[random.Random, np.random.Generator]:
+        seeds.append(seed)
+        random.seed(seed)
+        np.random.seed(seed)  # mteb seeds the global generator; so does this
+        return random.Random(seed), np.random.default_rng(seed)
+
+    abstask._set_seed = without_torch
+    try:
+        yield
+    finally:
+        abstask._set_seed = original
+        if seeds:
+            original(seeds[-1])
+
+
+def select_tasks(
+    benchmark: Benchmark, tasks: list[str] | None = None, types: list[str] | None = None
+) -> list[AbsTask]:
+    """The benchmark's tasks, in its order, restricted to ``tasks`` and ``types`` if given.
+
+    Every unknown name is reported at once. A task that exists in mteb but not in this benchmark
+    is refused too: a bare ``mteb.get_task`` would run every language and split.
+    """
+    by_name = {t.metadata.name: t for t in benchmark.tasks}
+    known_types = sorted({t.metadata.type for t in benchmark.tasks})
+    problems = [
+        f"{flag}: the list is empty, so it names nothing to run. Give at least one name, or "
+        f"leave {flag} out to run the whole benchmark."
+        for flag, names in (("--tasks", tasks), ("--types", types))
+        if names is not None and not names
+    ]
+    for name in tasks or []:
+        if name not in by_name:
+            problems.append(
+                f"Unknown task {name!r} in {benchmark.name}.{did_you_mean(name, by_name)}"
+                " List them with: neobench ls tasks --benchmark "
+                f"{benchmark.name!r}"
+            )
+    for type_ in types or []:
+        if type_ not in known_types:
+            problems.append(
+                unknown("task type", type_, known_types, f"(types of {benchmark.name})")
+            )
+    if problems:
+        raise NeobenchError(problems)
+    selected = list(benchmark.tasks)
+    if tasks:
+        wanted = set(tasks)
+        selected = [t for t in selected if t.metadata.name in wanted]
+    if types:
+        selected = [t for t in selected if t.metadata.type in set(types)]
+    return selected
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """'K/N' -> (K, N) with 1 <= K <= N."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise NeobenchError(f"--shard {text!r}: expected K/N, e.g. --shard 1/4.")
+    k, n = int(match[1]), int(match[2])
+    if n < 1 or not 1 <= k <= n:
+        m = max(n, 1)
+        raise NeobenchError(
+            f"--shard {text}: K must be between 1 and N (got K={k}, N={n}); "
+            f"with N={m} shards use --shard 1/{m} ... --shard {m}/{m}."
+        )
+    return k, n
+
+
+def task_cost(task: AbsTask) -> int:
+    """Characters mteb's descriptive statistics record for the task's eval splits (a size proxy)."""
+    subtasks = getattr(task, "tasks", None)
+    if subtasks:
+        return sum(task_cost(t) for t in subtasks)
+    stats = task.metadata.descriptive_stats or {}
+    total = 0
+    for split in task.eval_splits:
+        split_stats = stats.get(split) or {}
+        total += int(split_stats.get("number_of_characters") or split_stats.get("num_samples") or 1)
+    return max(total, 1)
+
+
+def shard(tasks: list[AbsTask], k: int, n: int) -> list[AbsTask]:
+    """Tasks of shard K of N, balanced by size, identical in every process.
+
+    Longest-processing-time first: largest task to the least-loaded shard, ties broken by task
+    name and shard index, so N independent processes (Slurm array jobs) agree on the split
+    without talking to each other. The union of the N shards is the task list, with no overlap.
+    """
+    if n == 1:
+        return list(tasks)
+    loads = [0] * n
+    owner: dict[str, int] = {}
+    for task in sorted(tasks, key=lambda t: (-task_cost(t), t.metadata.name)):
+        index = min(range(n), key=lambda i: (loads[i], i))
+        owner[task.metadata.name] = index
+        loads[index] += task_cost(task)
+    return [t for t in tasks if owner[t.metadata.name] == k - 1]

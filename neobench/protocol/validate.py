@@ -1,0 +1,63 @@
+"""`neobench validate`: every shipped recipe, manifest and instruction profile, checked offline."""
+
+from __future__ import annotations
+
+from neobench.core.errors import NeobenchError
+from neobench.protocol.instructions import (
+    all_mteb_task_names,
+    list_profiles,
+    list_train_profiles,
+    load_profile,
+    load_train_instructions,
+    validate_profile,
+)
+from neobench.protocol.manifest import list_manifests, load_manifest, validate_manifest
+from neobench.protocol.recipe import list_recipes, load_recipe
+
+
+def validate_all() -> tuple[str, list[str]]:
+    """(what was checked, every problem found)."""
+    problems: list[str] = []
+    known_tasks = all_mteb_task_names()
+    for name in list_profiles():
+        problems += _guard(lambda n=name: validate_profile(load_profile(n), known_tasks))
+    train_keys: set[str] = set()
+    for name in list_train_profiles():
+        train_keys |= set(
+            _value(problems, lambda n=name: load_train_instructions(n).instructions) or {}
+        )
+    for name in list_manifests():
+        manifest = _value(problems, lambda n=name: load_manifest(n))
+        if manifest:
+            problems += validate_manifest(manifest, train_keys)
+            for row in manifest.rows.values():
+                problems += [
+                    f"{manifest.name}: {row.key}: in_domain names unknown mteb task {t!r}."
+                    for t in row.in_domain
+                    if t not in known_tasks
+                ]
+    for name in list_recipes():
+        recipe = _value(problems, lambda n=name: load_recipe(n))
+        if recipe and recipe.manifest not in list_manifests():
+            problems.append(f"recipe {name}: manifest {recipe.manifest!r} is not shipped.")
+    checked = (
+        f"{len(list_recipes())} recipe(s), {len(list_manifests())} manifest(s), "
+        f"{len(list_profiles())} evaluation and {len(list_train_profiles())} training "
+        "instruction profile(s)"
+    )
+    return checked, problems
+
+
+def _guard(fn) -> list[str]:  # noqa: ANN001
+    try:
+        return fn()
+    except NeobenchError as error:
+        return error.problems
+
+
+def _value(problems: list[str], fn):  # noqa: ANN001
+    try:
+        return fn()
+    except NeobenchError as error:
+        problems.extend(error.problems)
+        return None

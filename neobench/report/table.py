@@ -1,0 +1,483 @@
+"""Results -> the paper's Table 4 layout (rendered by neobench/report/render/table.py).
+
+Rows are runs (one model revision under one set of conditions) and, on request, the paper's
+published rows. Columns are the benchmark's task types with their task counts, then Avg. = the
+plain mean over the tasks (as the paper computes it, not the mean of the type means), then
+Mean(TaskType). Scores are x100 with one decimal.
+
+Rows are compared over the same tasks: when the computed rows hold different task sets, every
+type column and Avg. averages the tasks they all hold (the shared tasks), with the count shown,
+e.g. "81.6 (2/10)", and a note says so; Mean(TaskType) is left empty unless every type is
+complete. A row's tasks outside the shared set are listed in the notes (see --per-task).
+
+Conditions: the evaluation conditions (benchmark, instructions, length, dtype, mteb version) must
+be equal for rows to be compared; the training recipe must be equal among the rows neobench
+fine-tuned, while rows it did not fine-tune are labelled "(not fine-tuned)".
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from importlib import resources
+from statistics import fmean
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from neobench.core.errors import NeobenchError, unknown
+from neobench.core.runs import EVAL_CONDITIONS, RECIPE, Run
+from neobench.protocol.config import BOOTSTRAP_SEED, RESAMPLES
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+logger = logging.getLogger(__name__)
+
+TYPE_ORDER = (
+    "Classification",
+    "Clustering",
+    "PairClassification",
+    "Reranking",
+    "Retrieval",
+    "STS",
+    "Summarization",
+)
+AVG = "Avg."
+MEAN_TYPES = "Mean(TaskType)"
+ZERO_SHOT = "Zero-shot"
+SHORT = {
+    "Classification": "Class.",
+    "Clustering": "Clust.",
+    "PairClassification": "PairClass.",
+    "Reranking": "Rerank.",
+    "Retrieval": "Retr.",
+    "STS": "STS",
+    "Summarization": "Summ.",
+}
+
+
+@dataclass
+class Cell:
+    value: float | None  # x100
+    present: int
+    total: int
+
+    @property
+    def count(self) -> str:
+        """ " (k/n)" when the column averages fewer tasks than the benchmark has."""
+        return f" ({self.present}/{self.total})" if self.present < self.total else ""
+
+    def text(self) -> str:
+        return "—" if self.value is None else f"{self.value:.1f}{self.count}"
+
+
+@dataclass
+class Row:
+    label: str
+    quoted: bool  # a published row, not computed here
+    types: dict[str, Cell]
+    avg: float | None
+    mean_types: float | None
+    missing: list[str]
+    tasks: dict[str, float] = field(default_factory=dict)  # x100
+    conditions: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+    # With --ci: column (type, task or "Avg.") -> 95% interval x100; with --baseline: column ->
+    # "▲" / "▼" where the row is significantly above / below the baseline row.
+    ci: dict[str, tuple[float, float]] = field(default_factory=dict)
+    marks: dict[str, str] = field(default_factory=dict)
+    avg_of: tuple[int, int] = (0, 0)  # Avg. averages (k, n): k of the benchmark's n tasks
+    finetuned: bool = False  # fine-tuned by neobench (its run cards name a recipe)
+    tag: str = ""  # shown after the label, e.g. "(not fine-tuned)"
+    # Train/eval overlap (neobench/protocol/overlap.py): the columns (tasks, types, Avg.) holding a task
+    # the row's model trained on, marked "†"; mteb's zero-shot percentage, None when unknown.
+    in_domain: set[str] = field(default_factory=set)
+    zero_shot: int | None = None
+    # A row of seed replicates (neobench/report/replicates.py): column -> seed standard deviation x100.
+    sd: dict[str, float] = field(default_factory=dict)
+
+    def text(self, column: str, value: float | None, partial: str = "") -> str:
+        """A cell: value, "†" when in-domain, "±" half the interval's width (with --ci), the
+        seed sd (replicate rows), task count, mark."""
+        if value is None:
+            return "—"
+        low_high = self.ci.get(column)
+        spread = f" ±{(low_high[1] - low_high[0]) / 2:.1f}" if low_high else ""
+        sd = f" sd {self.sd[column]:.1f}" if column in self.sd else ""
+        mark = f" {self.marks[column]}" if column in self.marks else ""
+        dagger = "†" if column in self.in_domain else ""
+        return f"{value:.1f}{dagger}{spread}{sd}{partial}{mark}"
+
+    def zero_shot_text(self) -> str:
+        """The Zero-shot cell: empty for a quoted row, "unknown" when undeclared."""
+        if self.quoted:
+            return ""
+        return "unknown" if self.zero_shot is None else f"{self.zero_shot}%"
+
+    def avg_text(self) -> str:
+        k, n = self.avg_of
+        return self.text(AVG, self.avg, f" ({k}/{n})" if k < n else "")
+
+    @property
+    def name(self) -> str:
+        """The label as shown: with its tag."""
+        return f"{self.label} {self.tag}" if self.tag else self.label
+
+
+@dataclass
+class LeaderTable:
+    benchmark: str
+    types: list[tuple[str, int]]
+    task_names: list[str]
+    rows: list[Row]
+    notes: list[str]
+    sources: list[str]
+    per_task: bool = False
+    # The tasks type columns and Avg. average when computed rows hold different tasks (the
+    # ones they share); None when they all hold the same tasks.
+    averaged: list[str] | None = None
+    baseline: str | None = (
+        None  # with --baseline: the label of that row (neobench/report/intervals.py)
+    )
+    zero_shot: bool = False  # a Zero-shot column (neobench/protocol/overlap.py fills it)
+
+    def columns(self, tasks: list[AbsTask]) -> dict[str, list[str]]:
+        """Each score column (a task with --per-task, else a task type; and Avg.) and the tasks
+        it averages: the shared ones when the rows hold different tasks (``averaged``)."""
+        kept = [t for t in tasks if self.averaged is None or t.metadata.name in self.averaged]
+        if self.per_task:
+            found = {t: [t] for t in self.task_names}
+        else:
+            found = {}
+            for task in kept:
+                found.setdefault(task.metadata.type, []).append(task.metadata.name)
+        return found | {AVG: [t.metadata.name for t in kept]}
+
+    def header(self) -> list[str]:
+        extra = [ZERO_SHOT] if self.zero_shot else []
+        if self.per_task:
+            return ["Model", *self.task_names, "Avg.", *extra, "Missing"]
+        return [
+            "Model",
+            *(f"{SHORT.get(t, t)} ({n})" for t, n in self.types),
+            "Avg.",
+            MEAN_TYPES,
+            *extra,
+            "Missing",
+        ]
+
+    def cells(self, row: Row) -> list[str]:
+        tail = [row.avg_text()]
+        if not self.per_task:
+            tail.append(row.text(MEAN_TYPES, row.mean_types))
+        if self.zero_shot:
+            tail.append(row.zero_shot_text())
+        missing = "" if row.quoted else str(len(row.missing) or "")
+        if self.per_task:
+            tasks = [row.text(t, row.tasks.get(t)) for t in self.task_names]
+            return [row.name, *tasks, *tail, missing]
+        return [row.name, *(_type_cell(row, t) for t, _ in self.types), *tail, missing]
+
+
+def _type_cell(row: Row, type_: str) -> str:
+    cell = row.types[type_]
+    return row.text(type_, cell.value, cell.count)
+
+
+def benchmark_layout(tasks: list[AbsTask]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for task in tasks:
+        counts[task.metadata.type] = counts.get(task.metadata.type, 0) + 1
+    order = [t for t in TYPE_ORDER if t in counts] + sorted(set(counts) - set(TYPE_ORDER))
+    return [(t, counts[t]) for t in order]
+
+
+def result_row(run: Run, label: str, tasks: list[AbsTask], shared: set[str] | None = None) -> Row:
+    """A computed row. Type columns and Avg. average the tasks of ``shared`` (default: the
+    tasks the run holds); Avg. is the paper's Avg. only when that is every task."""
+    averaged = run.scores.keys() if shared is None else shared & run.scores.keys()
+    by_type: dict[str, list[str]] = {}
+    for task in tasks:
+        by_type.setdefault(task.metadata.type, []).append(task.metadata.name)
+    types = {}
+    for type_, names in by_type.items():
+        present = [run.scores[n] * 100 for n in names if n in averaged]
+        types[type_] = Cell(fmean(present) if present else None, len(present), len(names))
+    names = [t.metadata.name for t in tasks if t.metadata.name in averaged]
+    complete = len(names) == len(tasks)
+    return Row(
+        label=label,
+        quoted=False,
+        types=types,
+        avg=fmean(run.scores[n] * 100 for n in names) if names else None,
+        mean_types=fmean(c.value for c in types.values()) if complete else None,
+        missing=[t.metadata.name for t in tasks if t.metadata.name not in run.scores],
+        tasks={k: v * 100 for k, v in run.scores.items()},
+        conditions=run.conditions,
+        source=f"{run.folder} (run cards: "
+        + (", ".join(f"{k} sha256:{v}" for k, v in run.cards.items()) or "none")
+        + ")",
+        avg_of=(len(names), len(tasks)),
+        finetuned=run.finetuned,
+    )
+
+
+def paper_rows(benchmark: str) -> list[Row]:
+    data = yaml.safe_load(
+        resources.files("neobench.report.references").joinpath("paper_table4.yaml").read_text()
+    )
+    if benchmark != data["benchmark"]:
+        raise NeobenchError(
+            f"--reference paper: the paper's Table 4 is {data['benchmark']}, not {benchmark}."
+        )
+    counts = data["task_counts"]
+    rows = []
+    for name, values in data["rows"].items():
+        named = dict(zip(data["columns"], values, strict=True))
+        types = {t: Cell(named[t], counts[t], counts[t]) for t in counts}
+        rows.append(
+            Row(
+                label=f"{name} (paper)",
+                quoted=True,
+                types=types,
+                avg=named["Avg"],
+                mean_types=fmean(named[t] for t in counts),
+                missing=[],
+                source=f"quoted: {data['source']}",
+                avg_of=(sum(counts.values()), sum(counts.values())),
+            )
+        )
+    return rows
+
+
+def labels_for(runs: list[Run]) -> list[str]:
+    """Model name, plus the experiment, plus "(N seeds)" for seed replicates, plus the
+    revision where names would collide."""
+    from neobench.report.replicates import label_suffix
+
+    base = [
+        r.model + (f" [{r.experiment}]" if r.experiment else "") + label_suffix(r) for r in runs
+    ]
+    return [
+        b + (f" @{r.revision[:12]}" if base.count(b) > 1 else "")
+        for b, r in zip(base, runs, strict=True)
+    ]
+
+
+def select_runs(runs: list[Run], wanted: list[str] | None) -> list[tuple[str, Run]]:
+    labelled = list(zip(labels_for(runs), runs, strict=True))
+    if not wanted:
+        return labelled
+    problems, chosen = [], []
+    for name in wanted:
+        hits = [(label, r) for label, r in labelled if name in (label, r.model)]
+        if not hits:
+            problems.append(
+                unknown(
+                    "model",
+                    name,
+                    sorted({r.model for r in runs} | {lb for lb, _ in labelled}),
+                    "Models found under --results are listed by `neobench table`.",
+                )
+            )
+        chosen += [h for h in hits if h not in chosen]
+    if problems:
+        raise NeobenchError(problems)
+    return chosen
+
+
+def condition_differences(rows: list[Row]) -> dict[str, dict[str, list[str]]]:
+    """Where computed rows may not be compared: each evaluation condition whose value differs
+    between them, and the recipe where the rows neobench fine-tuned differ. Value -> labels."""
+    computed = [r for r in rows if not r.quoted]
+    out: dict[str, dict[str, list[str]]] = {}
+    checks = [(key, computed) for key in EVAL_CONDITIONS]
+    checks.append((RECIPE, [r for r in computed if r.finetuned]))
+    for key, group in checks:
+        values: dict[str, list[str]] = {}
+        for row in group:
+            values.setdefault(str(row.conditions.get(key)), []).append(row.label)
+        if len(values) > 1:
+            out[key] = values
+    return out
+
+
+def shared_tasks(runs: list[Run], tasks: list[AbsTask]) -> set[str] | None:
+    """The benchmark tasks every run holds, or None when all runs hold the same tasks."""
+    held = [{t.metadata.name for t in tasks} & r.scores.keys() for r in runs]
+    if not held or all(h == held[0] for h in held):
+        return None
+    return set.intersection(*held)
+
+
+def build_table(
+    runs: list[Run],
+    tasks: list[AbsTask],
+    benchmark: str,
+    *,
+    models: list[str] | None = None,
+    reference: str | None = None,
+    per_task: bool = False,
+    strict: bool = False,
+    problems: list[str] | None = None,
+) -> LeaderTable:
+    chosen = select_runs(runs, models)
+    shared = shared_tasks([run for _, run in chosen], tasks)
+    rows = [result_row(run, label, tasks, shared) for label, run in chosen]
+    notes = _condition_notes(rows, strict) + _training_notes(rows)
+    notes += _coverage_notes(rows, tasks, shared)
+    if reference == "paper":
+        rows += paper_rows(benchmark)
+        notes.append(
+            "Rows marked (paper) are quoted from the NeoBERT paper, Table 4, not computed here."
+        )
+    elif reference is not None:
+        raise NeobenchError(unknown("reference", reference, ["paper"]))
+    notes.append(
+        f"Avg. = mean over the tasks averaged ({len(tasks)} when complete: all of {benchmark}, "
+        "as the paper computes it); Mean(TaskType) = mean of the type columns. Scores x100."
+    )
+    notes += [f"skipped: {p}" for p in problems or []]
+    return LeaderTable(
+        benchmark,
+        benchmark_layout(tasks),
+        [t.metadata.name for t in tasks],
+        rows,
+        notes,
+        [f"{r.label}: {r.source}" for r in rows],
+        per_task,
+        averaged=sorted(shared) if shared is not None else None,
+    )
+
+
+def _condition_notes(rows: list[Row], strict: bool) -> list[str]:
+    differences = condition_differences(rows)
+    if not differences:
+        return []
+    described = "; ".join(
+        f"{'recipe (among fine-tuned rows)' if key == RECIPE else key}: "
+        + ", ".join(f"{value} ({', '.join(labels)})" for value, labels in groups.items())
+        for key, groups in differences.items()
+    )
+    if strict:
+        raise NeobenchError(
+            f"--strict: the rows were not produced under identical conditions. {described}. "
+            "Evaluate them again under the same conditions, or leave rows out with --models."
+        )
+    return [f"Conditions differ between rows. {described}."]
+
+
+def _training_notes(rows: list[Row]) -> list[str]:
+    """Label the rows neobench did not fine-tune when the table also holds fine-tuned ones."""
+    computed = [r for r in rows if not r.quoted]
+    tuned = [r for r in computed if r.finetuned]
+    if not tuned or len(tuned) == len(computed):
+        return []
+    recipes = sorted({str(r.conditions.get(RECIPE)) for r in tuned})
+    for row in computed:
+        if not row.finetuned:
+            row.tag = "(not fine-tuned)"
+    return [
+        "(not fine-tuned): evaluated as given, not fine-tuned by neobench; the other computed "
+        f"rows were fine-tuned by neobench (recipe {', '.join(recipes)}). Evaluation conditions "
+        "are the same for both kinds; only the training differs."
+    ]
+
+
+def _coverage_notes(rows: list[Row], tasks: list[AbsTask], shared: set[str] | None) -> list[str]:
+    notes = []
+    if shared is not None:
+        notes.append(
+            f"The computed rows hold different tasks: type columns and Avg. average the "
+            f"{len(shared)} of {len(tasks)} tasks they all hold, so the rows are compared on the "
+            "same tasks; each row's other tasks are listed below (--per-task shows them)."
+        )
+    for row in rows:
+        outside = sorted(row.tasks.keys() - (shared if shared is not None else row.tasks.keys()))
+        if row.missing or outside:
+            missing = ", ".join(row.missing[:12]) + (" ..." if len(row.missing) > 12 else "")
+            parts = [f"{len(row.missing)} of {len(tasks)} tasks missing ({missing})"] * bool(
+                row.missing
+            )
+            if outside:
+                parts.append(f"not averaged, held by this row only: {', '.join(outside[:12])}")
+            notes.append(f"{row.label}: incomplete; " + "; ".join(parts) + ".")
+    return notes
+
+
+def leaderboard(
+    results: list[str],
+    benchmark: str,
+    *,
+    models: list[str] | None = None,
+    reference: str | None = None,
+    per_task: bool = False,
+    strict: bool = False,
+    ci: bool = False,
+    baseline: str | None = None,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    over: str = "items",
+    zero_shot_only: bool = False,
+) -> LeaderTable:
+    """`neobench table`: the runs of every results root on one benchmark's tasks, as a table.
+    Files that cannot be read are skipped with a warning and a note under the table. ``ci``
+    adds intervals, ``baseline`` marks cells significantly above or below that row
+    (neobench/report/intervals.py); in-domain cells are marked and ``zero_shot_only`` keeps the tasks
+    no row trained on (neobench/protocol/overlap.py)."""
+    from neobench.core.runs import load_roots
+    from neobench.protocol import overlap
+    from neobench.protocol.tasks import load_benchmark, select_tasks
+    from neobench.report import replicates
+
+    bench = load_benchmark(benchmark)
+    tasks = select_tasks(bench)
+    runs, problems = load_roots(results, tasks)
+    runs, merged = replicates.merge(runs)  # the seeds of one fine-tune: one row
+    subset = None
+    if zero_shot_only:
+        subset = _zero_shot_only(runs, tasks, models, reference)
+        tasks = overlap.keep_tasks(tasks, subset)
+        runs, problems = load_roots(results, tasks)
+        runs, merged = replicates.merge(runs)
+    for problem in problems:
+        logger.warning("skipped: %s", problem)
+    table = build_table(
+        runs,
+        tasks,
+        bench.name,
+        models=models,
+        reference=reference,
+        per_task=per_task,
+        strict=strict,
+        problems=problems,
+    )
+    if subset is not None:
+        table.notes.append(subset.note())
+    overlap.annotate_table(table, dict(select_runs(runs, models)), tasks)
+    table.notes += merged
+    replicates.annotate(table, dict(select_runs(runs, models)), tasks, ci=ci)
+    if ci or baseline:
+        from neobench.report import intervals
+
+        selected = dict(select_runs(runs, models))
+        intervals.annotate(
+            table, selected, tasks, resamples, seed, ci=ci, baseline=baseline, over=over
+        )
+    return table
+
+
+def _zero_shot_only(
+    runs: list[Run], tasks: list[AbsTask], models: list[str] | None, reference: str | None
+) -> Any:
+    """The tasks no compared row trained on (an overlap.ZeroShotSubset), or a refusal."""
+    from neobench.protocol import overlap
+
+    if reference is not None:
+        raise NeobenchError(
+            f"--zero-shot-only with --reference {reference}: the quoted rows are averages over "
+            "all the benchmark's tasks and cannot be recomputed over a subset. Leave out "
+            "--reference."
+        )
+    return overlap.zero_shot_subset(dict(select_runs(runs, models)), tasks)

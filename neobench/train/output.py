@@ -1,0 +1,91 @@
+"""The output folder of `neobench finetune`: what is in it, whether a run may start there, and
+which checkpoint a resumed run continues from."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from neobench.core import cards as record
+from neobench.core.errors import NeobenchError, writable_folder_problems
+
+logger = logging.getLogger(__name__)
+
+CARD = record.FINETUNE_CARD
+CURVE = "neobench_loss_curve.jsonl"
+CURVE_PNG = "neobench_loss_curve.png"
+CHECKPOINTS = "checkpoints"
+
+
+def output_problems(output: Path, resume: bool) -> list[str]:
+    problems = writable_folder_problems(
+        output, "--output", "Pass a new folder you can write, e.g. --output runs/my-model."
+    )
+    if problems:
+        return problems
+    if resume:
+        if last_checkpoint(output) is None:
+            return [
+                f"--resume: {output} holds no checkpoint to resume from (expected "
+                f"{output / CHECKPOINTS}/checkpoint-N/). Run again without --resume."
+                + (
+                    " (It holds an unfinished run that can be started again.)"
+                    if unfinished_without_checkpoint(output)
+                    else ""
+                )
+            ]
+        return []
+    if output.exists() and any(output.iterdir()):
+        if unfinished_without_checkpoint(output):
+            return []  # nothing of value: the new run replaces the card of the failed one
+        return [
+            f"--output {output} already exists and is not empty: nothing is overwritten. "
+            "Choose a new folder, delete it, or pass --resume to continue its run."
+        ]
+    return []
+
+
+# What a run leaves before its first checkpoint: nothing a new run would lose by replacing it.
+_EARLY_FILES = frozenset({CARD, CURVE, CURVE_PNG, CHECKPOINTS})
+
+
+def unfinished_without_checkpoint(output: Path) -> bool:
+    """A folder that holds only the card (and loss curve) of a run that stopped before its
+    first checkpoint: it failed, or its process is gone. Such a folder can be reused."""
+    if not (output / CARD).is_file() or last_checkpoint(output) is not None:
+        return False
+    if any(p.name not in _EARLY_FILES for p in output.iterdir()):
+        return False
+    try:
+        card = record.read_finetune_card(output / CARD)
+    except NeobenchError:
+        return False
+    status = str(card.status or "")
+    ended = status.startswith(("failed", "stopped", "interrupted"))
+    return ended or record.is_orphaned(record.card_to_dict(card))
+
+
+def last_checkpoint(output: Path) -> str | None:
+    folder = output / CHECKPOINTS
+    steps = (
+        [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
+        if folder.is_dir()
+        else []
+    )
+    return str(max(steps, key=lambda p: int(p.name.split("-")[-1]))) if steps else None
+
+
+def clear_failed_start(output: Path) -> None:
+    """A folder left by a run that failed before its first checkpoint is started afresh (its
+    loss curve would otherwise be appended to)."""
+    if not unfinished_without_checkpoint(output):
+        return
+    logger.warning("%s held a run that stopped before any checkpoint; starting it again", output)
+    for name in (CURVE, CURVE_PNG):
+        (output / name).unlink(missing_ok=True)
+
+
+def remove_checkpoints(output: Path) -> None:
+    """Drop the checkpoints of a completed run (an unfinished one keeps them for --resume)."""
+    shutil.rmtree(output / CHECKPOINTS, ignore_errors=True)
