@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from neobench import __version__
-from neobench.cli import flags
+from neobench.cli import commands, flags
 from neobench.cli.examples import EXAMPLES
 from neobench.cli.progress import EvalProgress, StepProgress, silence_libraries
 from neobench.core.errors import NeobenchError, os_error_message
@@ -103,7 +103,7 @@ def cmd_finetune(cfg: config.FinetuneConfig) -> int:
     return 0
 
 
-def cmd_bench(cfg: config.BenchEncodeCommand) -> int:
+def cmd_bench(cfg: commands.BenchEncodeCommand) -> int:
     """encoding tokens/s of neobench's encoder vs stock encode"""
     from neobench.bench import encode as bench
 
@@ -111,7 +111,7 @@ def cmd_bench(cfg: config.BenchEncodeCommand) -> int:
     return 0
 
 
-def cmd_bench_host(cfg: config.BenchHostCommand) -> int:
+def cmd_bench_host(cfg: commands.BenchHostCommand) -> int:
     """host seconds per stage of the eval path, with a null forward pass"""
     from neobench.bench import host as hostbench
 
@@ -125,7 +125,7 @@ def cmd_bench_host(cfg: config.BenchHostCommand) -> int:
     return 0
 
 
-def cmd_cache(cfg: config.CacheCommand) -> int:
+def cmd_cache(cfg: commands.CacheCommand) -> int:
     """the shared embedding cache: size, clear"""
     from neobench.encoder.cache import cache_command
 
@@ -151,7 +151,7 @@ def cmd_cache(cfg: config.CacheCommand) -> int:
     return 0 if report.ok else 1
 
 
-def cmd_prefetch(cfg: config.PrefetchCommand) -> int:
+def cmd_prefetch(cfg: commands.PrefetchCommand) -> int:
     """snapshot the benchmark's datasets at mteb's pinned revisions"""
     from neobench.protocol import mirror
 
@@ -160,7 +160,7 @@ def cmd_prefetch(cfg: config.PrefetchCommand) -> int:
     return 0
 
 
-def cmd_verify(cfg: config.VerifyCommand) -> int:
+def cmd_verify(cfg: commands.VerifyCommand) -> int:
     """offline: which tasks are present, missing, and loadable"""
     from neobench.protocol import mirror
 
@@ -172,7 +172,7 @@ def cmd_verify(cfg: config.VerifyCommand) -> int:
     return 0 if report.ok else 1
 
 
-def cmd_table(cfg: config.TableCommand) -> int:
+def cmd_table(cfg: commands.TableCommand) -> int:
     """leaderboard table of evaluated models"""
     from neobench.core.cards import write_text_atomic
     from neobench.report import table as tables
@@ -208,7 +208,7 @@ def cmd_table(cfg: config.TableCommand) -> int:
     return 0
 
 
-def cmd_compare(cfg: config.CompareCommand) -> int:
+def cmd_compare(cfg: commands.CompareCommand) -> int:
     """paired comparison with a baseline: differences, intervals, p-values"""
     from neobench.core.cards import write_text_atomic
     from neobench.report import compare
@@ -237,7 +237,7 @@ def cmd_compare(cfg: config.CompareCommand) -> int:
     return 0
 
 
-def cmd_ls(cfg: config.LsCommand) -> int:
+def cmd_ls(cfg: commands.LsCommand) -> int:
     """list tasks, profiles, recipes, keys or datasets"""
     print_listing(listing.listing(cfg.what, cfg.recipe, cfg.benchmark))
     return 0
@@ -254,13 +254,13 @@ def cmd_validate(cfg: None) -> int:
     return 0
 
 
-def cmd_study_run(cfg: config.StudyRunCommand) -> int:
+def cmd_study_run(cfg: commands.StudyRunCommand) -> int:
     """run a study's pending jobs (or --dry-run: print its plan)"""
     from neobench.core.errors import check_choice
     from neobench.study import launch, report, slurm
     from neobench.study.plan import Job, build_plan
 
-    check_choice("--launcher", cfg.launcher, config.LAUNCHERS)
+    check_choice("--launcher", cfg.launcher, commands.LAUNCHERS)
     plan = build_plan(cfg.file, cfg.output)
     if cfg.dry_run:
         print_listing(report.plan_listing(plan, report.slurm_queue(plan)))
@@ -287,7 +287,7 @@ def cmd_study_run(cfg: config.StudyRunCommand) -> int:
     return 0
 
 
-def cmd_study_status(cfg: config.StudyStatusCommand) -> int:
+def cmd_study_status(cfg: commands.StudyStatusCommand) -> int:
     """per model and seed: each stage done, running, queued, failed or pending, with its log"""
     from neobench.study import report
     from neobench.study.plan import build_plan
@@ -299,14 +299,14 @@ def cmd_study_status(cfg: config.StudyStatusCommand) -> int:
     return 0
 
 
-def cmd_study_table(cfg: config.StudyTableCommand) -> int:
+def cmd_study_table(cfg: commands.StudyTableCommand) -> int:
     """the study's table (with intervals where units were saved)"""
     from neobench.study.plan import build_plan, table_inputs
 
     plan = build_plan(cfg.file, cfg.output)
     given = table_inputs(plan.study, plan.jobs)
     units = next(plan.study.output.glob("results/**/predictions/*.units.json"), None)
-    table = config.TableCommand(**given, ci=units is not None, format=cfg.format, out=cfg.out)
+    table = commands.TableCommand(**given, ci=units is not None, format=cfg.format, out=cfg.out)
     return cmd_table(table)
 
 
@@ -314,19 +314,19 @@ def cmd_study_table(cfg: config.StudyTableCommand) -> int:
 # the command's one-line help) and its example. bench and data only group their sub-commands.
 COMMANDS: list[flags.Command] = [
     (("eval",), config.EvalConfig, cmd_eval, EXAMPLES["eval"]),
-    (("bench", "encode"), config.BenchEncodeCommand, cmd_bench, EXAMPLES["bench"]),
-    (("bench", "host"), config.BenchHostCommand, cmd_bench_host, EXAMPLES["bench"]),
-    (("cache",), config.CacheCommand, cmd_cache, EXAMPLES["cache"]),
-    (("data", "prefetch"), config.PrefetchCommand, cmd_prefetch, EXAMPLES["prefetch"]),
-    (("data", "verify"), config.VerifyCommand, cmd_verify, EXAMPLES["verify"]),
+    (("bench", "encode"), commands.BenchEncodeCommand, cmd_bench, EXAMPLES["bench"]),
+    (("bench", "host"), commands.BenchHostCommand, cmd_bench_host, EXAMPLES["bench"]),
+    (("cache",), commands.CacheCommand, cmd_cache, EXAMPLES["cache"]),
+    (("data", "prefetch"), commands.PrefetchCommand, cmd_prefetch, EXAMPLES["prefetch"]),
+    (("data", "verify"), commands.VerifyCommand, cmd_verify, EXAMPLES["verify"]),
     (("finetune",), config.FinetuneConfig, cmd_finetune, EXAMPLES["finetune"]),
-    (("table",), config.TableCommand, cmd_table, EXAMPLES["table"]),
-    (("compare",), config.CompareCommand, cmd_compare, EXAMPLES["compare"]),
-    (("ls",), config.LsCommand, cmd_ls, EXAMPLES["ls"]),
+    (("table",), commands.TableCommand, cmd_table, EXAMPLES["table"]),
+    (("compare",), commands.CompareCommand, cmd_compare, EXAMPLES["compare"]),
+    (("ls",), commands.LsCommand, cmd_ls, EXAMPLES["ls"]),
     (("validate",), None, cmd_validate, EXAMPLES["validate"]),
-    (("study", "run"), config.StudyRunCommand, cmd_study_run, EXAMPLES["study"]),
-    (("study", "status"), config.StudyStatusCommand, cmd_study_status, EXAMPLES["study"]),
-    (("study", "table"), config.StudyTableCommand, cmd_study_table, EXAMPLES["study"]),
+    (("study", "run"), commands.StudyRunCommand, cmd_study_run, EXAMPLES["study"]),
+    (("study", "status"), commands.StudyStatusCommand, cmd_study_status, EXAMPLES["study"]),
+    (("study", "table"), commands.StudyTableCommand, cmd_study_table, EXAMPLES["study"]),
 ]
 # A group word: the metavar of its sub-commands, its help and its example.
 GROUPS = {

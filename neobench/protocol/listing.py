@@ -79,8 +79,9 @@ def recipes() -> Listing:
 def keys(name: str) -> Listing:
     """Every value of the recipe with its source, what the key means, and the recipe's note on
     the value: what key=value can override."""
-    from neobench.protocol.config import RecipeValues, field_docs
+    from neobench.protocol.config import field_docs
     from neobench.protocol.recipe import load_recipe
+    from neobench.protocol.recipe_values import RecipeValues
 
     recipe = load_recipe(name)
     docs = field_docs(RecipeValues)

@@ -1,6 +1,6 @@
 """Recipes as data: a versioned YAML of tagged values, key=value overrides, and a content hash.
 
-Which keys exist, their types and the ranges they accept is `config.RecipeValues`; the values
+Which keys exist, their types and the ranges they accept is `recipe_values.RecipeValues`; the values
 and where each comes from live in the recipe file alone; flags and overrides only override.
 Every problem with a file or with the overrides is reported at once, with "did you mean".
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from neobench.core.errors import NeobenchError, find_yaml, read_yaml, unknown
-from neobench.protocol.config import NOT_HASHED, RecipeValues
+from neobench.protocol.recipe_values import NOT_HASHED, RecipeValues
 
 SOURCES = frozenset({"paper", "authors-code", "neobench"})
 # Recipe-level keys that may also be overridden.
@@ -75,7 +75,7 @@ class Recipe:
     notes: dict[str, str] = field(default_factory=dict)  # why a value is what it is
 
     def as_dict(self) -> dict[str, Any]:
-        """key -> value, in the order of config.RecipeValues."""
+        """key -> value, in the order of recipe_values.RecipeValues."""
         return dataclasses.asdict(self.values)
 
     @property
@@ -139,7 +139,7 @@ def load_recipe(name_or_path: str) -> Recipe:
 
 def recipe_problems(data: object, where: str) -> list[str]:
     """Every problem of a recipe file: its shape ({value, source[, note]} per key, a known
-    source), then each value against config.RecipeValues (missing, unknown, type, range)."""
+    source), then each value against recipe_values.RecipeValues (missing, unknown, type, range)."""
     if not isinstance(data, dict):
         return [f"{where}: a recipe is a mapping with name, version, manifest and values."]
     problems = [
@@ -177,7 +177,7 @@ def _values_problems(specs: dict[str, Any]) -> list[str]:
 
 def value_problems(key: str, value: Any) -> list[str]:
     """What is wrong with one value of a known key: its type, its range, or a value this
-    version does not implement (the `Literal` types of config.RecipeValues)."""
+    version does not implement (the `Literal` types of recipe_values.RecipeValues)."""
     hint, valid = TYPES[key], KEYS[key].metadata.get("valid")
     if typing.get_origin(hint) is Literal:
         if value not in typing.get_args(hint):

@@ -30,7 +30,7 @@ from neobench.core.errors import (
 from neobench.models import attention
 from neobench.models.load import LoadedModel, check_spec, load_model, resolve_device
 from neobench.protocol import mirror
-from neobench.protocol.config import FinetuneConfig, RecipeValues
+from neobench.protocol.config import FinetuneConfig
 from neobench.protocol.data import BuiltDataset, build_dataset
 from neobench.protocol.instructions import (
     InstructionProfile,
@@ -42,6 +42,7 @@ from neobench.protocol.instructions import (
 from neobench.protocol.manifest import Manifest, Row, load_manifest, validate_manifest
 from neobench.protocol.overlap import finetune_declaration
 from neobench.protocol.recipe import Recipe, apply_overrides, load_recipe, parse_overrides
+from neobench.protocol.recipe_values import RecipeValues
 from neobench.train import output as run_folder
 from neobench.train.output import CARD, CHECKPOINTS, CURVE, CURVE_PNG
 

@@ -1,0 +1,218 @@
+"""The configs of the commands that only the CLI runs (table, compare, ls, data, bench, cache,
+study): their flags and defaults, built into argparse by neobench/cli/flags.py. The configs of the
+stages (`eval`, `finetune`) and the defaults they share live in neobench/protocol/config.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from neobench.protocol.config import (
+    BOOTSTRAP_SEED,
+    DEFAULT_BENCHMARK,
+    LISTINGS,
+    RESAMPLES,
+    STANDARD_RECIPE,
+    EvalConfig,
+    like,
+    opt,
+)
+
+TABLE_FORMATS = ("rich", "md", "csv", "latex")
+
+
+@dataclass(kw_only=True)
+class TableCommand:
+    """`neobench table`: which results, which rows, which output."""
+
+    results: list[str] = opt(
+        ["."], "results root given to neobench eval; repeat to combine several"
+    )
+    models: list[str] | None = opt(
+        None, "comma-separated model names or row labels (default: all)", csv=True
+    )
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose tasks make the columns")
+    format: str | None = opt(
+        None,
+        "output format: rich | md | csv | latex (default: rich, or from the --out suffix)",
+        choices=TABLE_FORMATS,
+    )
+    out: str | None = opt(None, "write the table to this file (.md, .csv, .tex)")
+    reference: str | None = opt(None, "add published rows: paper (NeoBERT Table 4)")
+    per_task: bool = opt(False, "one column per task")
+    plot: str | None = opt(
+        None,
+        "also write a PNG forest plot: a panel per type (or task) and Avg., each row a point "
+        "with its 95% interval (--ci), paper rows as grey diamonds",
+    )
+    strict: bool = opt(False, "refuse rows produced under different conditions")
+    ci: bool = opt(False, "show each cell's 95% bootstrap interval (needs per-item predictions)")
+    baseline: str | None = opt(
+        None, "mark cells significantly above / below this model's row (paired bootstrap, Holm)"
+    )
+    resamples: int = opt(RESAMPLES, "bootstrap resamples of each task's units (--ci, --baseline)")
+    seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
+    over: str = opt(
+        "items",
+        "what type columns and Avg. resample: items (each task's units, tasks fixed) | tasks",
+        choices=("items", "tasks"),
+    )
+    zero_shot_only: bool = opt(
+        False, "average only over the tasks no row trained on (drops in-domain tasks)"
+    )
+
+
+@dataclass(kw_only=True)
+class CompareCommand:
+    """`neobench compare`: paired differences against a baseline, per task and on average."""
+
+    results: list[str] = opt(
+        ["."], "results root given to neobench eval; repeat to combine several"
+    )
+    baseline: str = opt(help="model name or row label every other model is compared with")
+    models: list[str] | None = opt(
+        None, "comma-separated models to compare (default: every other model found)", csv=True
+    )
+    tasks: list[str] | None = opt(None, "comma-separated subset of the benchmark's tasks", csv=True)
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark the tasks belong to")
+    resamples: int = opt(RESAMPLES, "bootstrap resamples of each task's units")
+    seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
+    out: str | None = opt(None, "write the comparison to this file (.md, .csv or .json)")
+    zero_shot_only: bool = opt(
+        False, "compare only on the tasks no compared model trained on (drops in-domain tasks)"
+    )
+
+
+@dataclass(kw_only=True)
+class LsCommand:
+    """`neobench ls`: what to list."""
+
+    what: str = opt(help="what to list", positional=True, choices=LISTINGS)
+    recipe: str = opt(STANDARD_RECIPE, "recipe whose keys or datasets are listed")
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose tasks are listed")
+
+
+@dataclass(kw_only=True)
+class PrefetchCommand:
+    """`neobench data prefetch`: what to snapshot, and where."""
+
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose datasets are fetched")
+    tasks: list[str] | None = opt(None, "comma-separated subset of the benchmark's tasks", csv=True)
+    out: str = opt(help="mirror folder to create or complete")
+    recipe: str | None = opt(None, "also every training dataset of this recipe's manifest")
+
+
+@dataclass(kw_only=True)
+class VerifyCommand:
+    """`neobench data verify`: which mirror, checked against what."""
+
+    dir: str = opt(help="mirror folder", positional=True)
+    recipe: str | None = opt(None, "check this recipe's training datasets instead of a benchmark")
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose datasets are checked")
+    tasks: list[str] | None = opt(None, "comma-separated subset of the benchmark's tasks", csv=True)
+    no_load: bool = opt(False, "check folders only, do not load the data")
+
+
+@dataclass(kw_only=True)
+class BenchEncodeCommand:
+    """`neobench bench encode`: which texts, which model, which encoder settings."""
+
+    model: str | None = opt(None, "model (default: the packaged all-MiniLM-L6-v2)")
+    tasks: list[str] = opt(
+        ["SciFact", "STSBenchmark"], "comma-separated tasks whose texts are encoded", csv=True
+    )
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark the tasks belong to")
+    data_dir: str | None = like(EvalConfig, "data_dir")
+    max_texts: int = opt(4000, "texts encoded in all, an equal share from each task")
+    device: str = like(EvalConfig, "device")
+    batch_size: int = like(EvalConfig, "batch_size", "stock encode's batch size")
+    max_seq_length: int | str = like(EvalConfig, "max_seq_length")
+    token_budget: int | None = like(EvalConfig, "token_budget")
+    dtype: str = like(EvalConfig, "dtype")
+    unpadded: str = like(EvalConfig, "unpadded")
+
+
+HOST_BENCH_TASKS = [
+    "SciFact",
+    "ArguAna",
+    "TwentyNewsgroupsClustering",
+    "STSBenchmark",
+    "Banking77Classification",
+]
+
+
+@dataclass(kw_only=True)
+class BenchHostCommand:
+    """`neobench bench host`: the eval path with a null forward pass, per stage."""
+
+    model: str | None = opt(
+        None, "model whose tokenizer and settings are used (default: the packaged MiniLM)"
+    )
+    tasks: list[str] = opt(HOST_BENCH_TASKS, "comma-separated tasks evaluated", csv=True)
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark the tasks belong to")
+    data_dir: str | None = like(EvalConfig, "data_dir")
+    cache: list[str] = opt(
+        ["off", "cold", "warm"],
+        "embedding cache modes: off | cold (empty) | warm (filled by cold)",
+        csv=True,
+    )
+    device: str = like(EvalConfig, "device")
+    instructions: str = like(EvalConfig, "instructions")
+    max_seq_length: int | str = like(EvalConfig, "max_seq_length")
+    stock: bool = opt(
+        False, "also run the tasks through stock mteb.evaluate + SentenceTransformer.encode"
+    )
+    json: str | None = opt(None, "also write the figures to this JSON file", metavar="FILE")
+
+
+@dataclass(kw_only=True)
+class CacheCommand:
+    """`neobench cache`: what to do with the embedding cache, and where it is."""
+
+    action: str = opt(
+        help="info: size and integrity check | clear: delete it",
+        positional=True,
+        choices=("info", "clear"),
+    )
+    cache_dir: str | None = opt(
+        None, "cache folder (default: $NEOBENCH_CACHE or ~/.cache/neobench)"
+    )
+
+
+LAUNCHERS = ("local", "slurm")
+
+
+@dataclass(kw_only=True)
+class StudyRunCommand:
+    """`neobench study run`: which study, where its jobs run, whether to run them at all."""
+
+    file: str = opt(help="study file (YAML), e.g. studies/tiny.yaml", positional=True)
+    launcher: str = opt(
+        "local",
+        "where the jobs run: local (one after another, on this machine) | slurm (submitted "
+        "through submitit, with afterok dependencies)",
+        choices=LAUNCHERS,
+    )
+    output: str | None = opt(None, "output root (default: the study file's output)")
+    dry_run: bool = opt(False, "print the plan (jobs, resources, dependencies, done) and stop")
+    wait: bool = opt(False, "slurm: block until every job has ended; exit 1 if one failed")
+
+
+@dataclass(kw_only=True)
+class StudyStatusCommand:
+    """`neobench study status`: per model and seed, the state of each stage."""
+
+    file: str = opt(help="study file (YAML)", positional=True)
+    output: str | None = like(StudyRunCommand, "output")
+
+
+@dataclass(kw_only=True)
+class StudyTableCommand:
+    """`neobench study table`: the study's table, from its results root."""
+
+    file: str = opt(help="study file (YAML)", positional=True)
+    output: str | None = like(StudyRunCommand, "output")
+    format: str | None = like(TableCommand, "format")
+    out: str | None = like(TableCommand, "out")
+
+
