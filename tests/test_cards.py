@@ -17,8 +17,9 @@ from mteb.results import TaskResult
 from neobench.cli.main import main
 from neobench.core import cards as record
 from neobench.core.cards import EvalCard, EvalConditions, read_eval_card, write_eval_card
+from neobench.core.conditions import UNKNOWN
 from neobench.core.errors import NeobenchError
-from neobench.core.runs import UNKNOWN, load_runs
+from neobench.core.reader import load_runs
 from neobench.evaluate.runner import check_same_conditions
 from neobench.protocol.tasks import load_benchmark, select_tasks
 

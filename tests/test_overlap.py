@@ -10,12 +10,12 @@ from mteb.models import ModelMeta
 from neobench.cli.main import main
 from neobench.core import cards as record
 from neobench.core.errors import NeobenchError
-from neobench.core.runs import load_roots
 from neobench.evaluate.runner import EvalConfig, run_eval
 from neobench.protocol import overlap
 from neobench.protocol.tasks import load_benchmark, select_tasks
 from neobench.report.compare import compare
-from neobench.report.table import leaderboard
+from neobench.report.leaderboard import leaderboard
+from neobench.report.load import load
 from neobench.train.finetune import FinetuneConfig, finetune
 
 BENCHMARK = "MTEB(eng, v1)"
@@ -71,7 +71,7 @@ def results(tmp_path_factory, tiny_bert, mirror):
 
 @pytest.fixture(scope="module")
 def runs(results):
-    runs, problems = load_roots([results[1]], select_tasks(load_benchmark(BENCHMARK)))
+    runs, problems, _ = load([results[1]], select_tasks(load_benchmark(BENCHMARK)))
     assert problems == []
     return {r.model: r for r in runs}
 

@@ -16,9 +16,10 @@ from neobench.cli.main import main
 from neobench.core.errors import NeobenchError
 from neobench.evaluate import units
 from neobench.evaluate.units import Part, TaskUnits, TypeSpec
+from neobench.report.columns import AVG
+from neobench.report.leaderboard import leaderboard
 from neobench.report.render import forest
 from neobench.report.render.table import plot, to_csv, to_latex, to_markdown
-from neobench.report.table import AVG, leaderboard
 
 TASKS = ["SciFact", "ArguAna", "NFCorpus"]  # 3 of the 15 Retrieval tasks: a partial column
 

@@ -17,7 +17,7 @@ from mteb.results import TaskResult
 from scipy.stats import spearmanr
 
 from neobench.cli.main import main
-from neobench.core.runs import units_path
+from neobench.core.reader import units_path
 from neobench.evaluate import units
 
 

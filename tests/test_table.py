@@ -16,7 +16,7 @@ from rich.console import Console
 from neobench.cli.main import main
 from neobench.core import cards as record
 from neobench.core.errors import NeobenchError
-from neobench.core.runs import load_runs
+from neobench.core.reader import load_runs
 from neobench.protocol.tasks import load_benchmark, select_tasks
 from neobench.report.render.table import plot, print_rich, to_csv, to_latex, to_markdown
 from neobench.report.table import build_table

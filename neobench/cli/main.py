@@ -175,7 +175,7 @@ def cmd_verify(cfg: commands.VerifyCommand) -> int:
 def cmd_table(cfg: commands.TableCommand) -> int:
     """leaderboard table of evaluated models"""
     from neobench.core.cards import write_text_atomic
-    from neobench.report import table as tables
+    from neobench.report import leaderboard as tables
     from neobench.report.render import table as render
 
     fmt = render.output_format(cfg.format, cfg.out, cfg.plot)
@@ -211,11 +211,12 @@ def cmd_table(cfg: commands.TableCommand) -> int:
 def cmd_compare(cfg: commands.CompareCommand) -> int:
     """paired comparison with a baseline: differences, intervals, p-values"""
     from neobench.core.cards import write_text_atomic
-    from neobench.report import compare
+    from neobench.report import compare as comparison
+    from neobench.report.render import compare
 
     if cfg.out:
         compare.check_out(cfg.out)  # before the work, not after it
-    found = compare.compare(
+    found = comparison.compare(
         cfg.results,
         cfg.baseline,
         benchmark=cfg.benchmark,

@@ -1,44 +1,34 @@
-"""Read a results root (mteb layout + neobench run cards) into one record per evaluated run.
+"""One record of an evaluated run, and the one way to find runs by name.
 
 A run is one folder ``results/<org__model>/<revision>/[experiments/<conditions>/]``: one model
-revision under one set of conditions. Unreadable files are named and skipped, never fatal.
+revision under one set of conditions (neobench/core/layout.py), read once from its task results
+and run cards (neobench/core/reader.py). The seed replicates of one fine-tune are one Run too:
+its ``members`` are the single runs, one per seed (neobench/core/replicates.py), and its scores
+their means. Every command that names runs (table, compare, the study's table job, the Python
+entry points) finds them with `find` / `find_one`, so a name that works for one works for all.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from neobench.core import cards as record
-from neobench.core.errors import NeobenchError
-from neobench.evaluate import units
-from neobench.protocol import overlap
+from neobench.core.conditions import Conditions
+from neobench.core.errors import NeobenchError, unknown
 
-if TYPE_CHECKING:
-    from mteb.abstasks.abstask import AbsTask
+# Where a user sees which names exist.
+HINT = "Models found under --results are listed by `neobench table`."
 
-logger = logging.getLogger(__name__)
 
-# What must match for two rows to be compared at all: how the model was evaluated. Read from the
-# run cards.
-EVAL_CONDITIONS = (
-    "instructions",
-    "instructions_sha256",
-    "max_seq_length",
-    "dtype",
-    "benchmark",
-    "mteb",
-)
-# How the model was trained: must match among the rows neobench fine-tuned. A row neobench did not
-# fine-tune (a released model, evaluated as it is) is compared with them as "not fine-tuned".
-RECIPE = "recipe"
-NOT_FINETUNED = "none (not fine-tuned by neobench)"
-CONDITION_FIELDS = (RECIPE, *EVAL_CONDITIONS)
+@dataclass(frozen=True)
+class Finetune:
+    """What a run's cards say of the fine-tune it evaluates (absent: not a neobench fine-tune
+    with a recorded seed). Runs that share everything but ``seed`` are seed replicates."""
+
+    seed: int
+    base_model: str | None
+    base_revision: str | None
+    recipe_sha256: str
 
 
 @dataclass
@@ -48,154 +38,92 @@ class Run:
     experiment: str | None
     folder: Path
     scores: dict[str, float] = field(default_factory=dict)  # task -> main score in [0, 1]
-    conditions: dict[str, Any] = field(default_factory=dict)
+    conditions: Conditions = field(default_factory=Conditions)
     cards: dict[str, str] = field(default_factory=dict)  # run card file -> sha256[:12]
     # The mteb tasks the model trained on, as mteb computes them from model_meta.json (declared,
-    # base model's, similar tasks); None = not declared, i.e. unknown (neobench/protocol/overlap.py).
+    # base model's, similar tasks); None = not declared, i.e. unknown (protocol/overlap.py).
     training_datasets: frozenset[str] | None = None
+    finetune: Finetune | None = None
+    # Seed replicates: one run per seed, in seed order (empty for a single run); the tasks only
+    # some seeds hold, left out of ``scores``: task -> the seeds that hold it.
+    members: list[Run] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    partial: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def finetuned(self) -> bool:
         """Fine-tuned by `neobench finetune` (its cards name a recipe)."""
-        return self.conditions.get(RECIPE) not in (None, NOT_FINETUNED)
+        return self.conditions.finetuned
+
+    @property
+    def replicated(self) -> bool:
+        """A row of seed replicates."""
+        return bool(self.members)
+
+    def each(self) -> list[Run]:
+        """The single runs behind this one: its members, or itself."""
+        return self.members or [self]
+
+    @property
+    def draw_key(self) -> str:
+        """Names the members: the seeds' draws of two rows differ unless their members do not."""
+        pairs = zip(self.seeds, self.members, strict=True)
+        return "seeds|" + "|".join(f"{s}:{m.revision}" for s, m in pairs)
+
+    @property
+    def suffix(self) -> str:
+        """What the run's label adds to the model name for seed replicates."""
+        return f" ({len(self.seeds)} seeds)" if self.replicated else ""
 
 
-def differences(a: Run, b: Run) -> dict[str, tuple[Any, Any]]:
-    """The conditions under which ``a`` and ``b`` cannot be compared: field -> (a's, b's). The
-    evaluation conditions always count; the recipe only when neobench fine-tuned both."""
-    keys = [*EVAL_CONDITIONS, *([RECIPE] if a.finetuned and b.finetuned else [])]
-
-    def value(run: Run, key: str) -> str:
-        found = run.conditions.get(key)
-        return UNKNOWN if found is None else str(found)  # no card and an old card: both unknown
-
-    return {k: (value(a, k), value(b, k)) for k in keys if value(a, k) != value(b, k)}
+def labels(runs: list[Run]) -> list[str]:
+    """Model name, plus the experiment, plus "(N seeds)" for seed replicates, plus the
+    revision where names would collide."""
+    base = [r.model + (f" [{r.experiment}]" if r.experiment else "") + r.suffix for r in runs]
+    return [
+        b + (f" @{r.revision[:12]}" if base.count(b) > 1 else "")
+        for b, r in zip(base, runs, strict=True)
+    ]
 
 
-def run_folders(root: Path) -> list[Path]:
-    """Every folder that holds task results, standard and experiment ones."""
-    base = root / "results"
-    folders = {p.parent for p in base.glob("*/*/*.json")}
-    folders |= {p.parent for p in base.glob("*/*/experiments/*/*.json")}
-    return sorted(folders)
+def labelled(runs: list[Run]) -> dict[str, Run]:
+    return dict(zip(labels(runs), runs, strict=True))
 
 
-def load_runs(root: Path, tasks: list[AbsTask]) -> tuple[list[Run], list[str]]:
-    """Runs under ``root`` with their benchmark-task scores, and the problems met on the way."""
-    root = Path(root)
-    if not (root / "results").is_dir():
+def _matches(name: str, label: str, run: Run) -> bool:
+    return name in (label, run.model)
+
+
+def find(runs: list[Run], names: list[str] | None) -> list[tuple[str, Run]]:
+    """The runs each of ``names`` matches (its row label or its model name: every run of that
+    model), in the order found, each once; all runs when ``names`` is empty. A name matching
+    nothing is refused, every such name at once, with the names that exist."""
+    found = list(labelled(runs).items())
+    if not names:
+        return found
+    problems, chosen = [], []
+    for name in names:
+        hits = [(label, run) for label, run in found if _matches(name, label, run)]
+        if not hits:
+            known = sorted({r.model for r in runs} | {label for label, _ in found})
+            problems.append(unknown("model", name, known, HINT))
+        chosen += [h for h in hits if h not in chosen]
+    if problems:
+        raise NeobenchError(problems)
+    return chosen
+
+
+def find_one(found: list[tuple[str, Run]], name: str, what: str = "model") -> tuple[str, Run]:
+    """The one run of ``found`` (labelled runs, as `find` returns them) that ``name`` matches,
+    by the same rule as `find`; a name matching several is refused with their labels, so that
+    one of them can be given."""
+    hits = [(label, run) for label, run in found if _matches(name, label, run)]
+    if len(hits) == 1:
+        return hits[0]
+    if hits:
         raise NeobenchError(
-            f"--results {root}: no results/ folder inside. Point it at the root given to "
-            "`neobench eval --results` (the folder that contains results/)."
+            f"{what} {name!r} names {len(hits)} result folders "
+            f"({', '.join(label for label, _ in hits)}); pass one of these labels."
         )
-    folders = run_folders(root)
-    if not folders:
-        raise NeobenchError(
-            f"--results {root}: results/ holds no task results yet; run `neobench eval` first."
-        )
-    problems: list[str] = []
-    by_name = {t.metadata.name: t for t in tasks}
-    runs = []
-    for folder in folders:
-        run = _identify(root, folder)
-        for path in sorted(folder.glob("*.json")):
-            if path.name == "model_meta.json" or path.stem not in by_name:
-                continue
-            try:
-                run.scores[path.stem] = task_score(path, by_name[path.stem])
-            except Exception as error:
-                problems.append(
-                    f"{path}: unreadable ({type(error).__name__}: {_first_line(error)}); skipped"
-                )
-        run.conditions, run.cards = _conditions(folder, problems)
-        run.training_datasets = overlap.read_training(folder / "model_meta.json", run.model)
-        runs.append(run)
-    return runs, problems
-
-
-def task_score(path: Path, task: AbsTask) -> float:
-    """Mean main score over the task's benchmark splits and subsets (raises if one is absent)."""
-    data = json.loads(path.read_text())
-    values = []
-    for split in task.eval_splits:
-        entries = {e["hf_subset"]: e for e in data["scores"][split]}
-        for subset in task.hf_subsets:
-            values.append(float(entries[subset]["main_score"]))
-    return sum(values) / len(values)
-
-
-def units_path(folder: Path, task: str) -> Path | None:
-    """The per-item units file of ``task`` in a run folder (the one holding ``<task>.json``), or
-    None: a result evaluated before units existed, or with --no-predictions, has none (re-running
-    the task adds it)."""
-    path = units.path_for(Path(folder), task)
-    return path if path.is_file() else None
-
-
-def _identify(root: Path, folder: Path) -> Run:
-    rel = folder.relative_to(root / "results").parts
-    experiment = rel[3] if len(rel) == 4 and rel[2] == "experiments" else None
-    model, revision = rel[0].replace("__", "/"), rel[1]
-    meta = folder / "model_meta.json"
-    if meta.is_file():
-        with contextlib.suppress(ValueError):
-            model = json.loads(meta.read_text()).get("name") or model
-    return Run(model=model, revision=revision, experiment=experiment, folder=folder)
-
-
-def _conditions(folder: Path, problems: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Merge the conditions of a folder's run cards; a field on which they differ is 'mixed'."""
-    seen: dict[str, set[str]] = {}
-    cards: dict[str, str] = {}
-    for path in sorted((folder / "neobench").glob("run-*.yaml")):
-        try:
-            card = record.read_eval_card(path)
-        except Exception as error:
-            problems.append(f"{path}: unreadable run card ({_first_line(error)}); skipped")
-            continue
-        cards[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-        for key, value in _card_conditions(card).items():
-            # A card too old to record a field says so, rather than "None".
-            seen.setdefault(key, set()).add(UNKNOWN if value is None else str(value))
-    merged: dict[str, Any] = {}
-    for key in CONDITION_FIELDS:
-        values = sorted(seen.get(key, set()))
-        merged[key] = (
-            None if not values else values[0] if len(values) == 1 else "mixed: " + ", ".join(values)
-        )
-    return merged, cards
-
-
-UNKNOWN = "unknown"
-
-
-def _card_conditions(card: record.EvalCard) -> dict[str, Any]:
-    """The CONDITION_FIELDS of one card, read from its typed fields (a renamed key fails here,
-    at type-check and test time, instead of turning into None)."""
-    conditions = card.conditions
-    return {
-        RECIPE: (card.model.recipe_sha256 or "")[:12] or NOT_FINETUNED,
-        "instructions": conditions.instructions,
-        "instructions_sha256": (conditions.instructions_sha256 or "")[:12] or None,
-        "max_seq_length": conditions.max_seq_length,
-        "dtype": conditions.dtype,
-        "benchmark": card.benchmark,
-        "mteb": card.mteb_version,
-    }
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:160] if text else repr(error)
-
-
-def load_roots(roots: list[str | Path], tasks: list[AbsTask]) -> tuple[list[Run], list[str]]:
-    """The runs of several results roots together (``table --results A --results B``), and every
-    problem met in any of them, in the order the roots were given."""
-    runs: list[Run] = []
-    problems: list[str] = []
-    for root in roots:
-        found, trouble = load_runs(Path(root), tasks)
-        runs += found
-        problems += trouble
-    return runs, problems
+    known = sorted({r.model for _, r in found} | {label for label, _ in found})
+    raise NeobenchError(unknown(what, name, known, HINT))

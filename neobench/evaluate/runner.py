@@ -39,7 +39,7 @@ from neobench.core.errors import (
     disk_full,
     writable_folder_problems,
 )
-from neobench.core.runs import units_path
+from neobench.core.reader import units_path
 from neobench.core.stages import stage
 from neobench.encoder.cache import EmbeddingCache, cache_path
 from neobench.encoder.encode import DTYPES, FastEncoder, auto_unpadded, resolve_dtype

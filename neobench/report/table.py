@@ -25,37 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from neobench.core.conditions import RECIPE, groups
 from neobench.core.errors import NeobenchError, unknown
-from neobench.core.runs import EVAL_CONDITIONS, RECIPE, Run
-from neobench.protocol.config import BOOTSTRAP_SEED, RESAMPLES
+from neobench.core.runs import Run, find
+from neobench.report.columns import AVG, MEAN_TYPES, SHORT, TYPE_ORDER, ZERO_SHOT
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
 logger = logging.getLogger(__name__)
-
-TYPE_ORDER = (
-    "Classification",
-    "Clustering",
-    "PairClassification",
-    "Reranking",
-    "Retrieval",
-    "STS",
-    "Summarization",
-)
-AVG = "Avg."
-MEAN_TYPES = "Mean(TaskType)"
-ZERO_SHOT = "Zero-shot"
-SHORT = {
-    "Classification": "Class.",
-    "Clustering": "Clust.",
-    "PairClassification": "PairClass.",
-    "Reranking": "Rerank.",
-    "Retrieval": "Retr.",
-    "STS": "STS",
-    "Summarization": "Summ.",
-}
-
 
 @dataclass
 class Cell:
@@ -90,11 +68,11 @@ class Row:
     avg_of: tuple[int, int] = (0, 0)  # Avg. averages (k, n): k of the benchmark's n tasks
     finetuned: bool = False  # fine-tuned by neobench (its run cards name a recipe)
     tag: str = ""  # shown after the label, e.g. "(not fine-tuned)"
-    # Train/eval overlap (neobench/protocol/overlap.py): the columns (tasks, types, Avg.) holding a task
+    # Train/eval overlap (report/overlap.py): the columns (tasks, types, Avg.) holding a task
     # the row's model trained on, marked "†"; mteb's zero-shot percentage, None when unknown.
     in_domain: set[str] = field(default_factory=set)
     zero_shot: int | None = None
-    # A row of seed replicates (neobench/report/replicates.py): column -> seed standard deviation x100.
+    # A row of seed replicates (report/replicates.py): column -> seed standard deviation x100.
     sd: dict[str, float] = field(default_factory=dict)
 
     def text(self, column: str, value: float | None, partial: str = "") -> str:
@@ -138,9 +116,9 @@ class LeaderTable:
     # ones they share); None when they all hold the same tasks.
     averaged: list[str] | None = None
     baseline: str | None = (
-        None  # with --baseline: the label of that row (neobench/report/intervals.py)
+        None  # with --baseline: the label of that row (report/intervals.py)
     )
-    zero_shot: bool = False  # a Zero-shot column (neobench/protocol/overlap.py fills it)
+    zero_shot: bool = False  # a Zero-shot column (report/overlap.py fills it)
 
     def columns(self, tasks: list[AbsTask]) -> dict[str, list[str]]:
         """Each score column (a task with --per-task, else a task type; and Avg.) and the tasks
@@ -251,58 +229,6 @@ def paper_rows(benchmark: str) -> list[Row]:
     return rows
 
 
-def labels_for(runs: list[Run]) -> list[str]:
-    """Model name, plus the experiment, plus "(N seeds)" for seed replicates, plus the
-    revision where names would collide."""
-    from neobench.report.replicates import label_suffix
-
-    base = [
-        r.model + (f" [{r.experiment}]" if r.experiment else "") + label_suffix(r) for r in runs
-    ]
-    return [
-        b + (f" @{r.revision[:12]}" if base.count(b) > 1 else "")
-        for b, r in zip(base, runs, strict=True)
-    ]
-
-
-def select_runs(runs: list[Run], wanted: list[str] | None) -> list[tuple[str, Run]]:
-    labelled = list(zip(labels_for(runs), runs, strict=True))
-    if not wanted:
-        return labelled
-    problems, chosen = [], []
-    for name in wanted:
-        hits = [(label, r) for label, r in labelled if name in (label, r.model)]
-        if not hits:
-            problems.append(
-                unknown(
-                    "model",
-                    name,
-                    sorted({r.model for r in runs} | {lb for lb, _ in labelled}),
-                    "Models found under --results are listed by `neobench table`.",
-                )
-            )
-        chosen += [h for h in hits if h not in chosen]
-    if problems:
-        raise NeobenchError(problems)
-    return chosen
-
-
-def condition_differences(rows: list[Row]) -> dict[str, dict[str, list[str]]]:
-    """Where computed rows may not be compared: each evaluation condition whose value differs
-    between them, and the recipe where the rows neobench fine-tuned differ. Value -> labels."""
-    computed = [r for r in rows if not r.quoted]
-    out: dict[str, dict[str, list[str]]] = {}
-    checks = [(key, computed) for key in EVAL_CONDITIONS]
-    checks.append((RECIPE, [r for r in computed if r.finetuned]))
-    for key, group in checks:
-        values: dict[str, list[str]] = {}
-        for row in group:
-            values.setdefault(str(row.conditions.get(key)), []).append(row.label)
-        if len(values) > 1:
-            out[key] = values
-    return out
-
-
 def shared_tasks(runs: list[Run], tasks: list[AbsTask]) -> set[str] | None:
     """The benchmark tasks every run holds, or None when all runs hold the same tasks."""
     held = [{t.metadata.name for t in tasks} & r.scores.keys() for r in runs]
@@ -322,7 +248,7 @@ def build_table(
     strict: bool = False,
     problems: list[str] | None = None,
 ) -> LeaderTable:
-    chosen = select_runs(runs, models)
+    chosen = find(runs, models)
     shared = shared_tasks([run for _, run in chosen], tasks)
     rows = [result_row(run, label, tasks, shared) for label, run in chosen]
     notes = _condition_notes(rows, strict) + _training_notes(rows)
@@ -352,7 +278,7 @@ def build_table(
 
 
 def _condition_notes(rows: list[Row], strict: bool) -> list[str]:
-    differences = condition_differences(rows)
+    differences = groups([(r.label, r.conditions) for r in rows if not r.quoted])
     if not differences:
         return []
     described = "; ".join(
@@ -404,80 +330,3 @@ def _coverage_notes(rows: list[Row], tasks: list[AbsTask], shared: set[str] | No
                 parts.append(f"not averaged, held by this row only: {', '.join(outside[:12])}")
             notes.append(f"{row.label}: incomplete; " + "; ".join(parts) + ".")
     return notes
-
-
-def leaderboard(
-    results: list[str],
-    benchmark: str,
-    *,
-    models: list[str] | None = None,
-    reference: str | None = None,
-    per_task: bool = False,
-    strict: bool = False,
-    ci: bool = False,
-    baseline: str | None = None,
-    resamples: int = RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-    over: str = "items",
-    zero_shot_only: bool = False,
-) -> LeaderTable:
-    """`neobench table`: the runs of every results root on one benchmark's tasks, as a table.
-    Files that cannot be read are skipped with a warning and a note under the table. ``ci``
-    adds intervals, ``baseline`` marks cells significantly above or below that row
-    (neobench/report/intervals.py); in-domain cells are marked and ``zero_shot_only`` keeps the tasks
-    no row trained on (neobench/protocol/overlap.py)."""
-    from neobench.core.runs import load_roots
-    from neobench.protocol import overlap
-    from neobench.protocol.tasks import load_benchmark, select_tasks
-    from neobench.report import replicates
-
-    bench = load_benchmark(benchmark)
-    tasks = select_tasks(bench)
-    runs, problems = load_roots(results, tasks)
-    runs, merged = replicates.merge(runs)  # the seeds of one fine-tune: one row
-    subset = None
-    if zero_shot_only:
-        subset = _zero_shot_only(runs, tasks, models, reference)
-        tasks = overlap.keep_tasks(tasks, subset)
-        runs, problems = load_roots(results, tasks)
-        runs, merged = replicates.merge(runs)
-    for problem in problems:
-        logger.warning("skipped: %s", problem)
-    table = build_table(
-        runs,
-        tasks,
-        bench.name,
-        models=models,
-        reference=reference,
-        per_task=per_task,
-        strict=strict,
-        problems=problems,
-    )
-    if subset is not None:
-        table.notes.append(subset.note())
-    overlap.annotate_table(table, dict(select_runs(runs, models)), tasks)
-    table.notes += merged
-    replicates.annotate(table, dict(select_runs(runs, models)), tasks, ci=ci)
-    if ci or baseline:
-        from neobench.report import intervals
-
-        selected = dict(select_runs(runs, models))
-        intervals.annotate(
-            table, selected, tasks, resamples, seed, ci=ci, baseline=baseline, over=over
-        )
-    return table
-
-
-def _zero_shot_only(
-    runs: list[Run], tasks: list[AbsTask], models: list[str] | None, reference: str | None
-) -> Any:
-    """The tasks no compared row trained on (an overlap.ZeroShotSubset), or a refusal."""
-    from neobench.protocol import overlap
-
-    if reference is not None:
-        raise NeobenchError(
-            f"--zero-shot-only with --reference {reference}: the quoted rows are averages over "
-            "all the benchmark's tasks and cannot be recomputed over a subset. Leave out "
-            "--reference."
-        )
-    return overlap.zero_shot_subset(dict(select_runs(runs, models)), tasks)

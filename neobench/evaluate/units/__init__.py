@@ -37,11 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from neobench.core import layout
+
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
 FORMAT = 1
-FOLDER = "predictions"
+FOLDER = layout.UNITS
 
 
 @dataclass
@@ -191,7 +193,8 @@ def main_score(units: TaskUnits) -> float:
 
 
 def path_for(results_dir: Path, task: str) -> Path:
-    return Path(results_dir) / FOLDER / f"{task}.units.json"
+    """Where a run folder keeps the task's units (the results layout: core/layout.py)."""
+    return layout.units_path(results_dir, task)
 
 
 def to_json(units: TaskUnits) -> str:

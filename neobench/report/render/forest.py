@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from neobench.core.errors import NeobenchError
-from neobench.report.intervals import DOWN, UP
-from neobench.report.table import AVG, SHORT, LeaderTable, Row
+from neobench.report.columns import AVG, DOWN, SHORT, UP
+from neobench.report.table import LeaderTable, Row
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from neobench.core.conditions import FIELDS as CONDITION_FIELDS
 from neobench.core.errors import NeobenchError, check_choice, collect, writable_folder_problems
-from neobench.core.runs import CONDITION_FIELDS
-from neobench.report.intervals import DOWN, UP
-from neobench.report.table import AVG, LeaderTable, Row
+from neobench.report.columns import AVG, DOWN, UP
+from neobench.report.table import LeaderTable, Row
 
 # Terminal layout (print_rich): a model name narrower than this wraps onto more lines; headers
 # wrap at spaces, a word longer than the cap (a model name over a per-task column) folds.

@@ -1,0 +1,119 @@
+"""Seed replicates: the runs of one fine-tune that differ only in its seed, as one Run.
+
+`neobench finetune --seeds 0,1,2` writes one model folder per seed under one model name; each
+evaluation records the fine-tune's seed, base model and recipe hash in its run card (read once:
+`Run.finetune`). Runs that share the model name, the experiment (evaluation conditions), the
+base model (name and revision), the recipe hash and every condition, and whose seeds differ,
+merge into one Run whose ``members`` are the single runs, in seed order:
+
+- its scores are the mean over the seeds, over the tasks every seed holds; a task only some
+  seeds hold is left out of the row (a note names it and the seeds that lack it);
+- the seed standard deviation of a set of tasks is `seed_sd` of the members' scores;
+- its intervals and paired tests resample seeds, then items (report/bootstrap.replicate_draws).
+
+A seed evaluated twice (the same fine-tune in two results roots, or re-trained into another
+folder) counts once: the first run found is kept and a warning names the one left out.
+"""
+
+from __future__ import annotations
+
+import logging
+from statistics import fmean
+
+import numpy as np
+
+from neobench.core.conditions import Conditions
+from neobench.core.runs import Run
+
+logger = logging.getLogger(__name__)
+
+
+def merge(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """``runs`` with each group of seed replicates replaced by one Run with members (where its
+    first member was), and the notes that say what was merged, left out or counted once."""
+    groups: dict[tuple, list[tuple[int, Run]]] = {}
+    for run in runs:
+        key = _shared(run)
+        if key is not None and run.finetune is not None:
+            groups.setdefault(key, []).append((run.finetune.seed, run))
+    merged: dict[int, Run] = {}  # id of the first member -> its row
+    dropped: set[int] = set()
+    notes: list[str] = []
+    for group in groups.values():
+        kept = _once_per_seed(group, notes)
+        if len(kept) < 2:
+            continue
+        merged[id(kept[0][1])] = _replicates(kept, notes)
+        dropped |= {id(run) for _, run in group}
+    # The merged row takes its first member's place; the other members leave the list.
+    out = [merged.get(id(run), run) for run in runs]
+    return [r for r in out if id(r) not in dropped], notes
+
+
+def seed_sd(per_seed: list[list[float]]) -> float:
+    """Standard deviation over the seeds (n - 1 denominator) of each seed's mean over its tasks:
+    ``per_seed`` holds, for each seed, its scores of the same tasks."""
+    return float(np.std(np.mean(np.asarray(per_seed, dtype=float), axis=1), ddof=1))
+
+
+def _shared(run: Run) -> tuple | None:
+    """What the replicates of one fine-tune share; None for a run that is not one."""
+    tune = run.finetune
+    if tune is None:
+        return None
+    conditions = tuple(sorted((k, str(v)) for k, v in run.conditions.items()))
+    base = (tune.base_model, tune.base_revision, tune.recipe_sha256)
+    return (run.model, run.experiment, *base, conditions)
+
+
+def _once_per_seed(group: list[tuple[int, Run]], notes: list[str]) -> list[tuple[int, Run]]:
+    """The group's runs by seed, the first of each seed kept; a repeated seed is named."""
+    kept: dict[int, Run] = {}
+    for seed, run in group:
+        if seed not in kept:
+            kept[seed] = run
+            continue
+        message = (
+            f"{run.model}: seed {seed} was evaluated twice ({kept[seed].folder} and "
+            f"{run.folder}); the first is kept as that seed's replicate, the second left out."
+        )
+        logger.warning(message)
+        notes.append(message)
+    return sorted(kept.items())
+
+
+def _replicates(kept: list[tuple[int, Run]], notes: list[str]) -> Run:
+    seeds = [s for s, _ in kept]
+    runs = [r for _, r in kept]
+    first = runs[0]
+    shared = sorted(set.intersection(*(set(r.scores) for r in runs)))
+    partial = {
+        task: [s for s, r in kept if task in r.scores]
+        for task in sorted(set.union(*(set(r.scores) for r in runs)) - set(shared))
+    }
+    row = Run(
+        model=first.model,
+        # The members' revisions: where two rows share a label, its first 12 characters (the
+        # first member's) tell them apart (runs.labels).
+        revision="+".join(r.revision for r in runs),
+        experiment=first.experiment,
+        folder=first.folder,
+        scores={t: fmean(r.scores[t] for r in runs) for t in shared},
+        conditions=Conditions(first.conditions),
+        # Every seed trained on the same data (same recipe): the first member's declaration.
+        training_datasets=first.training_datasets,
+        cards={f"seed {s}: {n}": h for s, r in kept for n, h in r.cards.items()},
+        finetune=first.finetune,
+        members=runs,
+        seeds=seeds,
+        partial=partial,
+    )
+    if partial:
+        lacking = "; ".join(
+            f"{task} (seeds {', '.join(map(str, held))} only)" for task, held in partial.items()
+        )
+        notes.append(
+            f"{row.model}{row.suffix}: tasks not evaluated for every seed are left out of the "
+            f"row: {lacking}. Evaluate them for the other seeds to include them."
+        )
+    return row

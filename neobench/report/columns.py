@@ -1,0 +1,24 @@
+"""The columns of the paper's Table 4 layout, named once for every report."""
+
+TYPE_ORDER = (
+    "Classification",
+    "Clustering",
+    "PairClassification",
+    "Reranking",
+    "Retrieval",
+    "STS",
+    "Summarization",
+)
+AVG = "Avg."  # the plain mean over the tasks, as the paper computes it
+MEAN_TYPES = "Mean(TaskType)"
+ZERO_SHOT = "Zero-shot"
+SHORT = {
+    "Classification": "Class.",
+    "Clustering": "Clust.",
+    "PairClassification": "PairClass.",
+    "Reranking": "Rerank.",
+    "Retrieval": "Retr.",
+    "STS": "STS",
+    "Summarization": "Summ.",
+}
+UP, DOWN = "▲", "▼"  # significantly above / below the baseline row (never colour alone)

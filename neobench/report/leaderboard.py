@@ -1,0 +1,90 @@
+"""`neobench table`: the runs of every results root on one benchmark's tasks, as a LeaderTable
+with its notes, overlap marks, seed-replicate rows, intervals and marks against a baseline."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from neobench.core.errors import NeobenchError
+from neobench.core.runs import Run, find
+from neobench.protocol import overlap
+from neobench.protocol.config import BOOTSTRAP_SEED, RESAMPLES
+from neobench.report import overlap as overlap_marks
+from neobench.report import replicates, stats
+from neobench.report.load import load
+from neobench.report.table import LeaderTable, build_table
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+logger = logging.getLogger(__name__)
+
+
+def leaderboard(
+    results: list[str | Path],
+    benchmark: str,
+    *,
+    models: list[str] | None = None,
+    reference: str | None = None,
+    per_task: bool = False,
+    strict: bool = False,
+    ci: bool = False,
+    baseline: str | None = None,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    over: str = "items",
+    zero_shot_only: bool = False,
+) -> LeaderTable:
+    """The table of the runs under ``results``. Files that cannot be read are skipped with a
+    warning and a note under the table. ``ci`` adds intervals, ``baseline`` marks cells
+    significantly above or below that row (report/intervals.py, with compare's test);
+    in-domain cells are marked and ``zero_shot_only`` keeps the tasks no row trained on."""
+    from neobench.protocol.tasks import load_benchmark, select_tasks
+
+    bench = load_benchmark(benchmark)
+    tasks = select_tasks(bench)
+    runs, problems, merged = load(results, tasks)  # the seeds of one fine-tune: one row
+    subset = None
+    if zero_shot_only:
+        subset = _zero_shot_only(runs, tasks, models, reference)
+        tasks = overlap.keep_tasks(tasks, subset)
+        runs, problems, merged = load(results, tasks)
+    for problem in problems:
+        logger.warning("skipped: %s", problem)
+    table = build_table(
+        runs,
+        tasks,
+        bench.name,
+        models=models,
+        reference=reference,
+        per_task=per_task,
+        strict=strict,
+        problems=problems,
+    )
+    if subset is not None:
+        table.notes.append(subset.note())
+    selected = dict(find(runs, models))
+    overlap_marks.annotate_table(table, selected, tasks)
+    table.notes += merged
+    replicates.annotate(table, selected, tasks, ci=ci)
+    if ci or baseline:
+        from neobench.report import intervals
+
+        settings = stats.Settings(resamples, seed, over)
+        intervals.annotate(table, selected, tasks, settings, ci=ci, baseline=baseline)
+    return table
+
+
+def _zero_shot_only(
+    runs: list[Run], tasks: list[AbsTask], models: list[str] | None, reference: str | None
+) -> Any:
+    """The tasks no compared row trained on (an overlap.ZeroShotSubset), or a refusal."""
+    if reference is not None:
+        raise NeobenchError(
+            f"--zero-shot-only with --reference {reference}: the quoted rows are averages over "
+            "all the benchmark's tasks and cannot be recomputed over a subset. Leave out "
+            "--reference."
+        )
+    return overlap.zero_shot_subset(dict(find(runs, models)), tasks)

@@ -1,0 +1,22 @@
+"""The one reader of results folders for every report: runs parsed once from their cards, what
+each model trained on, and the seed replicates of one fine-tune merged into one Run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from neobench.core import reader, replicates
+from neobench.core.runs import Run
+from neobench.protocol import overlap
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+
+def load(results: list[str | Path], tasks: list[AbsTask]) -> tuple[list[Run], list[str], list[str]]:
+    """The runs under every results root on ``tasks`` (seed replicates as one Run), the files
+    that could not be read, and the notes on what was merged."""
+    runs, problems = reader.load_roots(results, tasks, overlap.read_training)
+    runs, notes = replicates.merge(runs)
+    return runs, problems, notes

@@ -1,0 +1,195 @@
+"""The one statistics engine of the reports: a run's resampled scores, a column's draws, and
+the paired test of two runs with its interval, p and Holm adjustment.
+
+`table --ci --baseline` (its ± and ▲/▼) and `compare` (its rows) both call these functions, so
+a cell marked ▲ is a comparison row that is significant and higher, by construction.
+
+- `Side`: a run's per-task units (one list per seed) and resampled main scores, computed once
+  (`side`); a row of seed replicates resamples its seeds, then their items.
+- `test`: ``other`` minus ``base`` over a column's tasks, on the same resamples; per task both
+  sides are scored on the units both hold (where mteb leaves units out per model, SummEval).
+- `family`: the tests of a row's columns, Holm-adjusted over every column but Avg., which is
+  the single summary test (not adjusted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from neobench.core import layout
+from neobench.core.runs import Run
+from neobench.evaluate import units as units_mod
+from neobench.evaluate.units import TaskUnits
+from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, RESAMPLES
+from neobench.report import bootstrap
+from neobench.report.columns import AVG
+
+OVER = ("items", "tasks")
+
+
+@dataclass(frozen=True)
+class Settings:
+    resamples: int = RESAMPLES
+    seed: int = BOOTSTRAP_SEED
+    over: str = "items"  # what a column of several tasks resamples: items, or the tasks
+    alpha: float = ALPHA
+
+
+@dataclass
+class Side:
+    """One run's resampling material, over the tasks it was asked for."""
+
+    run: Run
+    scores: dict[str, float]  # task -> main score, from the result files
+    units: dict[str, list[TaskUnits]] = field(default_factory=dict)  # task -> one per seed
+    draws: dict[str, np.ndarray] = field(default_factory=dict)  # task -> [resamples]
+
+
+def member_units(run: Run, task: str) -> list[TaskUnits] | None:
+    """The task's units of every member (one for a single run), in the first member's unit
+    order (so that index b names the same item for every seed); None when a member has none.
+    Where mteb leaves units out per model (SummEval), every member is cut to the units all of
+    them kept."""
+    paths = [layout.units_path(m.folder, task) for m in run.each()]
+    if not all(p.is_file() for p in paths):
+        return None
+    found = [units_mod.read(p) for p in paths]
+    return found if len(found) == 1 else bootstrap.on_units(bootstrap.common(found), found)
+
+
+def combine(run: Run, per_seed: list[np.ndarray], settings: Settings) -> np.ndarray:
+    """A row's draws from its members' draws: the member's own for a single run, the two-level
+    draws (seeds, then items) for replicates."""
+    if len(per_seed) == 1:
+        return per_seed[0]
+    stacked = np.stack(per_seed)
+    return bootstrap.replicate_draws(stacked, settings.resamples, settings.seed, run.draw_key)
+
+
+def draws_of(run: Run, found: list[TaskUnits], settings: Settings) -> np.ndarray:
+    per_seed = [bootstrap.task_draws(u, settings.resamples, settings.seed) for u in found]
+    return combine(run, per_seed, settings)
+
+
+def side(run: Run, tasks: set[str], settings: Settings) -> Side:
+    """The run's units and draws for each of ``tasks`` it holds with units saved for every
+    member: THE place a run's resampled scores are computed."""
+    out = Side(run, run.scores)
+    for task in sorted(run.scores.keys() & tasks):
+        found = member_units(run, task)
+        if found is not None:
+            out.units[task] = found
+            out.draws[task] = draws_of(run, found, settings)
+    return out
+
+
+def column_draws(data: Side, names: list[str], column: str, settings: Settings):  # noqa: ANN201
+    """A column's draws over the tasks of ``names`` the run holds; None where they cannot be
+    computed (a task without units, or a single task resampled over tasks)."""
+    present = [n for n in names if n in data.scores]
+    if not present:
+        return None
+    if settings.over == "tasks" and len(names) > 1:
+        if len(present) < 2:
+            return None
+        points = np.asarray([data.scores[n] for n in present])
+        return bootstrap.over_tasks(points, settings.resamples, settings.seed, column)
+    if any(n not in data.draws for n in present):
+        return None
+    return np.mean([data.draws[n] for n in present], axis=0)
+
+
+def interval(draws: np.ndarray, alpha: float) -> tuple[float, float]:
+    low, high = np.quantile(draws, [alpha / 2, 1 - alpha / 2])
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class Test:
+    """``other`` minus ``base`` on one column: both points, both sides' draws on the same
+    resamples, the difference's interval, p and (after `family`) the Holm-adjusted p."""
+
+    base_point: float
+    point: float
+    base_draws: np.ndarray
+    draws: np.ndarray
+    paired: bootstrap.Paired
+    p_holm: float
+    significant: bool
+    dropped: dict[str, tuple[int, int, TaskUnits]] = field(default_factory=dict)
+
+    @property
+    def delta(self) -> float:
+        return self.paired.delta
+
+    @property
+    def mark(self) -> int:
+        """+1 / -1 where significantly above / below the baseline, else 0."""
+        return (1 if self.delta > 0 else -1) if self.significant else 0
+
+
+def _test(base_point, point, a, b, alpha, dropped=None) -> Test:  # noqa: ANN001
+    paired = bootstrap.paired_from_draws(base_point, point, a, b, alpha)
+    return Test(base_point, point, a, b, paired, paired.p, paired.p < alpha, dropped or {})
+
+
+def task_test(base: Side, other: Side, task: str, settings: Settings) -> Test | None:
+    """One task: both sides on the units all their seeds hold, in the baseline's order."""
+    if task not in base.units or task not in other.units:
+        return None
+    order = bootstrap.common(base.units[task] + other.units[task])
+    mine = bootstrap.on_units(order, base.units[task])
+    theirs = bootstrap.on_units(order, other.units[task])
+    a, b = draws_of(base.run, mine, settings), draws_of(other.run, theirs, settings)
+    points = [float(np.mean([units_mod.main_score(u) for u in s])) for s in (mine, theirs)]
+    left = [_left_out(s.units[task], order) for s in (base, other)]
+    dropped = {task: (left[0], left[1], order)} if any(left) else {}
+    return _test(points[0], points[1], a, b, settings.alpha, dropped)
+
+
+def _left_out(found: list[TaskUnits], order: TaskUnits) -> int:
+    """How many of one side's units (its first seed's) are not among ``order``'s."""
+    return sum(p.n for p in found[0].parts) - sum(p.n for p in order.parts)
+
+
+def test(base: Side, other: Side, names: list[str], column: str, settings: Settings):  # noqa: ANN201
+    """The column's test over the tasks of ``names`` both sides hold, or None."""
+    shared = [n for n in names if n in base.scores and n in other.scores]
+    if not shared:
+        return None
+    if settings.over == "tasks" and len(names) > 1:
+        a = column_draws(base, shared, column, settings)
+        b = column_draws(other, shared, column, settings)
+        if a is None or b is None:
+            return None
+        delta = float(np.mean([other.scores[n] - base.scores[n] for n in shared]))
+        return _test(0.0, delta, a, b, settings.alpha)
+    found = [task_test(base, other, n, settings) for n in shared]
+    if any(f is None for f in found):
+        return None
+    if len(found) == 1:
+        return found[0]
+    points = [float(np.mean([f.base_point for f in found])), float(np.mean([f.point for f in found]))]
+    a, b = np.mean([f.base_draws for f in found], 0), np.mean([f.draws for f in found], 0)
+    dropped = {k: v for f in found for k, v in f.dropped.items()}
+    return _test(points[0], points[1], a, b, settings.alpha, dropped)
+
+
+def family(
+    base: Side, other: Side, columns: dict[str, list[str]], settings: Settings
+) -> dict[str, Test]:
+    """Every column's test, Holm-adjusted over the columns other than Avg. (the tasks, or the
+    task types, of one row); Avg. is one test of its own, not adjusted."""
+    tests = {c: t for c, n in columns.items() if (t := test(base, other, n, c, settings))}
+    adjusted = [c for c in tests if c != AVG]
+    holm = bootstrap.holm([tests[c].paired.p for c in adjusted]) if adjusted else []
+    out = {}
+    for column, test_ in tests.items():
+        p = holm[adjusted.index(column)] if column in adjusted else test_.paired.p
+        out[column] = Test(
+            test_.base_point, test_.point, test_.base_draws, test_.draws, test_.paired,
+            p, bool(p < settings.alpha), test_.dropped,
+        )  # fmt: skip
+    return out
