@@ -16,8 +16,9 @@ from conftest import REPO
 
 from neobench.cli.main import main
 from neobench.core.errors import NeobenchError
-from neobench.study.launch import run_local, state
+from neobench.study.launchers.local import run_local
 from neobench.study.plan import build_plan
+from neobench.study.store import state
 
 STUDIES = REPO / "studies"
 

@@ -17,6 +17,7 @@ from neobench.protocol.config import (
     like,
     opt,
 )
+from neobench.study.launchers import LAUNCHERS, launcher_help
 
 TABLE_FORMATS = ("rich", "md", "csv", "latex")
 
@@ -179,20 +180,12 @@ class CacheCommand:
     )
 
 
-LAUNCHERS = ("local", "slurm")
-
-
 @dataclass(kw_only=True)
 class StudyRunCommand:
     """`neobench study run`: which study, where its jobs run, whether to run them at all."""
 
     file: str = opt(help="study file (YAML), e.g. studies/tiny.yaml", positional=True)
-    launcher: str = opt(
-        "local",
-        "where the jobs run: local (one after another, on this machine) | slurm (submitted "
-        "through submitit, with afterok dependencies)",
-        choices=LAUNCHERS,
-    )
+    launcher: str = opt("local", launcher_help(), choices=tuple(LAUNCHERS))
     output: str | None = opt(None, "output root (default: the study file's output)")
     dry_run: bool = opt(False, "print the plan (jobs, resources, dependencies, done) and stop")
     wait: bool = opt(False, "slurm: block until every job has ended; exit 1 if one failed")
@@ -214,5 +207,3 @@ class StudyTableCommand:
     output: str | None = like(StudyRunCommand, "output")
     format: str | None = like(TableCommand, "format")
     out: str | None = like(TableCommand, "out")
-
-

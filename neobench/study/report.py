@@ -7,17 +7,17 @@ import shlex
 from collections import Counter
 
 from neobench.protocol.listing import Listing
-from neobench.study import launch
+from neobench.study import store
 from neobench.study.plan import Job, Plan
 
 
-def plan_listing(plan: Plan, listed: dict[str, str] | None = None) -> Listing:
+def plan_listing(plan: Plan, listed: store.Queues | None = None) -> Listing:
     """Every job: its state, what it waits for, its resources and its command. ``listed``:
-    the Slurm queue (job id -> state), when there is one."""
+    the launchers' queues (store.queues()), when there are some."""
     rows = [
         (
             job.key,
-            launch.state(plan, job, listed),
+            store.state(plan, job, listed),
             _after(job),
             job.resources.text() if job.resources else "-",
             "neobench " + shlex.join(job.argv),
@@ -50,27 +50,17 @@ def summary(plan: Plan) -> list[str]:
     return lines + plan.notes
 
 
-def status_listing(plan: Plan, listed: dict[str, str] | None = None) -> Listing:
+def status_listing(plan: Plan, listed: store.Queues | None = None) -> Listing:
     """Per model and seed, each stage: done / running / queued / failed / pending, with its log
-    and, for a Slurm job, its id."""
+    and, for a job a scheduler holds (Slurm), its id there."""
     rows = []
     for job in plan.jobs:
         stage = job.kind if job.shard is None else f"eval {job.shard[0]}/{job.shard[1]}"
         seed = "-" if job.seed is None else str(job.seed)
-        current = launch.state(plan, job, listed)
+        current = store.state(plan, job, listed)
         log = str(job.log) if job.log.is_file() else "-"
-        rec = launch.read_record(plan, job)
-        slurm_id = rec.slurm_job_id if rec and rec.slurm_job_id else "-"
-        rows.append((job.model or "(all)", seed, stage, current, slurm_id, log))
+        rec = store.read_record(plan, job)
+        job_id = rec.launcher_job_id if rec and rec.launcher_job_id else "-"
+        rows.append((job.model or "(all)", seed, stage, current, job_id, log))
     title = f"study {plan.study.name}: {plan.study.output}"
     return Listing(title, ("model", "seed", "stage", "state", "slurm job", "log"), rows)
-
-
-def slurm_queue(plan: Plan) -> dict[str, str] | None:
-    """The Slurm queue, read once, when some job of the plan was submitted to Slurm."""
-    records = [launch.read_record(plan, job) for job in plan.pending]
-    if not any(rec and rec.launcher == "slurm" for rec in records):
-        return None
-    from neobench.study.slurm import queue
-
-    return queue()

@@ -27,15 +27,32 @@ from typing import Any
 from neobench.core.cards import now
 from neobench.core.errors import NeobenchError, RunFailed
 from neobench.encoder.cache import CACHE_ENV, CACHE_FILE, READ_ENV
-from neobench.study import launch
+from neobench.study import store
+from neobench.study.launchers import progress
 from neobench.study.models import build
 from neobench.study.plan import Job, Plan
 from neobench.study.spec import Resources, Slurm, parse_minutes
 
 logger = logging.getLogger(__name__)
 
+NAME = "slurm"
+TITLE = "Slurm"
+CANCEL = "scancel"
+
 # Slurm job states that mean "not ended yet" (squeue lists ended jobs only briefly).
 LIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "SUSPENDED", "RESIZING"}
+
+
+def run(plan: Plan, tell: Callable[..., None], *, file: str, wait: bool = False) -> None:
+    """Submit the pending jobs; with ``wait``, block until they have ended (RunFailed if
+    one did not finish)."""
+    submitted = submit(plan, progress(tell))
+    tell(f"{len(submitted)} job(s) submitted; `neobench study status {file}` follows them.")
+    if wait:
+        failed = wait_until_ended(plan, plan.pending)
+        if failed:
+            raise failed_message(plan, failed)
+        tell(f"[green]done[/]: every job ended; table: {plan.job('table').output}")
 
 
 def queue() -> dict[str, str]:
@@ -71,9 +88,15 @@ def check_partition(settings: Slurm | None) -> None:
         )
 
 
-def slurm_state(rec: launch.JobRecord, listed: dict[str, str]) -> str | None:
+def job_state(rec: store.JobRecord, listed: dict[str, str]) -> str:
+    """queued | running for a submitted job Slurm still holds; failed once it has ended (the
+    job is not done: it ended without its output)."""
+    return slurm_state(rec, listed) or "failed"
+
+
+def slurm_state(rec: store.JobRecord, listed: dict[str, str]) -> str | None:
     """queued | running for a submitted job Slurm still holds; None once it has ended."""
-    found = listed.get(str(rec.slurm_job_id))
+    found = listed.get(str(rec.launcher_job_id))
     if found is None or found not in LIVE:
         return None
     return "running" if found in {"RUNNING", "COMPLETING"} else "queued"
@@ -109,10 +132,10 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list
 
 def _held(plan: Plan, job: Job, listed: dict[str, str], ids: dict[str, str]) -> bool:
     """Whether an earlier `run` submitted ``job`` and Slurm still holds it."""
-    rec = launch.read_record(plan, job)
-    if rec is None or rec.launcher != "slurm" or slurm_state(rec, listed) is None:
+    rec = store.read_record(plan, job)
+    if rec is None or rec.launcher != NAME or slurm_state(rec, listed) is None:
         return False
-    ids[job.key] = str(rec.slurm_job_id)
+    ids[job.key] = str(rec.launcher_job_id)
     return True
 
 
@@ -157,8 +180,8 @@ def finished_caches(plan: Plan, listed: dict[str, str]) -> list[Path]:
     have closed them, so other jobs may read them as immutable files."""
     caches = []
     for job in plan.jobs:
-        rec = launch.read_record(plan, job)
-        live = rec is not None and rec.launcher == "slurm" and slurm_state(rec, listed) is not None
+        rec = store.read_record(plan, job)
+        live = rec is not None and rec.launcher == NAME and slurm_state(rec, listed) is not None
         file = job_cache(plan, job) / CACHE_FILE
         # A -wal left beside it means its writer was killed before folding the WAL in.
         if job.done and not live and file.is_file() and not Path(f"{file}-wal").exists():
@@ -195,12 +218,12 @@ def _command(plan: Plan, job: Job, finished: list[Path]) -> Any:
 
 
 def _record(plan: Plan, job: Job, slurm_id: str) -> None:
-    rec = launch.JobRecord(job.key, "queued", str(job.log), launcher="slurm", started=now())
-    rec.slurm_job_id = slurm_id
-    launch.write_record(plan, job, rec)
+    rec = store.JobRecord(job.key, "queued", str(job.log), launcher=NAME, started=now())
+    rec.launcher_job_id = slurm_id
+    store.write_record(plan, job, rec)
 
 
-def wait(plan: Plan, jobs: list[Job], poll_s: float = 5.0) -> list[Job]:
+def wait_until_ended(plan: Plan, jobs: list[Job], poll_s: float = 5.0) -> list[Job]:
     """Block until Slurm holds none of ``jobs``; the ones that failed (their output is not
     complete), after re-reading the plan's outputs."""
     while True:
@@ -214,7 +237,7 @@ def wait(plan: Plan, jobs: list[Job], poll_s: float = 5.0) -> list[Job]:
 
 
 def _still_held(plan: Plan, job: Job, listed: dict[str, str]) -> bool:
-    rec = launch.read_record(plan, job)
+    rec = store.read_record(plan, job)
     return rec is not None and slurm_state(rec, listed) is not None
 
 

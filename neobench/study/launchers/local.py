@@ -1,83 +1,55 @@
 """The local launcher: a study's pending jobs one after another, as `neobench` subprocesses.
 
 Each job writes its output to OUTPUT/logs/<key>.log and a small record OUTPUT/jobs/<key>.json
-(running / failed / done, exit code, pid, log), which `neobench study status` reads. The first
-failure stops the run: later jobs may depend on it, and the next `run` starts again from the
-jobs that are still not done.
+(running / failed / done, exit code, pid, log; see neobench/study/store.py), which `neobench
+study status` reads. The first failure stops the run: later jobs may depend on it, and the next
+`run` starts again from the jobs that are still not done.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from neobench.core.cards import now, write_text_atomic
+from neobench.core.cards import now
 from neobench.core.errors import NeobenchError, RunFailed
+from neobench.study import store
+from neobench.study.launchers import LAUNCHERS, launcher, progress
 from neobench.study.models import build
 from neobench.study.plan import Job, Plan
+from neobench.study.store import JobRecord, write_record
 
 logger = logging.getLogger(__name__)
 
-RECORDS = "jobs"
+NAME = "local"
+TITLE = "this machine"
+CANCEL = "kill"
 
 
-@dataclass
-class JobRecord:
-    key: str
-    state: str  # running | failed | done
-    log: str
-    launcher: str = "local"
-    started: str | None = None
-    ended: str | None = None
-    returncode: int | None = None
-    host: str | None = None
-    pid: int | None = None
-    slurm_job_id: str | None = None
+def run(plan: Plan, tell: Callable[..., None], *, file: str, wait: bool = False) -> None:
+    """Run the pending jobs here (``wait`` changes nothing: they have ended on return)."""
+    ran = run_local(plan, progress(tell))
+    tell(f"[green]done[/]: {len(ran)} job(s) ran; table: {plan.job('table').output}")
 
 
-def record_path(plan: Plan, job: Job) -> Path:
-    return plan.study.output / RECORDS / (job.key.replace("/", "-") + ".json")
+def queue() -> dict[str, str]:
+    """No queue: a local job's record and its process say all."""
+    return {}
 
 
-def read_record(plan: Plan, job: Job) -> JobRecord | None:
-    path = record_path(plan, job)
-    try:
-        return JobRecord(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        return None  # never launched (or a record from elsewhere): the job is simply pending
-
-
-def write_record(plan: Plan, job: Job, rec: JobRecord) -> None:
-    write_text_atomic(record_path(plan, job), json.dumps(asdict(rec), indent=1) + "\n")
-
-
-def state(plan: Plan, job: Job, listed: dict[str, str] | None = None) -> str:
-    """done | running | queued | failed | pending, from the outputs first and the job record
-    second (a job recorded done whose results were deleted since is pending again). A Slurm
-    job's state comes from ``listed`` (slurm.queue(), read once by the caller)."""
-    if job.done:
-        return "done"
-    rec = read_record(plan, job)
-    if rec is None or rec.state == "done":
-        return "pending"
-    if rec.launcher == "slurm":
-        from neobench.study.slurm import slurm_state
-
-        return slurm_state(rec, listed or {}) or "failed"  # ended without its output
+def job_state(rec: JobRecord, listed: dict[str, str]) -> str:
+    """The recorded state, failed for a job recorded running whose process is gone."""
     if rec.state == "running" and not _alive(rec):
         return "failed"  # its process is gone without saying how it ended
     return rec.state
 
 
 def _alive(rec: JobRecord) -> bool:
-    if rec.launcher != "local" or rec.host != socket.gethostname() or rec.pid is None:
+    if rec.launcher != NAME or rec.host != socket.gethostname() or rec.pid is None:
         return True  # cannot be checked from here
     try:
         os.kill(rec.pid, 0)  # signal 0: an existence check
@@ -92,7 +64,7 @@ def run_local(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> l
     """Run every pending job in order; the jobs run. Stops at the first failure (RunFailed
     naming its log). ``on_job(job, "started" | "done")`` reports progress."""
     report = on_job or (lambda job, what: None)
-    _refuse_jobs_on_slurm(plan)
+    _refuse_jobs_held_elsewhere(plan)
     for model in plan.models:
         if build(model):
             logger.info("built the model %s in %s", model.name, model.path)
@@ -111,20 +83,23 @@ def run_local(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> l
     return ran
 
 
-def _refuse_jobs_on_slurm(plan: Plan) -> None:
-    """A job an earlier `--launcher slurm` submitted and Slurm still holds must not also run
-    here: two processes would write one output."""
-    submitted = [j for j in plan.pending if (r := read_record(plan, j)) and r.launcher == "slurm"]
-    if not submitted:
-        return
-    from neobench.study.slurm import queue
-
-    listed = queue()
-    held = [j.key for j in submitted if state(plan, j, listed) in ("queued", "running")]
-    if held:
+def _refuse_jobs_held_elsewhere(plan: Plan) -> None:
+    """A job an earlier `--launcher slurm` (or another queue) submitted and that is still held
+    there must not also run here: two processes would write one output."""
+    elsewhere: dict[str, list[str]] = {}
+    listed = None
+    for job in plan.pending:
+        rec = store.read_record(plan, job)
+        if rec is None or rec.launcher == NAME or rec.launcher not in LAUNCHERS:
+            continue
+        listed = store.queues(plan) if listed is None else listed
+        if store.state(plan, job, listed) in ("queued", "running"):
+            elsewhere.setdefault(rec.launcher, []).append(job.key)
+    for name, held in elsewhere.items():
+        where = launcher(name)
         raise NeobenchError(
-            f"{', '.join(held)}: submitted to Slurm and not ended yet. Wait for them "
-            f"(neobench study status {plan.study.file}) or scancel them, then run locally."
+            f"{', '.join(held)}: submitted to {where.TITLE} and not ended yet. Wait for them "
+            f"(neobench study status {plan.study.file}) or {where.CANCEL} them, then run locally."
         )
 
 

@@ -1,0 +1,58 @@
+"""Where a study's jobs run: the registry of launchers, by name.
+
+Each launcher is one module, imported only when a study names it (so the CLI stays light),
+exposing the same few names:
+
+    run(plan, tell, *, file, wait)  run or submit the plan's pending jobs; ``tell(text, markup=
+                                    True)`` says what happens, ``file`` is the study file as the
+                                    user named it, ``wait`` (a queue) blocks until the jobs end
+    queue()                         its scheduler's queue, its job id -> state ({} when none)
+    job_state(rec, listed)          running | queued | failed for a job recorded as launched
+                                    and not done, ``listed`` being queue() read once
+    TITLE, CANCEL                   what it is called in a message, how its jobs are stopped
+
+Adding a launcher: one module in this package, one line in LAUNCHERS (its --launcher choice and
+help come from there).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from neobench.core.errors import NeobenchError, unknown
+
+if TYPE_CHECKING:
+    from neobench.study.plan import Job
+
+# name -> (its module, absolute or relative to this package; what `--launcher NAME` does)
+LAUNCHERS: dict[str, tuple[str, str]] = {
+    "local": (".local", "one after another, on this machine"),
+    "slurm": (".slurm", "submitted through submitit, with afterok dependencies"),
+}
+
+
+def launcher_help() -> str:
+    """The --launcher flag's help: every launcher and what it does."""
+    each = " | ".join(f"{name} ({what})" for name, (_, what) in LAUNCHERS.items())
+    return f"where the jobs run: {each}"
+
+
+def launcher(name: str) -> ModuleType:
+    """The module of the launcher ``name``; an unknown name is refused with the closest ones."""
+    if name not in LAUNCHERS:
+        raise NeobenchError(unknown("--launcher value", name, LAUNCHERS))
+    return importlib.import_module(LAUNCHERS[name][0], __name__)
+
+
+def progress(tell: Callable[..., None]) -> Callable[[Job, str], None]:
+    """The ``on_job(job, what)`` callback of a launcher's run: each job started or submitted,
+    with its log."""
+
+    def on_job(job: Job, what: str) -> None:
+        if what != "done":
+            tell(f"{job.key}: {what} (log: {job.log})", markup=False)
+
+    return on_job
