@@ -162,7 +162,7 @@ def run_stock(cmd: BenchHostCommand, folder: Path) -> HostRun:
     import mteb
 
     from neobench.core.stages import mteb_timing, stage
-    from neobench.evaluate.runner import _locate_data, prepare_tasks
+    from neobench.evaluate.checks import locate_data, prepare_tasks
     from neobench.models.load import load_model, parse_max_seq_length
     from neobench.protocol.instructions import mteb_prompts
 
@@ -173,7 +173,7 @@ def run_stock(cmd: BenchHostCommand, folder: Path) -> HostRun:
         with clock.stage("other"):
             with stage("setup"):
                 tasks, profile = prepare_tasks(cfg)
-                _locate_data(cfg, tasks)
+                locate_data(cfg, tasks)
                 loaded = load_model(
                     cfg.model, max_seq_length=parse_max_seq_length(cfg.max_seq_length)
                 )

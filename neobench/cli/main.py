@@ -1,7 +1,10 @@
 """The `neobench` command: parse flags into a config, call one library function, render it.
 
-Only this module decides how output looks (rich on a terminal, plain whole lines in a log); the
-flags come from the config dataclasses (neobench/protocol/config.py, through neobench/cli/flags.py).
+This module holds the parser, the dispatch and the error handling; each command group's handler
+is in its own module (run: eval/finetune, report: table/compare, data: ls/validate/data/cache,
+bench, study), and output.py decides how output looks (rich on a terminal, plain whole lines in
+a log). The flags come from the config dataclasses (neobench/protocol/config.py, through
+neobench/cli/flags.py).
 """
 
 from __future__ import annotations
@@ -10,289 +13,44 @@ import argparse
 import logging
 import signal
 import sys
-from pathlib import Path
 
-from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from neobench import __version__
 from neobench.cli import commands, flags
+from neobench.cli.bench import cmd_bench, cmd_bench_host
+from neobench.cli.data import cmd_cache, cmd_ls, cmd_prefetch, cmd_validate, cmd_verify
 from neobench.cli.examples import EXAMPLES
-from neobench.cli.progress import EvalProgress, StepProgress, silence_libraries
+from neobench.cli.output import console, print_listing, say
+from neobench.cli.progress import silence_libraries
+from neobench.cli.report import cmd_compare, cmd_table
+from neobench.cli.run import cmd_eval, cmd_finetune
+from neobench.cli.study import cmd_study_run, cmd_study_status, cmd_study_table
 from neobench.core.errors import NeobenchError, os_error_message
-from neobench.protocol import config, listing
+from neobench.protocol import config
 
-console = Console(stderr=True)
-out = Console()
-
-# data verify's statuses, on a terminal.
-STATUS_COLORS = {"ok": "green", "present": "green", "other-revision": "yellow"}
-STATUS_COLORS |= dict.fromkeys(("missing", "load-failed"), "red")
-
-
-def say(text: str, markup: bool = True) -> None:
-    """One line on stderr, never wrapped, so a path in it stays whole and can be copied."""
-    console.print(text, highlight=False, soft_wrap=True, markup=markup)
-
-
-def print_listing(found: listing.Listing) -> None:
-    """A listing on stdout: on a terminal a table that wraps long names to fit (never an
-    ellipsis); in a pipe or a file plain padded columns, as wide as the widest row needs."""
-    if out.is_terminal:
-        table = Table(title=found.title)
-        for column in found.columns:
-            table.add_column(column, overflow="fold")
-        for row in found.rows:
-            table.add_row(*(Text(cell, style=STATUS_COLORS.get(cell, "")) for cell in row))
-        out.print(table)
-        return
-    lines = [found.columns, *found.rows]
-    widths = [max(len(cell) for cell in column) for column in zip(*lines, strict=True)]
-    out.print(found.title, markup=False, highlight=False, soft_wrap=True)
-    for line in lines:
-        text = "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
-        out.print(text.rstrip(), markup=False, highlight=False, soft_wrap=True)
-
-
-def cmd_eval(cfg: config.EvalConfig) -> int:
-    """evaluate an encoder on MTEB"""
-    from neobench.evaluate.runner import run_eval
-
-    reporter = EvalProgress(console)
-    try:
-        summary = run_eval(cfg, reporter)
-    finally:
-        reporter.stop()
-    print_listing(listing.outcomes(summary))
-    if summary.run_card:
-        say(f"run card: {summary.run_card}", markup=False)
-    if summary.texts_requested:
-        say(
-            f"texts: {summary.texts_requested} requested, {summary.texts_encoded} encoded, "
-            f"{summary.texts_requested - summary.texts_encoded} from the embedding cache"
-        )
-    if summary.failed:
-        say(f"[red]{len(summary.failed)} task(s) failed[/]; re-run the same command to retry them.")
-        return 1
-    return 0
-
-
-def cmd_finetune(cfg: config.FinetuneConfig) -> int:
-    """fine-tune an encoder with the standard recipe"""
-    from neobench.train.finetune import finetune, seed_configs
-
-    runs = seed_configs(cfg)  # --seeds: one run per seed, every folder checked first
-    if cfg.seeds is not None and not runs:
-        say(f"every seed of --seeds {','.join(cfg.seeds)} is complete; nothing to resume.")
-    for i, run in enumerate(runs):
-        if cfg.seeds is not None:
-            say(f"seed {run.seed} ({i + 1}/{len(runs)}): {run.output}", markup=False)
-        progress = StepProgress(console)
-        try:
-            summary = finetune(run, on_step=progress)
-        finally:
-            progress.stop()
-        loss = "n/a" if summary.final_loss is None else f"{summary.final_loss:.4f}"
-        say(
-            f"[green]done[/]: {summary.steps} steps, final loss {loss}, recipe sha256 "
-            f"{summary.recipe_sha256[:12]}. Model: {escape(str(summary.output))}"
-        )
-    return 0
-
-
-def cmd_bench(cfg: commands.BenchEncodeCommand) -> int:
-    """encoding tokens/s of neobench's encoder vs stock encode"""
-    from neobench.bench import encode as bench
-
-    out.print(bench.encode_report(cfg), highlight=False, markup=False, soft_wrap=True)
-    return 0
-
-
-def cmd_bench_host(cfg: commands.BenchHostCommand) -> int:
-    """host seconds per stage of the eval path, with a null forward pass"""
-    from neobench.bench import host as hostbench
-    from neobench.bench import host_report
-
-    runs = hostbench.run_host_bench(cfg)
-    out.print(host_report.report(runs), highlight=False, markup=False, soft_wrap=True)
-    if cfg.json:
-        from neobench.core.cards import write_text_atomic
-
-        write_text_atomic(Path(cfg.json), host_report.to_json(runs, cfg))
-        say(f"wrote {cfg.json}", markup=False)
-    return 0
-
-
-def cmd_cache(cfg: commands.CacheCommand) -> int:
-    """the shared embedding cache: size, clear"""
-    from neobench.encoder.cache_report import cache_command
-
-    report = cache_command(cfg.cache_dir, cfg.action)
-    for line in report.cleared:
-        say(line, markup=False)
-    if report.state == "missing":
-        say(f"{report.path}: no cache yet (neobench eval creates it)", markup=False)
-    elif report.ok:
-        size = f"{report.embeddings} embeddings, {report.bytes / 1e6:.1f} MB, checked ok"
-        say(f"{report.path}: {size}", markup=False)
-    else:
-        say(f"[bold red]{report.state}:[/] {escape(f'{report.path}: {report.problem}')}")
-        if report.fix:
-            say(f"fix: {report.fix}", markup=False)
-    if report.aside:
-        names = ", ".join(p.name for p in report.aside)
-        say(
-            f"{len(report.aside)} damaged or outdated cache(s) moved aside, "
-            f"{report.aside_mb:.1f} MB: {names} (neobench cache clear deletes them)",
-            markup=False,
-        )
-    return 0 if report.ok else 1
-
-
-def cmd_prefetch(cfg: commands.PrefetchCommand) -> int:
-    """snapshot the benchmark's datasets at mteb's pinned revisions"""
-    from neobench.protocol import mirror
-
-    lock = mirror.prefetch_mirror(cfg.benchmark, cfg.tasks, cfg.out, cfg.recipe)
-    say(f"{len(lock)} dataset repos in {cfg.out} (lock: {mirror.LOCK_FILE})", markup=False)
-    return 0
-
-
-def cmd_verify(cfg: commands.VerifyCommand) -> int:
-    """offline: which tasks are present, missing, and loadable"""
-    from neobench.protocol import mirror
-
-    report = mirror.verify_mirror(cfg.dir, cfg.benchmark, cfg.tasks, cfg.recipe, not cfg.no_load)
-    print_listing(listing.verified(report))
-    say(", ".join(f"{n} {status}" for status, n in report.counts.items()))
-    if report.missing:
-        say(f"to complete it, on a connected machine: {report.fix}", markup=False)
-    return 0 if report.ok else 1
-
-
-def cmd_table(cfg: commands.TableCommand) -> int:
-    """leaderboard table of evaluated models"""
-    from neobench.core.cards import write_text_atomic
-    from neobench.report import leaderboard as tables
-    from neobench.report.render import table as render
-
-    fmt = render.output_format(cfg.format, cfg.out, cfg.plot)
-    table = tables.leaderboard(
-        cfg.results,
-        cfg.benchmark,
-        models=cfg.models,
-        reference=cfg.reference,
-        per_task=cfg.per_task,
-        strict=cfg.strict,
-        ci=cfg.ci,
-        baseline=cfg.baseline,
-        resamples=cfg.resamples,
-        seed=cfg.seed,
-        over=cfg.over,
-        zero_shot_only=cfg.zero_shot_only,
-    )
-    text = {"md": render.to_markdown, "csv": render.to_csv, "latex": render.to_latex}
-    if fmt == "rich":
-        render.print_rich(table, out)
-    elif cfg.out:
-        replaced = Path(cfg.out).exists()
-        write_text_atomic(Path(cfg.out), text[fmt](table))
-        say(f"{'replaced' if replaced else 'wrote'} {cfg.out}", markup=False)
-    else:
-        out.print(text[fmt](table), markup=False, highlight=False, soft_wrap=True)
-    if cfg.plot:
-        render.plot(table, Path(cfg.plot))
-        say(f"wrote {cfg.plot}", markup=False)
-    return 0
-
-
-def cmd_compare(cfg: commands.CompareCommand) -> int:
-    """paired comparison with a baseline: differences, intervals, p-values"""
-    from neobench.core.cards import write_text_atomic
-    from neobench.report import compare as comparison
-    from neobench.report.render import compare
-
-    if cfg.out:
-        compare.check_out(cfg.out)  # before the work, not after it
-    found = comparison.compare(
-        cfg.results,
-        cfg.baseline,
-        benchmark=cfg.benchmark,
-        models=cfg.models,
-        tasks=cfg.tasks,
-        resamples=cfg.resamples,
-        seed=cfg.seed,
-        zero_shot_only=cfg.zero_shot_only,
-    )
-    if cfg.out:
-        write_text_atomic(Path(cfg.out), compare.output_text(found, cfg.out))
-        say(f"wrote {cfg.out}", markup=False)
-        return 0
-    print_listing(listing.Listing(f"compared with {found.baseline}", compare.COLUMNS, [
-        compare.cells(r) for r in found.rows
-    ]))  # fmt: skip
-    for line in [compare.legend(found), *found.notes]:
-        say(line, markup=False)
-    return 0
-
-
-def cmd_ls(cfg: commands.LsCommand) -> int:
-    """list tasks, profiles, recipes, keys or datasets"""
-    print_listing(listing.listing(cfg.what, cfg.recipe, cfg.benchmark))
-    return 0
-
-
-def cmd_validate(cfg: None) -> int:
-    """check every shipped recipe, manifest and instruction profile offline"""
-    from neobench.protocol.validate import validate_all
-
-    checked, problems = validate_all()
-    if problems:
-        raise NeobenchError(problems)
-    say(f"[green]ok[/]: {checked}")
-    return 0
-
-
-def cmd_study_run(cfg: commands.StudyRunCommand) -> int:
-    """run a study's pending jobs (or --dry-run: print its plan)"""
-    from neobench.study import launchers, report, store
-    from neobench.study.plan import build_plan
-
-    launcher = launchers.launcher(cfg.launcher)
-    plan = build_plan(cfg.file, cfg.output)
-    if cfg.dry_run:
-        print_listing(report.plan_listing(plan, store.queues(plan)))
-    for line in report.summary(plan):
-        say(line, markup=False)
-    if not cfg.dry_run:
-        launcher.run(plan, say, file=cfg.file, wait=cfg.wait)
-    return 0
-
-
-def cmd_study_status(cfg: commands.StudyStatusCommand) -> int:
-    """per model and seed: each stage done, running, queued, failed or pending, with its log"""
-    from neobench.study import report, store
-    from neobench.study.plan import build_plan
-
-    plan = build_plan(cfg.file, cfg.output)
-    print_listing(report.status_listing(plan, store.queues(plan)))
-    for line in report.summary(plan):
-        say(line, markup=False)
-    return 0
-
-
-def cmd_study_table(cfg: commands.StudyTableCommand) -> int:
-    """the study's table (with intervals where units were saved)"""
-    from neobench.study.plan import build_plan, table_inputs
-
-    plan = build_plan(cfg.file, cfg.output)
-    given = table_inputs(plan.study, plan.jobs)
-    units = next(plan.study.output.glob("results/**/predictions/*.units.json"), None)
-    table = commands.TableCommand(**given, ci=units is not None, format=cfg.format, out=cfg.out)
-    return cmd_table(table)
+# The handlers and helpers, importable from here as before the command groups had modules.
+__all__ = [
+    "cmd_bench",
+    "cmd_bench_host",
+    "cmd_cache",
+    "cmd_compare",
+    "cmd_eval",
+    "cmd_finetune",
+    "cmd_ls",
+    "cmd_prefetch",
+    "cmd_study_run",
+    "cmd_study_status",
+    "cmd_study_table",
+    "cmd_table",
+    "cmd_validate",
+    "cmd_verify",
+    "main",
+    "parse_args",
+    "print_listing",
+    "say",
+]
 
 
 # Every command: its words, the dataclass its flags come from, its handler (whose docstring is

@@ -181,12 +181,29 @@ def silence_libraries(verbose: bool) -> None:
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    import datasets
-    import transformers
-
-    datasets.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()
+    _silence_progress_bars()
     _silence_tqdm()
+
+
+def _silence_progress_bars() -> None:
+    """datasets' and transformers' own bars off, without importing either for a command that never
+    uses them (`neobench ls`, `validate`, `table`, `study status`): each reads a switch when it is
+    imported. datasets: HF_DATASETS_DISABLE_PROGRESS_BARS (set to 0 by the user, it wins over
+    disable_progress_bars() too). transformers starts with its bars off when the hub's are
+    (HF_HUB_DISABLE_PROGRESS_BARS, set above). One already imported, or a hub switch the user set
+    to something else, is turned off by its call, as before."""
+    import os
+
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    if "datasets" in sys.modules:
+        import datasets
+
+        datasets.disable_progress_bars()
+    hub_off = os.environ["HF_HUB_DISABLE_PROGRESS_BARS"].upper() in {"1", "ON", "YES", "TRUE"}
+    if "transformers" in sys.modules or not hub_off:
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()
 
 
 def _silence_tqdm() -> None:

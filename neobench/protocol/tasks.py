@@ -62,6 +62,9 @@ def _seeded_once() -> Iterator[None]:
     finally:
         abstask._set_seed = original
         if seeds:
+            # mteb's _set_seed seeds torch only when torch is already in sys.modules, so this
+            # never imports it (`neobench ls tasks` stays without torch); where torch is loaded,
+            # its generator ends as the unpatched loop leaves it.
             original(seeds[-1])
 
 

@@ -1,0 +1,30 @@
+"""`neobench bench encode` and `neobench bench host`: throughput measurements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from neobench.cli import commands
+from neobench.cli.output import out, say
+
+
+def cmd_bench(cfg: commands.BenchEncodeCommand) -> int:
+    """encoding tokens/s of neobench's encoder vs stock encode"""
+    from neobench.bench import encode as bench
+
+    out.print(bench.encode_report(cfg), highlight=False, markup=False, soft_wrap=True)
+    return 0
+
+
+def cmd_bench_host(cfg: commands.BenchHostCommand) -> int:
+    """host seconds per stage of the eval path, with a null forward pass"""
+    from neobench.bench import host as hostbench
+
+    runs = hostbench.run_host_bench(cfg)
+    out.print(hostbench.report(runs), highlight=False, markup=False, soft_wrap=True)
+    if cfg.json:
+        from neobench.core.cards import write_text_atomic
+
+        write_text_atomic(Path(cfg.json), hostbench.to_json(runs, cfg))
+        say(f"wrote {cfg.json}", markup=False)
+    return 0

@@ -1,0 +1,75 @@
+"""`neobench table` and `neobench compare`: results read back as a table or a paired comparison."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from neobench.cli import commands
+from neobench.cli.output import out, print_listing, say
+from neobench.protocol import listing
+
+
+def cmd_table(cfg: commands.TableCommand) -> int:
+    """leaderboard table of evaluated models"""
+    from neobench.core.cards import write_text_atomic
+    from neobench.report import leaderboard as tables
+    from neobench.report.render import table as render
+
+    fmt = render.output_format(cfg.format, cfg.out, cfg.plot)
+    table = tables.leaderboard(
+        cfg.results,
+        cfg.benchmark,
+        models=cfg.models,
+        reference=cfg.reference,
+        per_task=cfg.per_task,
+        strict=cfg.strict,
+        ci=cfg.ci,
+        baseline=cfg.baseline,
+        resamples=cfg.resamples,
+        seed=cfg.seed,
+        over=cfg.over,
+        zero_shot_only=cfg.zero_shot_only,
+    )
+    text = {"md": render.to_markdown, "csv": render.to_csv, "latex": render.to_latex}
+    if fmt == "rich":
+        render.print_rich(table, out)
+    elif cfg.out:
+        replaced = Path(cfg.out).exists()
+        write_text_atomic(Path(cfg.out), text[fmt](table))
+        say(f"{'replaced' if replaced else 'wrote'} {cfg.out}", markup=False)
+    else:
+        out.print(text[fmt](table), markup=False, highlight=False, soft_wrap=True)
+    if cfg.plot:
+        render.plot(table, Path(cfg.plot))
+        say(f"wrote {cfg.plot}", markup=False)
+    return 0
+
+
+def cmd_compare(cfg: commands.CompareCommand) -> int:
+    """paired comparison with a baseline: differences, intervals, p-values"""
+    from neobench.core.cards import write_text_atomic
+    from neobench.report import compare as comparison
+    from neobench.report.render import compare
+
+    if cfg.out:
+        compare.check_out(cfg.out)  # before the work, not after it
+    found = comparison.compare(
+        cfg.results,
+        cfg.baseline,
+        benchmark=cfg.benchmark,
+        models=cfg.models,
+        tasks=cfg.tasks,
+        resamples=cfg.resamples,
+        seed=cfg.seed,
+        zero_shot_only=cfg.zero_shot_only,
+    )
+    if cfg.out:
+        write_text_atomic(Path(cfg.out), compare.output_text(found, cfg.out))
+        say(f"wrote {cfg.out}", markup=False)
+        return 0
+    print_listing(listing.Listing(f"compared with {found.baseline}", compare.COLUMNS, [
+        compare.cells(r) for r in found.rows
+    ]))  # fmt: skip
+    for line in [compare.legend(found), *found.notes]:
+        say(line, markup=False)
+    return 0

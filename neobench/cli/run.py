@@ -1,0 +1,55 @@
+"""`neobench eval` and `neobench finetune`: the commands that run a model, with live progress."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+
+from neobench.cli.output import console, print_listing, say
+from neobench.cli.progress import EvalProgress, StepProgress
+from neobench.protocol import config, listing
+
+
+def cmd_eval(cfg: config.EvalConfig) -> int:
+    """evaluate an encoder on MTEB"""
+    from neobench.evaluate.runner import run_eval
+
+    reporter = EvalProgress(console)
+    try:
+        summary = run_eval(cfg, reporter)
+    finally:
+        reporter.stop()
+    print_listing(listing.outcomes(summary))
+    if summary.run_card:
+        say(f"run card: {summary.run_card}", markup=False)
+    if summary.texts_requested:
+        say(
+            f"texts: {summary.texts_requested} requested, {summary.texts_encoded} encoded, "
+            f"{summary.texts_requested - summary.texts_encoded} from the embedding cache"
+        )
+    if summary.failed:
+        say(f"[red]{len(summary.failed)} task(s) failed[/]; re-run the same command to retry them.")
+        return 1
+    return 0
+
+
+def cmd_finetune(cfg: config.FinetuneConfig) -> int:
+    """fine-tune an encoder with the standard recipe"""
+    from neobench.train.finetune import finetune, seed_configs
+
+    runs = seed_configs(cfg)  # --seeds: one run per seed, every folder checked first
+    if cfg.seeds is not None and not runs:
+        say(f"every seed of --seeds {','.join(cfg.seeds)} is complete; nothing to resume.")
+    for i, run in enumerate(runs):
+        if cfg.seeds is not None:
+            say(f"seed {run.seed} ({i + 1}/{len(runs)}): {run.output}", markup=False)
+        progress = StepProgress(console)
+        try:
+            summary = finetune(run, on_step=progress)
+        finally:
+            progress.stop()
+        loss = "n/a" if summary.final_loss is None else f"{summary.final_loss:.4f}"
+        say(
+            f"[green]done[/]: {summary.steps} steps, final loss {loss}, recipe sha256 "
+            f"{summary.recipe_sha256[:12]}. Model: {escape(str(summary.output))}"
+        )
+    return 0

@@ -1,0 +1,46 @@
+"""`neobench study run|status|table`: many models under one protocol, from one study file."""
+
+from __future__ import annotations
+
+from neobench.cli import commands
+from neobench.cli.output import print_listing, say
+from neobench.cli.report import cmd_table
+
+
+def cmd_study_run(cfg: commands.StudyRunCommand) -> int:
+    """run a study's pending jobs (or --dry-run: print its plan)"""
+    from neobench.study import launchers, report, store
+    from neobench.study.plan import build_plan
+
+    launcher = launchers.launcher(cfg.launcher)
+    plan = build_plan(cfg.file, cfg.output)
+    if cfg.dry_run:
+        print_listing(report.plan_listing(plan, store.queues(plan)))
+    for line in report.summary(plan):
+        say(line, markup=False)
+    if not cfg.dry_run:
+        launcher.run(plan, say, file=cfg.file, wait=cfg.wait)
+    return 0
+
+
+def cmd_study_status(cfg: commands.StudyStatusCommand) -> int:
+    """per model and seed: each stage done, running, queued, failed or pending, with its log"""
+    from neobench.study import report, store
+    from neobench.study.plan import build_plan
+
+    plan = build_plan(cfg.file, cfg.output)
+    print_listing(report.status_listing(plan, store.queues(plan)))
+    for line in report.summary(plan):
+        say(line, markup=False)
+    return 0
+
+
+def cmd_study_table(cfg: commands.StudyTableCommand) -> int:
+    """the study's table (with intervals where units were saved)"""
+    from neobench.study.plan import build_plan, table_inputs
+
+    plan = build_plan(cfg.file, cfg.output)
+    given = table_inputs(plan.study, plan.jobs)
+    units = next(plan.study.output.glob("results/**/predictions/*.units.json"), None)
+    table = commands.TableCommand(**given, ci=units is not None, format=cfg.format, out=cfg.out)
+    return cmd_table(table)

@@ -1,0 +1,77 @@
+"""Checks before `neobench eval` loads anything heavy: every cheap input at once, then the data.
+
+A run refused here costs seconds: flags, the instruction profile, the shard, the results folder
+and the task selection are all checked before one problem is reported, and every task's data
+must be loadable (from the mirror or the hub) before the model is loaded.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from neobench.core.errors import (
+    NeobenchError,
+    check_choice,
+    collect,
+    writable_folder_problems,
+)
+from neobench.models import attention
+from neobench.models.load import check_spec, parse_max_seq_length, resolve_device
+from neobench.protocol import config, mirror
+from neobench.protocol.config import UNPADDED_CHOICES, EvalConfig
+from neobench.protocol.instructions import (
+    InstructionProfile,
+    all_mteb_task_names,
+    load_profile,
+    validate_profile,
+)
+from neobench.protocol.tasks import load_benchmark, parse_shard, select_tasks, shard
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+
+def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], InstructionProfile]:
+    """Validate every cheap input at once and return (this shard's tasks, profile)."""
+    problems: list[str] = []
+    benchmark = collect(problems, load_benchmark, cfg.benchmark)
+    profile = collect(problems, load_profile, cfg.instructions)
+    shard_kn = collect(problems, parse_shard, cfg.shard)
+    collect(problems, parse_max_seq_length, cfg.max_seq_length)
+    collect(problems, resolve_device, cfg.device)
+    collect(problems, check_choice, "--dtype", cfg.dtype, config.DTYPE_CHOICES)
+    collect(problems, check_choice, "--unpadded", cfg.unpadded, list(UNPADDED_CHOICES))
+    collect(problems, attention.check, cfg.attn_implementation)
+    collect(problems, check_spec, cfg.model)
+    if cfg.batch_size < 1:
+        problems.append(f"--batch-size {cfg.batch_size}: must be a positive number of texts.")
+    if cfg.token_budget is not None and cfg.token_budget < 1:
+        problems.append(
+            f"--token-budget {cfg.token_budget}: must be a positive number of tokens "
+            "(or leave it out for the device's default)."
+        )
+    if profile is not None:
+        problems += validate_profile(profile, all_mteb_task_names())
+    problems += writable_folder_problems(
+        Path(cfg.results), "--results", "Pass a folder you can write, e.g. --results runs/eval."
+    )
+    selected = (
+        collect(problems, select_tasks, benchmark, cfg.tasks, cfg.types) if benchmark else None
+    )
+    if problems:
+        raise NeobenchError(problems)
+    k, n = shard_kn
+    # mteb hands out the same task objects on every call; copies keep our path edits local.
+    return [copy.deepcopy(t) for t in shard(selected, k, n)], profile
+
+
+def locate_data(cfg: EvalConfig, tasks: list[AbsTask]) -> Path | None:
+    """The mirror the tasks read from (None: the hub), checked to hold every task's data."""
+    data_dir = mirror.resolve_data_dir(cfg.data_dir)
+    if data_dir is not None:
+        mirror.point_tasks_at_mirror(tasks, data_dir, cfg.benchmark)
+    else:
+        mirror.check_hub_access(tasks, cfg.benchmark)
+    return data_dir

@@ -1,0 +1,76 @@
+"""The model `neobench eval` runs: loaded at the precision it runs in, wrapped for mteb."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from neobench.core import cards as record
+from neobench.encoder.cache import EmbeddingCache
+from neobench.encoder.encode import DTYPES, FastEncoder, auto_unpadded, resolve_dtype
+from neobench.evaluate.adapter import MtebEncoder
+from neobench.evaluate.results_folder import experiment_kwargs
+from neobench.models.load import LoadedModel, load_model, parse_max_seq_length, resolve_device
+from neobench.protocol.config import EvalConfig, default_token_budget
+from neobench.protocol.instructions import InstructionProfile
+
+
+@dataclass
+class EvalModelRun:
+    """The loaded model and the precision it runs in (step 4 of run_eval)."""
+
+    loaded: LoadedModel
+    device: str
+    dtype: str  # float32 | float16 | bfloat16 (autocast)
+    tuned: record.OutputModel | None  # set when `neobench finetune` made the model
+
+
+def load(cfg: EvalConfig) -> EvalModelRun:
+    device = resolve_device(cfg.device)
+    dtype = resolve_dtype(cfg.dtype, device)
+    loaded = load_model(
+        cfg.model,
+        revision=cfg.revision,
+        max_seq_length=parse_max_seq_length(cfg.max_seq_length),
+        trust_remote_code=cfg.trust_remote_code,
+        device=device,
+        name=cfg.model_name,
+        attn_implementation=cfg.attn_implementation,
+        half=dtype != "float32",
+        unpadded=auto_unpadded(cfg.unpadded, dtype),
+    )
+    tuned = record.finetuned_model(Path(loaded.path))
+    if tuned and tuned.name and not cfg.model_name:
+        loaded.name = tuned.name
+    return EvalModelRun(loaded, device, dtype, tuned)
+
+
+def encoder(
+    cfg: EvalConfig,
+    model: EvalModelRun,
+    profile: InstructionProfile,
+    prompts: dict[str, str],
+    embedding_cache: EmbeddingCache | None,
+) -> MtebEncoder:
+    loaded = model.loaded
+    fast = FastEncoder(
+        loaded.model,
+        # The weights (hub commit or local content hash), not the results name: the same weights
+        # under another --model-name share their embeddings.
+        fingerprint=f"{loaded.source}:{loaded.revision}|{loaded.max_seq_length}|{model.dtype}",
+        cache=embedding_cache,
+        autocast=DTYPES[model.dtype] or False,
+        token_budget=cfg.token_budget
+        if cfg.token_budget is not None
+        else default_token_budget(model.device),
+        packed=loaded.packed,
+    )
+    return MtebEncoder(
+        loaded.model,
+        prompts,
+        fast,
+        name=loaded.name,
+        revision=loaded.revision,
+        experiment_kwargs=experiment_kwargs(profile.name, loaded.max_seq_length),
+        declared=record.finetuned_model(Path(loaded.path)),
+    )

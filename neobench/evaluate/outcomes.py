@@ -1,0 +1,46 @@
+"""What `neobench eval` reports: one outcome per task, the run's summary, the progress hooks."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class TaskOutcome:
+    task: str
+    type: str
+    status: str  # cached | evaluated | failed
+    main_score: float | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    units: bool = False  # predictions/<Task>.units.json is beside the result (now or from before)
+    units_bytes: int | None = None  # its size
+    disk_full: bool = False  # the results disk filled up: the run stops after this task
+
+    def card_entry(self) -> dict[str, Any]:
+        """The task's row in the run card (the card is keyed by task name)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("task", "disk_full")}
+
+
+@dataclass
+class EvalSummary:
+    results_dir: Path
+    run_card: Path | None
+    outcomes: list[TaskOutcome] = field(default_factory=list)
+    texts_encoded: int = 0  # texts that went through the model in this run
+    texts_requested: int = 0  # texts mteb asked for (the rest came from the embedding cache)
+    tokens_encoded: int = 0  # tokens of the encoded texts
+
+    @property
+    def failed(self) -> list[TaskOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+
+class Reporter:
+    """Progress hooks; the library stays silent, the CLI renders these with rich."""
+
+    def start(self, total: int, results_dir: Path) -> None: ...
+    def task_started(self, task: str) -> None: ...
+    def task_done(self, outcome: TaskOutcome) -> None: ...

@@ -1,0 +1,101 @@
+"""The results folder of `neobench eval` and what it refuses.
+
+The evaluation conditions decide the folder (experiment_kwargs): standard conditions write to
+mteb's plain ``<model>/<revision>/``, any other to ``experiments/<kwargs>/``. A folder whose earlier
+runs used other conditions is refused (check_same_conditions), and a run card that cannot be
+written (a full disk, a folder no longer writable) ends the run with one message (write_card).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from neobench.core import cards as record
+from neobench.core.cards import EvalCard, EvalConditions, EvalShard
+from neobench.core.errors import NeobenchError, RunFailed, disk_full
+from neobench.evaluate.outcomes import EvalSummary
+from neobench.protocol.config import standard
+
+logger = logging.getLogger(__name__)
+
+
+def experiment_kwargs(profile: str, max_seq_length: int) -> dict[str, Any] | None:
+    """mteb experiment kwargs of a run: None under the standard conditions, else what differs.
+
+    Standard conditions (those of the standard recipe: config.standard()) write to mteb's plain
+    ``<model>/<revision>/`` folder, which ``ResultCache.load_results()`` reads by default;
+    ablations go to ``experiments/<kwargs>/`` (``load_results(load_experiments="match_name")``).
+    """
+    std = standard()
+    if profile == std.instructions and max_seq_length == std.max_seq_length:
+        return None
+    return {"instructions": profile, "max_seq_length": max_seq_length}
+
+
+def check_same_conditions(results_dir: Path, conditions: EvalConditions) -> None:
+    """Refuse to add results to a folder whose earlier runs used other conditions.
+
+    The folder key holds the profile name and length; this also catches an edited profile
+    (another hash) or another dtype, which would otherwise mix silently with earlier tasks.
+    A condition an older card does not record is not held against it.
+    """
+    for card_path in sorted((results_dir / "neobench").glob("run-*.yaml")):
+        card = record.read_eval_card(card_path)
+        if record.mark_orphaned_eval_card(card_path, card):
+            logger.warning(
+                "%s was left 'running' by a process that no longer exists (killed or crashed); "
+                "marked interrupted",
+                card_path,
+            )
+        there, now = asdict(card.conditions), asdict(conditions)
+        differing = [k for k in CONDITIONS if there[k] is not None and there[k] != now[k]]
+        if differing:
+            raise NeobenchError(
+                f"{results_dir} holds results made under other conditions ("
+                + ", ".join(f"{k}: {there[k]} there, {now[k]} now" for k in differing)
+                + f"; see {card_path.name}). Use another --results root or --model-name, "
+                "or delete that folder to start over."
+            )
+
+
+CONDITIONS = ("instructions", "instructions_sha256", "max_seq_length", "dtype")
+
+
+def card_path(results_dir: Path, shard: EvalShard) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = f"run-{stamp}-shard{shard.k}of{shard.n}-{os.getpid()}"
+    path = results_dir / "neobench" / f"{base}.yaml"
+    # Two runs of one process within a second (library use, tests) must not share a card.
+    serial = 1
+    while path.exists():
+        serial += 1
+        path = path.with_name(f"{base}-{serial}.yaml")
+    return path
+
+
+def write_card(path: Path, card: EvalCard, root: Path, summary: EvalSummary | None = None) -> None:
+    """Write the run card; a folder that cannot take it any more ends the run with one message."""
+    try:
+        record.write_eval_card(path, card)
+    except OSError as error:
+        if disk_full(error):
+            raise RunFailed(disk_full_message(root, summary)) from None
+        raise RunFailed(
+            f"--results {root}: the run card {path} cannot be written ({error.strerror}). "
+            "Make the folder writable or pass another --results; finished tasks are kept."
+        ) from None
+
+
+def disk_full_message(root: Path, summary: EvalSummary | None) -> str:
+    done = [o.task for o in summary.outcomes if o.status != "failed"] if summary else []
+    kept = f"the {len(done)} finished task(s) are saved" if done else "no task had finished"
+    return (
+        f"--results {root}: the disk is full, so results cannot be written ({kept}; no "
+        "existing result file was changed). Free space, or pass --results on another disk, "
+        "then re-run the same command: finished tasks are skipped."
+    )

@@ -1,0 +1,161 @@
+"""The run card of `neobench eval`: written before any work, rewritten after each task, ended
+whatever happens (complete, failed, interrupted).
+
+It records the conditions (which decide the results folder), the model as loaded, the runtime,
+the prompts, where each task's data came from, the seeds and the environment; at the end, the
+encoder's counts and the embedding cache's state.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from neobench.core import cards as record
+from neobench.core.cards import (
+    EvalCard,
+    EvalConditions,
+    EvalEnvironment,
+    EvalInstructions,
+    EvalModel,
+    EvalShard,
+)
+from neobench.evaluate.model import EvalModelRun
+from neobench.evaluate.outcomes import EvalSummary
+from neobench.protocol import mirror
+from neobench.protocol.config import EvalConfig
+from neobench.protocol.tasks import parse_shard
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+    from neobench.encoder.cache import EmbeddingCache
+    from neobench.encoder.encode import FastEncoder
+
+logger = logging.getLogger(__name__)
+
+
+def new_card(
+    cfg: EvalConfig,
+    tasks: list[AbsTask],
+    model: EvalModelRun,
+    instructions: EvalInstructions,
+    data_dir: Path | None,
+) -> EvalCard:
+    """The run card as written before any work (status running, no task yet)."""
+    import torch
+
+    k, n = parse_shard(cfg.shard)
+    return EvalCard(
+        started=record.now(),
+        owner=record.owner(),
+        config=asdict(cfg),
+        benchmark=cfg.benchmark,
+        shard=EvalShard(k, n, [t.metadata.name for t in tasks]),
+        conditions=EvalConditions(
+            instructions=instructions.profile,
+            instructions_sha256=instructions.sha256,
+            max_seq_length=model.loaded.max_seq_length,
+            dtype=model.dtype,
+        ),
+        model=_model_section(cfg, model),
+        runtime={
+            **record.device_info(model.device),
+            "dtype": model.dtype,
+            "autocast": model.dtype != "float32",
+            "torch_threads": torch.get_num_threads(),
+            "batch_size": cfg.batch_size,
+        },
+        instructions=instructions,
+        data=_data_record(tasks, data_dir),
+        seeds={t.metadata.name: getattr(t, "seed", None) for t in tasks},
+        environment=record.card_from_dict(EvalEnvironment, record.environment()),
+    )
+
+
+def end_card(
+    card: EvalCard,
+    path: Path,
+    fast: FastEncoder,
+    embedding_cache: EmbeddingCache | None,
+    summary: EvalSummary,
+) -> None:
+    """Final status, end time and encoder counts; a card that cannot be written any more is
+    left for the next run to mark interrupted."""
+    if card.status == "running":
+        card.status = "failed" if summary.failed else "complete"
+    card.finished = record.now()
+    summary.texts_requested, summary.texts_encoded = fast.texts_requested, fast.texts_encoded
+    summary.tokens_encoded = fast.tokens_encoded
+    card.encoding = {
+        "embedding_cache": str(embedding_cache.path) if embedding_cache else None,
+        "texts_requested": fast.texts_requested,
+        "texts_encoded": fast.texts_encoded,
+        "tokens_encoded": fast.tokens_encoded,
+        "token_budget": fast.token_budget,
+    }
+    if embedding_cache:
+        embedding_cache.close()
+        card.encoding["cache_damaged_entries"] = embedding_cache.bad_entries
+        card.encoding["cache_warnings"] = embedding_cache.events
+    try:
+        record.write_eval_card(path, card)
+    except OSError as error:
+        logger.warning("could not update the run card %s: %s", path, error.strerror)
+
+
+def _model_section(cfg: EvalConfig, model: EvalModelRun) -> EvalModel:
+    loaded = model.loaded
+    return EvalModel(
+        name=loaded.name,
+        revision=loaded.revision,
+        source=loaded.source,
+        kind=loaded.kind,
+        path=loaded.path,
+        architecture=loaded.architecture,
+        max_seq_length=loaded.max_seq_length,
+        attn_implementation=loaded.attn_implementation,
+        attn_implementation_requested=cfg.attn_implementation,
+        unpadded=loaded.unpadded,
+        tokenizer=loaded.tokenizer,
+        trust_remote_code=loaded.trust_remote_code,
+        pooling=_pooling(loaded.model),
+        **_finetuned_from(model.tuned),
+    )
+
+
+def _finetuned_from(tuned: record.OutputModel | None) -> dict[str, Any]:
+    """The model-section fields a neobench fine-tune contributes: recipe hash, seed, base."""
+    if tuned is None:
+        return {}
+    return {
+        "recipe_sha256": tuned.recipe_sha256,
+        "finetune_seed": tuned.seed,
+        "base_model": tuned.base_model,
+        "base_revision": tuned.base_revision,
+    }
+
+
+def _pooling(model: Any) -> str:
+    for module in model:
+        if hasattr(module, "pooling_mode"):
+            return str(module.pooling_mode)
+    return "unknown"
+
+
+def _data_record(tasks: list[AbsTask], data_dir: Path | None) -> dict[str, dict]:
+    lock = mirror.read_lock(data_dir) if data_dir else {}
+    out = {}
+    for need in mirror.repo_needs(tasks):
+        repo = need.repo_id if data_dir is None else str(Path(need.repo_id).relative_to(data_dir))
+        entry = {
+            "repo_id": repo,
+            "pinned_revision": need.revision,
+            "source": f"mirror:{data_dir}" if data_dir else "hub",
+        }
+        if repo in lock:
+            entry["mirror_revision"] = lock[repo].get("resolved_revision")
+        out[need.task] = entry
+    return out
