@@ -5,7 +5,7 @@ encoder stores each call's new embeddings), then looked up all found (a warm cac
 missing. "before" is the per-row code this module replaced, kept here as the reference: a key
 from one joined string, ``tobytes`` + BLAKE2b + a tuple per vector, ``IN`` lists of 500 keys,
 one ``np.frombuffer`` per found row, on a file of SQLite's default 4 KiB pages. "now" is
-`neobench.encoder.cache.EmbeddingCache` (`keys`, `put`/`put_many`, `lookup`/`get_many`). Both store the
+`encoder.cache.EmbeddingCache` (`keys`, `put`/`put_many`, `lookup`/`get_many`). Both store the
 same rows, checksums included, and the benchmark checks that both give back the same vectors.
 
     python benchmarks/cache_throughput.py --n 80000 --dim 384

@@ -3,7 +3,7 @@
 Both searches get the same precomputed float32 embeddings (encoding is measured by
 encode_throughput.py), so the figure is the scoring and merging alone: mteb's
 `chunked_full_corpus_search` (its SearchEncoderWrapper's full-corpus path: similarity per 50,000
-document chunk, `torch.topk(k + 1)`, a Python heap per query) against `neobench.encoder.search.top_k`.
+document chunk, `torch.topk(k + 1)`, a Python heap per query) against `encoder.search.top_k`.
 The embeddings are random unit vectors of a real model's width; the retrieved lists are compared.
 
     python benchmarks/search_throughput.py --queries 2000 --docs 200000

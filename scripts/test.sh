@@ -9,5 +9,7 @@ if [ "$(id -u)" -eq 0 ] || [ -n "${CI:-}" ]; then
     bash scripts/slurm-local.sh install
 fi
 ruff check neobench tests benchmarks
+# The layers of pyproject.toml ([tool.importlinter]): imports only downward, stages independent.
+lint-imports --no-cache
 # pytest exits 5 when it collected no test: that is a failure here like any non-zero code.
 python -m pytest -q "$@"

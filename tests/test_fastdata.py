@@ -1,4 +1,4 @@
-"""neobench.evaluate.fastdata and neobench.evaluate.mtebtexts give mteb's own values, on the mirror's real data.
+"""evaluate.fastdata and evaluate.mtebtexts give mteb's own values, on the mirror's real data.
 
 Each shortcut is checked against the stock path it replaces: datasets' row-by-row Column,
 mteb's prediction writer, mteb's data loaders (SciFact, ArguAna, Banking77), and whole mteb

@@ -62,7 +62,8 @@ def golden_runs(tmp_path_factory, minilm, mirror) -> Path:
     tiny_b = tiny_model(models / "tiny-bert-b", minilm, 1)
     data = ["--data-dir", mirror]
     cli("finetune", "--model", minilm, "--output", models / "minilm-ft", *data, *RECIPE)
-    cli("finetune", "--model", tiny, "--output", models / "tiny-ft", "--seeds", "0,1", *data, *RECIPE)
+    seeds = ["--seeds", "0,1"]
+    cli("finetune", "--model", tiny, "--output", models / "tiny-ft", *seeds, *data, *RECIPE)
     cli("finetune", "--model", tiny_b, "--output", models / "tiny-b-ft", *data, *RECIPE)
     evaluated = {
         "golden/MiniLM": minilm,

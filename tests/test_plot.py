@@ -88,7 +88,7 @@ def test_panels_hold_points_intervals_and_styles(ci_table):
         assert point.low is not None and point.low <= point.value <= point.high
     assert (base.style, worse.style) == ("baseline", "below")
     assert retrieval.baseline == base.value
-    # org/two holds 2 of the 3 tasks: every computed row is averaged over those 2 (neobench/report/table)
+    # org/two holds 2 of the 3 tasks: every computed row is averaged over those 2 (report/table)
     assert (base.partial, two.partial) == ("2/15", "2/15")  # partial: drawn hollow with k/n
     paper = [retrieval.points[i] for i, row in enumerate(ci_table.rows) if row.quoted]
     assert len(paper) == 10

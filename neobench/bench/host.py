@@ -27,8 +27,8 @@ from neobench.bench.encode import default_model
 from neobench.core.stages import StageClock
 
 if TYPE_CHECKING:
+    from neobench.cli.commands import BenchHostCommand
     from neobench.models.load import LoadedModel
-    from neobench.protocol.config import BenchHostCommand
 
 CACHE_MODES = ("off", "cold", "warm")
 # Stages that are not the host pipeline's own cost: the tokenizer's work (parallel across

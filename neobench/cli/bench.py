@@ -19,12 +19,13 @@ def cmd_bench(cfg: commands.BenchEncodeCommand) -> int:
 def cmd_bench_host(cfg: commands.BenchHostCommand) -> int:
     """host seconds per stage of the eval path, with a null forward pass"""
     from neobench.bench import host as hostbench
+    from neobench.bench import host_report
 
     runs = hostbench.run_host_bench(cfg)
-    out.print(hostbench.report(runs), highlight=False, markup=False, soft_wrap=True)
+    out.print(host_report.report(runs), highlight=False, markup=False, soft_wrap=True)
     if cfg.json:
         from neobench.core.cards import write_text_atomic
 
-        write_text_atomic(Path(cfg.json), hostbench.to_json(runs, cfg))
+        write_text_atomic(Path(cfg.json), host_report.to_json(runs, cfg))
         say(f"wrote {cfg.json}", markup=False)
     return 0

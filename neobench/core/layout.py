@@ -48,8 +48,8 @@ def card_paths(folder: Path) -> list[Path]:
 def all_card_paths(root: Path) -> list[Path]:
     """The eval run cards of every run folder under ``root``."""
     base = Path(root) / RESULTS
-    found = [*base.glob(f"*/*/{CARDS}/run-*.yaml")]
-    return found + [*base.glob(f"*/*/{EXPERIMENTS}/*/{CARDS}/run-*.yaml")]
+    standard = base.glob(f"*/*/{CARDS}/run-*.yaml")
+    return [*standard, *base.glob(f"*/*/{EXPERIMENTS}/*/{CARDS}/run-*.yaml")]
 
 
 def units_path(folder: Path, task: str) -> Path:

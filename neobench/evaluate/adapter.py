@@ -8,7 +8,7 @@ of wrapping it in mteb's ``SearchEncoderWrapper``. No mteb base class is needed,
 
 What the class adds to stock mteb: text goes through neobench's FastEncoder (embedding cache,
 length-sorted token-budget batches, unpadded attention, fp16/bf16 autocast on CUDA), and a full
-corpus search is a blocked top-k on the model's device (neobench.encoder.search). Prompts are resolved
+corpus search is a blocked top-k on the model's device (encoder.search). Prompts are resolved
 with mteb's own key order, scores with the model's own similarity, so numbers equal mteb's.
 """
 
@@ -174,7 +174,7 @@ class MtebEncoder:
     def _encode_rows(self, rows: Any, prompt_type: Any, call: _Call) -> Any:
         """Queries or documents as mteb's data loader words them (a document's title and text
         joined, a query's instruction appended), encoded under the task's prompt. The plain
-        text case is read column-wise (neobench.evaluate.mtebtexts); anything else goes through mteb's
+        text case is read column-wise (evaluate.mtebtexts); anything else goes through mteb's
         data loader and encode()."""
         # mteb exports no public equivalent; its own search wrappers use the same function.
         from mteb._create_dataloaders import create_dataloader

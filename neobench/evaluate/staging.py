@@ -4,7 +4,7 @@ files are moved into the results folder only when whole.
 ``results`` is the mteb.ResultCache of the results root; ``encoder`` the model mteb calls
 (adapter.MtebEncoder).
 
-Beside each result goes the task's per-item units (neobench.evaluate.units): mteb saves its predictions
+Beside each result goes the task's per-item units (evaluate.units): mteb saves its predictions
 into the staging folder (``prediction_folder``), they are turned into units while the task's data
 is still loaded, and the units file is published before the task file. The raw predictions stay
 in staging and go with it (retrieval rankings can take hundreds of MB).

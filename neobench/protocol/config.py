@@ -18,7 +18,7 @@ STANDARD_RECIPE = "neobert-mteb-2k"
 # Padded tokens per forward batch when --token-budget is not given: small enough for CPU
 # caches, large enough to fill a GPU (docs/performance.md).
 TOKEN_BUDGET = {"cpu": 2_048, "cuda": 32_768}
-# Bootstrap defaults (neobench/report/bootstrap.py): resamples of each task's units, their seed, and the
+# Bootstrap defaults (report/bootstrap.py): resamples of each task's units, their seed, and the
 # level of the intervals (95%) and of "significant".
 RESAMPLES = 1_000
 BOOTSTRAP_SEED = 0

@@ -2,11 +2,11 @@
 
 Every difference is paired: both models' scores are recomputed on the same resampled units of
 each task (neobench/report/bootstrap.py), from the per-item files `neobench eval` saves beside each
-result (neobench/evaluate/units). Per task: the baseline's and the model's score, the difference with its
+result (evaluate/units). Per task: the baseline's and the model's score, the difference with its
 95% interval, a two-sided p-value, and the Holm-adjusted p-value over the tasks compared (the
 family is one model's tasks). The "Avg." row is the mean over those tasks with the tasks fixed
 (units resampled within every task); its p-value is a single test, not adjusted. A model
-fine-tuned with several seeds is one row (neobench/report/replicates.py): its scores are the means over
+fine-tuned with several seeds is one row (report/replicates.py): its scores are the means over
 the seeds, and its draws resample the seeds, then the items.
 
 Units are paired by id. Where mteb leaves units out per model (SummEval drops the texts whose
@@ -54,7 +54,7 @@ class Row:
     # Whether the model trained on the task (on one of the compared tasks, for Avg.); None when
     # its training data is not declared (neobench/protocol/overlap.py).
     in_domain: bool | None = None
-    # A row of seed replicates (neobench/report/replicates.py): its seeds, and the standard deviation
+    # A row of seed replicates (report/replicates.py): its seeds, and the standard deviation
     # of its score over them; absent from the JSON and CSV of other rows.
     seeds: list[int] | None = None
     seed_sd: float | None = None
@@ -127,7 +127,8 @@ def compare(
     base = _side(labelled[base_label], base_label, settings)
     rows = []
     for label in others:
-        found, dropped = _compare_one(label, base, _side(labelled[label], label, settings), settings)
+        mine = _side(labelled[label], label, settings)
+        found, dropped = _compare_one(label, base, mine, settings)
         rows += found
         notes += dropped
     rows = [_with_in_domain(r, labelled[r.model], sorted(base.units)) for r in rows]

@@ -171,7 +171,10 @@ def test(base: Side, other: Side, names: list[str], column: str, settings: Setti
         return None
     if len(found) == 1:
         return found[0]
-    points = [float(np.mean([f.base_point for f in found])), float(np.mean([f.point for f in found]))]
+    points = [
+        float(np.mean([f.base_point for f in found])),
+        float(np.mean([f.point for f in found])),
+    ]
     a, b = np.mean([f.base_draws for f in found], 0), np.mean([f.draws for f in found], 0)
     dropped = {k: v for f in found for k, v in f.dropped.items()}
     return _test(points[0], points[1], a, b, settings.alpha, dropped)

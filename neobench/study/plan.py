@@ -192,7 +192,7 @@ def _mark_eval(job: Job, found: conflicts.EvalCards, tuned: Job | None) -> None:
 
 
 def table_inputs(study: Study, jobs: list[Job]) -> dict[str, Any]:
-    """The arguments of neobench.report.leaderboard.leaderboard for the study's table (and of its job)."""
+    """The arguments of report.leaderboard.leaderboard for the study's table (and its job)."""
     baseline = None
     if study.baseline:
         first = next(j for j in jobs if j.kind == "eval" and j.model == study.baseline)

@@ -359,7 +359,7 @@ def _card(
 
     recipe, values = inputs.recipe, inputs.recipe.values
     data = _data_records(built, data_dir)
-    # What the model will declare it trained on (mteb's ModelMeta vocabulary; neobench/protocol/overlap).
+    # What the model will declare it trained on (mteb's ModelMeta vocabulary; protocol/overlap).
     trained, adapted_from = finetune_declaration(data, loaded.name, loaded.source, loaded.path)
     return FinetuneCard(
         started=record.now(),

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +38,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neobench.core import layout
+from neobench.evaluate.units.spec import TypeSpec, draw_counts
+
+__all__ = ["TypeSpec", "draw_counts"]  # the type modules take them from .spec; callers may too
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -69,26 +72,6 @@ class TaskUnits:
     main_score: str  # mteb's name of the task's main score
     unit: str  # what one unit is: pair, text, item, query, set
     parts: list[Part] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class TypeSpec:
-    """How one task type turns into units and back into its main score."""
-
-    unit: str
-    # (task, mteb's saved predictions of one part, hf_subset, split) -> (unit ids, data arrays);
-    # the task's data is loaded when it is called.
-    build: Callable[[AbsTask, Any, str, str], tuple[list[str], dict[str, Any]]]
-    # (data arrays, unit indices of a resample, main score name) -> the part's main score.
-    score: Callable[[dict[str, np.ndarray], np.ndarray, str], float]
-    # Optional: the same for many resamples at once ([resamples, n] indices -> [resamples]
-    # scores), for types whose per-resample Python call is slow (51k-pair PairClassification);
-    # it must give what ``score`` gives on each row.
-    score_many: Callable[[dict[str, np.ndarray], np.ndarray, str], np.ndarray] | None = None
-    # Only for types where mteb leaves out, per model, units it cannot score (SummEval's texts
-    # whose summaries all get one score): (task, hf_subset, split) -> the units the part could
-    # hold. Two models' files then list different units, and paired tests use those both kept.
-    rows: Callable[[AbsTask, str, str], int] | None = None
 
 
 def drops_units(task_type: str) -> bool:
@@ -177,14 +160,6 @@ def part_scores(units: TaskUnits, part: Part, idx: np.ndarray) -> np.ndarray:
     if spec.score_many is not None:
         return np.asarray(spec.score_many(part.data, idx, units.main_score), dtype=float)
     return np.asarray([spec.score(part.data, row, units.main_score) for row in idx], dtype=float)
-
-
-def draw_counts(idx: np.ndarray, n: int) -> np.ndarray:
-    """[rows, n] how many times each of n units is drawn in each row of ``idx``: the form of a
-    block of resamples that `TypeSpec.score_many` functions compute on."""
-    rows = len(idx)
-    flat = (idx + n * np.arange(rows)[:, None]).ravel()
-    return np.bincount(flat, minlength=rows * n).reshape(rows, n)
 
 
 def main_score(units: TaskUnits) -> float:

@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.metrics import average_precision_score, f1_score, precision_score, recall_score
 from sklearn.model_selection import KFold
 
-from neobench.evaluate import units
+from neobench.evaluate.units.spec import TypeSpec
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -131,4 +131,4 @@ def score_many(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) ->
     return right[idx].sum(axis=1) / (idx.shape[1] * pred.shape[1])
 
 
-SPEC = units.TypeSpec(unit="item", build=build, score=score, score_many=score_many)
+SPEC = TypeSpec(unit="item", build=build, score=score, score_many=score_many)

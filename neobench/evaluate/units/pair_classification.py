@@ -25,7 +25,7 @@ import numpy as np
 from mteb.abstasks.pair_classification import AbsTaskPairClassification
 from sklearn.metrics import average_precision_score
 
-from neobench.evaluate.units import TypeSpec, draw_counts
+from neobench.evaluate.units.spec import TypeSpec, draw_counts
 from neobench.evaluate.units.sts import compact, data_split
 
 if TYPE_CHECKING:

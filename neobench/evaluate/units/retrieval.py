@@ -20,7 +20,7 @@ does; its unit is the merged query.
 CQADupstackRetrieval is an aggregate of 12 forum tasks, each an ordinary Retrieval task with its
 own predictions; mteb's score is the unweighted mean of the 12 main scores. Its units file holds
 the 12 subtasks' parts, each built here as any retrieval task and marked with its subtask
-(`neobench.evaluate.units.build`); an interval for the aggregate resamples each subtask's queries within
+(`evaluate.units.build`); an interval for the aggregate resamples each subtask's queries within
 that subtask and averages the 12 scores (`neobench.evaluate.units.combine`).
 """
 
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neobench.evaluate.units import TypeSpec
+from neobench.evaluate.units.spec import TypeSpec
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
