@@ -150,3 +150,58 @@ def slurm_cluster(tmp_path_factory):
         yield SimpleNamespace(folder=folder, env=env, conf=folder / "slurm.conf")
     finally:
         subprocess.run([script, "stop", str(folder)], check=False)
+
+
+# --- Real runs shared by the golden outputs and the table/compare agreement test -------------
+# The packaged all-MiniLM-L6-v2 evaluated as it is, a 4-step fine-tune of it, and two 2-layer
+# BERTs (studies/tiny-bert.json) fine-tuned the same way, one with two seeds (a row of seed
+# replicates); all evaluated on four small MTEB(eng, v1) tasks of the mirror, with units.
+GOLDEN_TASKS = "BIOSSES,STS16,SummEval,AmazonCounterfactualClassification"
+GOLDEN_RECIPE = ["datasets=STSBENCHMARK", "max_steps=4", "batch_size=8", "max_seq_length=64",
+                 "checkpoint_every=100"]  # fmt: skip
+GOLDEN_BASELINE = "golden/MiniLM"
+
+
+def cli(*argv) -> None:
+    from neobench.cli.main import main
+
+    code = main([str(a) for a in argv])
+    assert code == 0, argv
+
+
+def tiny_model(folder: Path, minilm: Path, seed: int) -> Path:
+    """A 2-layer BERT from studies/tiny-bert.json, seeded, with MiniLM's tokenizer."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    values = json.loads((REPO / "studies" / "tiny-bert.json").read_text())
+    torch.manual_seed(seed)
+    AutoModel.from_config(AutoConfig.for_model(**values)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(minilm).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def golden_runs(tmp_path_factory, minilm, mirror) -> Path:
+    """The results root ``<root>/runs`` of the real runs described above; returns ``<root>``."""
+    root = tmp_path_factory.mktemp("golden")
+    models = root / "models"
+    tiny = tiny_model(models / "tiny-bert", minilm, 0)
+    tiny_b = tiny_model(models / "tiny-bert-b", minilm, 1)
+    data = ["--data-dir", mirror]
+    recipe = GOLDEN_RECIPE
+    cli("finetune", "--model", minilm, "--output", models / "minilm-ft", *data, *recipe)
+    seeds = ["--seeds", "0,1"]
+    cli("finetune", "--model", tiny, "--output", models / "tiny-ft", *seeds, *data, *recipe)
+    cli("finetune", "--model", tiny_b, "--output", models / "tiny-b-ft", *data, *recipe)
+    evaluated = {
+        "golden/MiniLM": minilm,
+        "golden/MiniLM-ft": models / "minilm-ft",
+        "golden/tiny-bert": models / "tiny-ft-seed0",
+        "golden/tiny-bert-b": models / "tiny-b-ft",
+    }
+    evaluated_seed1 = {"golden/tiny-bert": models / "tiny-ft-seed1"}
+    for name, folder in [*evaluated.items(), *evaluated_seed1.items()]:
+        cli("eval", "--model", folder, "--model-name", name, "--results", root / "runs",
+            "--tasks", GOLDEN_TASKS, "--max-seq-length", "128", "--data-dir", mirror)  # fmt: skip
+    return root

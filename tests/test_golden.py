@@ -1,9 +1,8 @@
 """Golden outputs: what neobench prints and writes for real runs stays byte-identical.
 
-Real runs, made once per session from real parts: the packaged all-MiniLM-L6-v2 evaluated as it
-is, a 4-step fine-tune of it, and two 2-layer BERTs (from studies/tiny-bert.json) fine-tuned the
-same way, one of them with two seeds (a row of seed replicates); all evaluated on four small
-MTEB(eng, v1) tasks of the mirror, with per-item units. Their tables (md, csv, tex; with
+Real runs, made once per session from real parts (conftest.golden_runs: MiniLM as it is, a
+4-step fine-tune of it, two 2-layer BERTs fine-tuned the same way, one of them with two seeds;
+four small MTEB(eng, v1) tasks of the mirror, with per-item units). Their tables (md, csv, tex; with
 --ci --baseline, and --per-task), `compare --out .json`, the dry runs of both shipped studies and
 the keys of the run cards are compared with the files frozen under tests/golden/.
 
@@ -14,68 +13,21 @@ that is meant to change an output, with NEOBENCH_FREEZE_GOLDEN=1 and say so in t
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import GOLDEN_BASELINE as BASELINE
+from conftest import REPO, cli
 
 from neobench.cli.main import main
 
 GOLDEN = Path(__file__).parent / "golden"
 FREEZE = os.environ.get("NEOBENCH_FREEZE_GOLDEN") == "1"
-TASKS = "BIOSSES,STS16,SummEval,AmazonCounterfactualClassification"
-# The fine-tune: the standard recipe cut to 4 steps on STS-B's training pairs.
-RECIPE = ["datasets=STSBENCHMARK", "max_steps=4", "batch_size=8", "max_seq_length=64",
-          "checkpoint_every=100"]  # fmt: skip
-BASELINE = "golden/MiniLM"
 
 pytestmark = pytest.mark.slow
-
-
-def cli(*argv) -> None:
-    code = main([str(a) for a in argv])
-    assert code == 0, argv
-
-
-def tiny_model(folder: Path, minilm: Path, seed: int) -> Path:
-    """A 2-layer BERT from studies/tiny-bert.json, seeded, with MiniLM's tokenizer."""
-    import torch
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-    values = json.loads((REPO / "studies" / "tiny-bert.json").read_text())
-    torch.manual_seed(seed)
-    AutoModel.from_config(AutoConfig.for_model(**values)).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(minilm).save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture(scope="session")
-def golden_runs(tmp_path_factory, minilm, mirror) -> Path:
-    """The results root ``<root>/runs`` of the real runs described above; returns ``<root>``."""
-    root = tmp_path_factory.mktemp("golden")
-    models = root / "models"
-    tiny = tiny_model(models / "tiny-bert", minilm, 0)
-    tiny_b = tiny_model(models / "tiny-bert-b", minilm, 1)
-    data = ["--data-dir", mirror]
-    cli("finetune", "--model", minilm, "--output", models / "minilm-ft", *data, *RECIPE)
-    seeds = ["--seeds", "0,1"]
-    cli("finetune", "--model", tiny, "--output", models / "tiny-ft", *seeds, *data, *RECIPE)
-    cli("finetune", "--model", tiny_b, "--output", models / "tiny-b-ft", *data, *RECIPE)
-    evaluated = {
-        "golden/MiniLM": minilm,
-        "golden/MiniLM-ft": models / "minilm-ft",
-        "golden/tiny-bert": models / "tiny-ft-seed0",
-        "golden/tiny-bert-b": models / "tiny-b-ft",
-    }
-    evaluated_seed1 = {"golden/tiny-bert": models / "tiny-ft-seed1"}
-    for name, folder in [*evaluated.items(), *evaluated_seed1.items()]:
-        cli("eval", "--model", folder, "--model-name", name, "--results", root / "runs",
-            "--tasks", TASKS, "--max-seq-length", "128", "--data-dir", mirror)  # fmt: skip
-    return root
 
 
 def mask(text: str, root: Path) -> str:
