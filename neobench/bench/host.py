@@ -390,7 +390,7 @@ def to_json(runs: list[HostRun], cmd: BenchHostCommand) -> str:
     run under ``runs``, and the settings."""
     import json
 
-    from neobench.core import cards as record
+    from neobench.core.provenance import environment
 
     first = runs[0].summary()
     payload = {
@@ -404,6 +404,6 @@ def to_json(runs: list[HostRun], cmd: BenchHostCommand) -> str:
             "instructions": cmd.instructions,
             "max_seq_length": cmd.max_seq_length,
         },
-        "environment": record.environment(),
+        "environment": environment(),
     }
     return json.dumps(payload, indent=2, default=str) + "\n"

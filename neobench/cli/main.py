@@ -82,7 +82,8 @@ def cmd_eval(cfg: config.EvalConfig) -> int:
 
 def cmd_finetune(cfg: config.FinetuneConfig) -> int:
     """fine-tune an encoder with the standard recipe"""
-    from neobench.train.finetune import finetune, seed_configs
+    from neobench.train.finetune import finetune
+    from neobench.train.seeds import seed_configs
 
     runs = seed_configs(cfg)  # --seeds: one run per seed, every folder checked first
     if cfg.seeds is not None and not runs:
@@ -118,7 +119,7 @@ def cmd_bench_host(cfg: commands.BenchHostCommand) -> int:
     runs = hostbench.run_host_bench(cfg)
     out.print(hostbench.report(runs), highlight=False, markup=False, soft_wrap=True)
     if cfg.json:
-        from neobench.core.cards import write_text_atomic
+        from neobench.core.card_io import write_text_atomic
 
         write_text_atomic(Path(cfg.json), hostbench.to_json(runs, cfg))
         say(f"wrote {cfg.json}", markup=False)
@@ -174,7 +175,7 @@ def cmd_verify(cfg: commands.VerifyCommand) -> int:
 
 def cmd_table(cfg: commands.TableCommand) -> int:
     """leaderboard table of evaluated models"""
-    from neobench.core.cards import write_text_atomic
+    from neobench.core.card_io import write_text_atomic
     from neobench.report import table as tables
     from neobench.report.render import table as render
 
@@ -210,7 +211,7 @@ def cmd_table(cfg: commands.TableCommand) -> int:
 
 def cmd_compare(cfg: commands.CompareCommand) -> int:
     """paired comparison with a baseline: differences, intervals, p-values"""
-    from neobench.core.cards import write_text_atomic
+    from neobench.core.card_io import write_text_atomic
     from neobench.report import compare
 
     if cfg.out:

@@ -7,7 +7,8 @@ decide the folder, so runs under different conditions never share one:
     <results>/results/<org__model>/<revision>/<Task>.json             standard conditions
     <results>/results/<org__model>/<revision>/experiments/<kw>/<Task>.json   any other
     ... and beside the task files: neobench/run-<time>-shard<K>of<N>-<pid>.yaml (run cards),
-    predictions/<Task>.units.json (per-item units, neobench.evaluate.units; not with --no-predictions)
+    predictions/<Task>.units.json (per-item units, neobench.evaluate.units; not with
+    --no-predictions)
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from neobench.core import card_io, provenance
 from neobench.core import cards as record
 from neobench.core.cards import (
     EvalCard,
@@ -320,8 +322,8 @@ def _new_card(
 
     k, n = parse_shard(cfg.shard)
     return EvalCard(
-        started=record.now(),
-        owner=record.owner(),
+        started=card_io.now(),
+        owner=card_io.owner(),
         config=asdict(cfg),
         benchmark=cfg.benchmark,
         shard=EvalShard(k, n, [t.metadata.name for t in tasks]),
@@ -333,7 +335,7 @@ def _new_card(
         ),
         model=_model_section(cfg, model),
         runtime={
-            **record.device_info(model.device),
+            **provenance.device_info(model.device),
             "dtype": model.dtype,
             "autocast": model.dtype != "float32",
             "torch_threads": torch.get_num_threads(),
@@ -342,7 +344,7 @@ def _new_card(
         instructions=instructions,
         data=_data_record(tasks, data_dir),
         seeds={t.metadata.name: getattr(t, "seed", None) for t in tasks},
-        environment=record.card_from_dict(EvalEnvironment, record.environment()),
+        environment=card_io.card_from_dict(EvalEnvironment, provenance.environment()),
     )
 
 
@@ -423,7 +425,7 @@ def _end_card(run: _Run, summary: EvalSummary) -> None:
     card, fast, embedding_cache = run.card, run.encoder.fast, run.embedding_cache
     if card.status == "running":
         card.status = "failed" if summary.failed else "complete"
-    card.finished = record.now()
+    card.finished = card_io.now()
     summary.texts_requested, summary.texts_encoded = fast.texts_requested, fast.texts_encoded
     summary.tokens_encoded = fast.tokens_encoded
     card.encoding = {

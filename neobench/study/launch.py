@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from neobench.core.cards import now, write_text_atomic
+from neobench.core.card_io import now, write_text_atomic
 from neobench.core.errors import NeobenchError, RunFailed
 from neobench.study.models import build
 from neobench.study.plan import Job, Plan
