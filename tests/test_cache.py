@@ -13,7 +13,7 @@ import pytest
 from mteb.results import TaskResult
 
 from neobench.cli.main import main
-from neobench.core.cards import read_card
+from neobench.core.card_io import read_card
 from neobench.core.errors import NeobenchError
 from neobench.encoder import cache as cache_module
 from neobench.encoder.cache import CACHE_FILE, READ_ENV, EmbeddingCache

@@ -16,6 +16,7 @@ from mteb.results import TaskResult
 
 from neobench.cli.main import main
 from neobench.core import cards as record
+from neobench.core.card_io import now, owner
 from neobench.core.cards import EvalCard, EvalConditions, read_eval_card, write_eval_card
 from neobench.core.conditions import UNKNOWN
 from neobench.core.errors import NeobenchError
@@ -227,7 +228,7 @@ def test_write_then_read_round_trips_and_keeps_unknown_keys(tmp_path):
 
 def test_a_running_card_has_no_end_keys_until_the_run_ends(tmp_path):
     path = tmp_path / "run.yaml"
-    write_eval_card(path, EvalCard(started=record.now(), owner=record.owner()))
+    write_eval_card(path, EvalCard(started=now(), owner=owner()))
     written = list(yaml.safe_load(path.read_text()))
     assert written[:4] == ["kind", "started", "status", "owner"]
     assert written[-1] == "tasks"  # finished, encoding, interrupted come with the end

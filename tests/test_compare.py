@@ -124,12 +124,12 @@ def test_different_tasks_or_items_are_refused(tmp_path, capsys):
 
 
 def test_models_evaluated_under_different_conditions_are_refused(root, tmp_path, capsys):
-    from neobench.core import cards as record
+    from neobench.core.card_io import write_card
 
     for name, length in (("org__base", 512), ("org__worse", 256)):
         folder = next(root.rglob(f"{name}/r1"))
         card = {"benchmark": "MTEB(eng, v1)", "conditions": {"max_seq_length": length}}
-        record.write_card(folder / "neobench" / "run-1.yaml", card)
+        write_card(folder / "neobench" / "run-1.yaml", card)
     code = main(["compare", "--results", str(root), "--baseline", "org/base",
                  "--models", "org/worse", "--tasks", ",".join(TASKS)])  # fmt: skip
     err = capsys.readouterr().err

@@ -16,10 +16,12 @@ from conftest import SHARED
 from sentence_transformers import SentenceTransformer
 
 from neobench.core import cards as record
+from neobench.core.card_io import write_card
 from neobench.core.errors import NeobenchError
 from neobench.protocol import recipe as recipe_module
 from neobench.protocol.validate import validate_all
-from neobench.train.finetune import FinetuneConfig, finetune, resolve_recipe
+from neobench.train.finetune import FinetuneConfig, finetune
+from neobench.train.inputs import resolve_recipe
 from neobench.train.telemetry import TokenCountingCollator, read_curve
 
 FINETUNE_DATA = SHARED / "data" / "finetune"
@@ -159,7 +161,7 @@ def test_a_finetune_card_written_before_the_typed_card_still_loads(tmp_path):
     }
     folder = tmp_path / "tuned"
     folder.mkdir()
-    record.write_card(folder / "neobench_run_card.yaml", old)
+    write_card(folder / "neobench_run_card.yaml", old)
     card = record.read_finetune_card(folder / "neobench_run_card.yaml")
     assert card.status == "complete" and card.steps == 20 and card.final_loss is None
     assert card.model.base == "m" and card.model.revision is None and card.data == {}

@@ -9,6 +9,7 @@ from mteb.models import ModelMeta
 
 from neobench.cli.main import main
 from neobench.core import cards as record
+from neobench.core.card_io import write_card
 from neobench.core.errors import NeobenchError
 from neobench.evaluate.runner import EvalConfig, run_eval
 from neobench.protocol import overlap
@@ -205,10 +206,10 @@ def test_a_card_written_before_the_declaration_still_declares(tmp_path):
         "data": {"STSBENCHMARK": {"in_domain": ["STSBenchmark", "STS12"]}, "AGNEWS": {}},
         "model": {"base": MINILM, "name": MINILM},
     }
-    record.write_card(tmp_path / record.FINETUNE_CARD, old)
+    write_card(tmp_path / record.FINETUNE_CARD, old)
     assert record.finetuned_model(tmp_path).training_datasets is None  # AGNEWS: not recorded
     old["data"]["AGNEWS"] = {"in_domain": []}
-    record.write_card(tmp_path / record.FINETUNE_CARD, old)
+    write_card(tmp_path / record.FINETUNE_CARD, old)
     model = record.finetuned_model(tmp_path)
     assert (model.training_datasets, model.adapted_from) == (["STS12", "STSBenchmark"], MINILM)
     # What the adapter gives mteb: through adapted_from, mteb adds the base's own training data.

@@ -21,7 +21,7 @@ from neobench.evaluate import units
 from neobench.evaluate.units import Part, TaskUnits, TypeSpec
 from neobench.protocol.config import FinetuneConfig
 from neobench.report import bootstrap
-from neobench.train.finetune import seed_configs
+from neobench.train.seeds import seed_configs
 
 FINETUNE_DATA = SHARED / "data" / "finetune"
 TINY = ["manifest=sample-local", "datasets=STSB", "max_seq_length=64", "checkpoint_every=100"]

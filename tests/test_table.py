@@ -14,7 +14,7 @@ from mteb.results import TaskResult
 from rich.console import Console
 
 from neobench.cli.main import main
-from neobench.core import cards as record
+from neobench.core.card_io import write_card
 from neobench.core.errors import NeobenchError
 from neobench.core.reader import load_runs
 from neobench.protocol.tasks import load_benchmark, select_tasks
@@ -45,7 +45,7 @@ def write_model(root, tasks, name, max_len, skip=(), recipe=None):
         }
         cache.save_to_cache(TaskResult.from_task_results(task, scores, evaluation_time=0.0), meta)
     folder = cache.get_task_result_path("_", meta).parent
-    record.write_card(
+    write_card(
         folder / "neobench" / "run-1.yaml",
         {
             "benchmark": "MTEB(eng, v1)",

@@ -139,7 +139,7 @@ def to_json(runs: list[HostRun], cmd: BenchHostCommand) -> str:
     run under ``runs``, and the settings."""
     import json
 
-    from neobench.core import cards as record
+    from neobench.core import provenance
 
     first = runs[0].summary()
     payload = {
@@ -153,6 +153,6 @@ def to_json(runs: list[HostRun], cmd: BenchHostCommand) -> str:
             "instructions": cmd.instructions,
             "max_seq_length": cmd.max_seq_length,
         },
-        "environment": record.environment(),
+        "environment": provenance.environment(),
     }
     return json.dumps(payload, indent=2, default=str) + "\n"

@@ -24,7 +24,7 @@ def cmd_bench_host(cfg: commands.BenchHostCommand) -> int:
     runs = hostbench.run_host_bench(cfg)
     out.print(host_report.report(runs), highlight=False, markup=False, soft_wrap=True)
     if cfg.json:
-        from neobench.core.cards import write_text_atomic
+        from neobench.core.card_io import write_text_atomic
 
         write_text_atomic(Path(cfg.json), host_report.to_json(runs, cfg))
         say(f"wrote {cfg.json}", markup=False)

@@ -11,7 +11,7 @@ from neobench.protocol import listing
 
 def cmd_table(cfg: commands.TableCommand) -> int:
     """leaderboard table of evaluated models"""
-    from neobench.core.cards import write_text_atomic
+    from neobench.core.card_io import write_text_atomic
     from neobench.report import leaderboard as tables
     from neobench.report.render import table as render
 
@@ -47,7 +47,7 @@ def cmd_table(cfg: commands.TableCommand) -> int:
 
 def cmd_compare(cfg: commands.CompareCommand) -> int:
     """paired comparison with a baseline: differences, intervals, p-values"""
-    from neobench.core.cards import write_text_atomic
+    from neobench.core.card_io import write_text_atomic
     from neobench.report import compare as comparison
     from neobench.report.render import compare
 

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from neobench.core import card_io, provenance
 from neobench.core import cards as record
 from neobench.core.cards import (
     EvalCard,
@@ -49,8 +50,8 @@ def new_card(
 
     k, n = parse_shard(cfg.shard)
     return EvalCard(
-        started=record.now(),
-        owner=record.owner(),
+        started=card_io.now(),
+        owner=card_io.owner(),
         config=asdict(cfg),
         benchmark=cfg.benchmark,
         shard=EvalShard(k, n, [t.metadata.name for t in tasks]),
@@ -62,7 +63,7 @@ def new_card(
         ),
         model=_model_section(cfg, model),
         runtime={
-            **record.device_info(model.device),
+            **provenance.device_info(model.device),
             "dtype": model.dtype,
             "autocast": model.dtype != "float32",
             "torch_threads": torch.get_num_threads(),
@@ -71,7 +72,7 @@ def new_card(
         instructions=instructions,
         data=_data_record(tasks, data_dir),
         seeds={t.metadata.name: getattr(t, "seed", None) for t in tasks},
-        environment=record.card_from_dict(EvalEnvironment, record.environment()),
+        environment=card_io.card_from_dict(EvalEnvironment, provenance.environment()),
     )
 
 
@@ -86,7 +87,7 @@ def end_card(
     left for the next run to mark interrupted."""
     if card.status == "running":
         card.status = "failed" if summary.failed else "complete"
-    card.finished = record.now()
+    card.finished = card_io.now()
     summary.texts_requested, summary.texts_encoded = fast.texts_requested, fast.texts_encoded
     summary.tokens_encoded = fast.tokens_encoded
     card.encoding = {

@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from neobench.core.cards import write_text_atomic
+from neobench.core.card_io import write_text_atomic
 from neobench.study import launchers
 from neobench.study.plan import Job, Plan
 

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from neobench.core import cards as record
+from neobench.core.card_io import card_to_dict, is_orphaned
 from neobench.core.errors import NeobenchError, writable_folder_problems
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def unfinished_without_checkpoint(output: Path) -> bool:
         return False
     status = str(card.status or "")
     ended = status.startswith(("failed", "stopped", "interrupted"))
-    return ended or record.is_orphaned(record.card_to_dict(card))
+    return ended or is_orphaned(card_to_dict(card))
 
 
 def last_checkpoint(output: Path) -> str | None:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from neobench.core.cards import now
+from neobench.core.card_io import now
 from neobench.core.errors import NeobenchError, RunFailed
 from neobench.study import store
 from neobench.study.launchers import LAUNCHERS, launcher, progress

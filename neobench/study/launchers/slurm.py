@@ -24,7 +24,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from neobench.core.cards import now
+from neobench.core.card_io import now
 from neobench.core.errors import NeobenchError, RunFailed
 from neobench.encoder.cache import CACHE_ENV, CACHE_FILE, READ_ENV
 from neobench.study import store

@@ -1,0 +1,91 @@
+"""Where a card's numbers were made: package versions, the git sha of the neobench source, Python
+and platform, the command line, the Slurm job, the device.
+
+Captured when a card is written, so a result can be traced to the software and machine that made it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import neobench
+
+PACKAGES = (
+    "neobench",
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "mteb",
+    "datasets",
+    "huggingface_hub",
+    "accelerate",
+    "numpy",
+    "scikit-learn",
+)
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_sha() -> str | None:
+    """Commit of the neobench source (with '-dirty' when it has local changes), if in a checkout."""
+    root = Path(neobench.__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (sha + ("-dirty" if dirty else "")) or None
+
+
+def device_info(device: str) -> dict[str, object]:
+    import torch
+
+    info: dict[str, object] = {"device": device, "cpu": platform.processor() or platform.machine()}
+    info["cpu_threads"] = torch.get_num_threads()
+    if device.startswith("cuda") and torch.cuda.is_available():
+        index = torch.device(device).index or 0
+        info["gpu"] = torch.cuda.get_device_name(index)
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def environment() -> dict[str, object]:
+    env: dict[str, object] = {
+        "neobench_version": neobench.__version__,
+        "git_sha": git_sha(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": package_versions(),
+        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+    }
+    # Inside a Slurm job: which one (`neobench study status` and sacct find it by this id).
+    slurm = {k.lower(): os.environ[k] for k in SLURM_VARIABLES if os.environ.get(k)}
+    return env | ({"slurm": slurm} if slurm else {})
+
+
+SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURMD_NODENAME")

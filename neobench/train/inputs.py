@@ -1,0 +1,88 @@
+"""Step 1 of the recipe: everything resolved and checked before any data or model loads.
+
+The recipe with its overrides, the model id, the device, the output folder, the manifest and the
+instruction profiles are checked together, so one error lists every problem at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from neobench.core.errors import NeobenchError, collect, unknown
+from neobench.models import attention
+from neobench.models.load import check_spec, resolve_device
+from neobench.protocol.config import FinetuneConfig
+from neobench.protocol.instructions import (
+    InstructionProfile,
+    TrainProfile,
+    load_profile,
+    load_train_instructions,
+)
+from neobench.protocol.manifest import Manifest, Row, load_manifest, validate_manifest
+from neobench.protocol.recipe import Recipe, apply_overrides, load_recipe, parse_overrides
+from neobench.train import output as run_folder
+from neobench.train.devices import world_size
+
+
+@dataclass
+class Inputs:
+    """Everything step 1 resolves and checks before any data or model loads."""
+
+    recipe: Recipe
+    output: Path
+    manifest: Manifest
+    rows: list[Row]  # the manifest rows the recipe trains on
+    train_profile: TrainProfile
+    eval_profile: InstructionProfile
+    world: int  # processes
+
+
+def resolve_recipe(cfg: FinetuneConfig) -> Recipe:
+    """The recipe with the overrides and --seed applied; every value is checked on the way."""
+    overrides = parse_overrides(cfg.overrides)
+    if cfg.seed is not None:
+        overrides["seed"] = str(cfg.seed)
+    return apply_overrides(load_recipe(cfg.recipe), overrides)
+
+
+def check_inputs(cfg: FinetuneConfig) -> Inputs:
+    """The checked inputs of one run; every problem is reported at once, as one NeobenchError."""
+    problems: list[str] = []
+    recipe = collect(problems, resolve_recipe, cfg)
+    collect(problems, check_spec, cfg.model)
+    collect(problems, resolve_device, cfg.device)
+    collect(problems, attention.check, cfg.attn_implementation)
+    output = Path(cfg.output).expanduser().resolve()
+    problems += run_folder.output_problems(output, cfg.resume)
+    if recipe is None:
+        raise NeobenchError(problems)
+    values = recipe.values
+    manifest = collect(problems, load_manifest, recipe.manifest)
+    train_profile = collect(problems, load_train_instructions, values.instructions)
+    eval_profile = collect(problems, load_profile, values.eval_instructions)
+    rows: list[Row] = []
+    if manifest and train_profile:
+        if train_profile.instructions:  # an empty profile ('none') turns instructions off
+            problems += validate_manifest(manifest, set(train_profile.instructions))
+        keys = _dataset_keys(manifest, values.datasets)
+        problems += [
+            unknown(f"dataset key in manifest {manifest.name!r}", key, manifest.rows)
+            for key in keys
+            if key not in manifest.rows
+        ]
+        rows = [manifest.rows[k] for k in keys if k in manifest.rows]
+    world = world_size()
+    if values.batch_size % world:
+        problems.append(
+            f"batch_size={values.batch_size} is not divisible by the {world} processes."
+        )
+    if problems:
+        raise NeobenchError(problems)
+    return Inputs(recipe, output, manifest, rows, train_profile, eval_profile, world)
+
+
+def _dataset_keys(manifest: Manifest, datasets: str | list[str]) -> list[str]:
+    if datasets == "all":
+        return list(manifest.rows)
+    return [datasets] if isinstance(datasets, str) else list(datasets)

@@ -1,0 +1,139 @@
+"""Step 5 of the recipe: the loss and the stock SentenceTransformerTrainer.
+
+Nothing here subclasses the trainer: our parts plug into it. The batch sampler (in the training
+arguments) draws one dataset per step, the collator counts tokens, the callback writes the loss
+curve, and the query-side training instructions go in as the arguments' per-dataset prompts.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from neobench.protocol.data import BuiltDataset
+from neobench.protocol.instructions import TrainProfile
+from neobench.protocol.recipe_values import RecipeValues
+from neobench.train.devices import bf16
+from neobench.train.inputs import Inputs
+from neobench.train.output import CHECKPOINTS, CURVE
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def build_trainer(
+    inputs: Inputs,
+    model: Any,
+    built: dict[str, BuiltDataset],
+    device: str,
+    on_step: Callable | None,
+) -> Any:
+    """A stock SentenceTransformerTrainer; our parts are the batch sampler (in the arguments),
+    the collator that counts tokens and the callback that writes the loss curve."""
+    from datasets import DatasetDict
+    from sentence_transformers import SentenceTransformerTrainer
+    from transformers.trainer_callback import PrinterCallback
+
+    from neobench.train.sampling import schedule
+    from neobench.train.telemetry import LossCurve, TokenCountingCollator
+
+    values, world = inputs.recipe.values, inputs.world
+    loss = _loss(model, values, world)
+    prompts = _prompts(built, values, inputs.train_profile)
+    args = _training_args(values, inputs.output, device, world, prompts)
+    collator = TokenCountingCollator(preprocess_fn=model.preprocess, prompts=args.prompts)
+    keys = list(built)
+    sizes = [len(b.dataset) for b in built.values()]
+    drawn = schedule(sizes, values.sampling_alpha, values.seed, values.max_steps)
+    curve = LossCurve(inputs.output / CURVE, [keys[i] for i in drawn], collator, world, on_step)
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=args,
+        train_dataset=DatasetDict({k: b.dataset for k, b in built.items()}),
+        loss=loss,
+        data_collator=collator,
+        callbacks=[curve],
+    )
+    trainer.remove_callback(PrinterCallback)  # our LossCurve reports each step
+    return trainer
+
+
+def _loss(model: Any, values: RecipeValues, world: int) -> Any:
+    """InfoNCE: candidates = positives + hard negatives of the whole global batch, gathered
+    across ranks with gradients; cross-entropy averaged over queries; scale = 1 / temperature.
+    """
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        MultipleNegativesRankingLoss,
+    )
+    from sentence_transformers.util import cos_sim
+
+    common = {
+        "scale": 1.0 / values.temperature,
+        "similarity_fct": {"cosine": cos_sim}[values.similarity],
+        "gather_across_devices": world > 1,
+        "directions": (values.loss_direction,),
+    }
+    if values.gradcache_mini_batch:
+        return CachedMultipleNegativesRankingLoss(
+            model, mini_batch_size=values.gradcache_mini_batch, **common
+        )
+    return MultipleNegativesRankingLoss(model, **common)
+
+
+def _prompts(
+    built: dict[str, BuiltDataset], values: RecipeValues, profile: TrainProfile
+) -> dict[str, dict[str, str]]:
+    """Dataset key -> the training instruction of its manifest row, on the query side only."""
+    return {
+        key: {"query": profile.instructions[b.row.instruction] + values.instruction_separator}
+        for key, b in built.items()
+        if b.row.instruction in profile.instructions
+    }
+
+
+def _training_args(
+    values: RecipeValues, output: Path, device: str, world: int, prompts: dict
+) -> Any:
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    from neobench.train.sampling import AlphaBatchSampler
+
+    # A partial of a module-level class: the trainer pickles its arguments into checkpoints.
+    sampler = functools.partial(
+        AlphaBatchSampler,
+        global_batch_size=values.batch_size,
+        alpha=values.sampling_alpha,
+        max_steps=values.max_steps,
+        world_size=world,
+    )
+    cuda = device.startswith("cuda")
+    return SentenceTransformerTrainingArguments(
+        output_dir=str(output / CHECKPOINTS),
+        max_steps=values.max_steps,
+        per_device_train_batch_size=values.batch_size // world,
+        learning_rate=values.learning_rate,
+        adam_beta1=values.adam_beta1,
+        adam_beta2=values.adam_beta2,
+        adam_epsilon=values.adam_epsilon,
+        weight_decay=values.weight_decay,
+        max_grad_norm=values.max_grad_norm,
+        lr_scheduler_type=values.lr_schedule,
+        warmup_steps=math.ceil(values.warmup_ratio * values.max_steps),
+        bf16=bf16(values, device),
+        use_cpu=not cuda,
+        ddp_backend="gloo" if world > 1 and not cuda else None,
+        seed=values.seed,
+        data_seed=values.seed,
+        logging_steps=1,
+        logging_nan_inf_filter=False,  # a NaN must reach our guard, not be averaged away
+        save_strategy="steps",
+        save_steps=values.checkpoint_every,
+        report_to="none",
+        disable_tqdm=True,
+        prompts=prompts or None,
+        multi_dataset_batch_sampler=sampler,
+        dataloader_drop_last=False,
+    )
