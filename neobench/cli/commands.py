@@ -17,9 +17,10 @@ from neobench.protocol.config import (
     like,
     opt,
 )
+from neobench.report.render.table import FORMATS, RICH
 from neobench.study.launchers import LAUNCHERS, launcher_help
 
-TABLE_FORMATS = ("rich", "md", "csv", "latex")
+TABLE_FORMATS = (RICH, *FORMATS)
 
 
 @dataclass(kw_only=True)
@@ -35,10 +36,12 @@ class TableCommand:
     benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose tasks make the columns")
     format: str | None = opt(
         None,
-        "output format: rich | md | csv | latex (default: rich, or from the --out suffix)",
+        f"output format: {' | '.join(TABLE_FORMATS)} (default: {RICH}, or from the --out suffix)",
         choices=TABLE_FORMATS,
     )
-    out: str | None = opt(None, "write the table to this file (.md, .csv, .tex)")
+    out: str | None = opt(
+        None, f"write the table to this file ({', '.join(s for s, _ in FORMATS.values())})"
+    )
     reference: str | None = opt(None, "add published rows: paper (NeoBERT Table 4)")
     per_task: bool = opt(False, "one column per task")
     plot: str | None = opt(

@@ -30,15 +30,14 @@ def cmd_table(cfg: commands.TableCommand) -> int:
         over=cfg.over,
         zero_shot_only=cfg.zero_shot_only,
     )
-    text = {"md": render.to_markdown, "csv": render.to_csv, "latex": render.to_latex}
-    if fmt == "rich":
+    if fmt == render.RICH:
         render.print_rich(table, out)
     elif cfg.out:
         replaced = Path(cfg.out).exists()
-        write_text_atomic(Path(cfg.out), text[fmt](table))
+        write_text_atomic(Path(cfg.out), render.write(table, fmt))
         say(f"{'replaced' if replaced else 'wrote'} {cfg.out}", markup=False)
     else:
-        out.print(text[fmt](table), markup=False, highlight=False, soft_wrap=True)
+        out.print(render.write(table, fmt), markup=False, highlight=False, soft_wrap=True)
     if cfg.plot:
         render.plot(table, Path(cfg.plot))
         say(f"wrote {cfg.plot}", markup=False)

@@ -9,11 +9,22 @@ the same for every reader.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from neobench.core.cards import EvalCard
+
+# How a model was evaluated: must match for two rows to be compared at all.
 EVAL = ("instructions", "instructions_sha256", "max_seq_length", "dtype", "benchmark", "mteb")
 RECIPE = "recipe"
 FIELDS = (RECIPE, *EVAL)
+# What one results folder holds fixed: `neobench eval` refuses to add to a folder whose earlier
+# runs differ on one of these (a folder may hold several benchmarks and mteb versions).
+FOLDER = ("instructions", "instructions_sha256", "max_seq_length", "dtype")
+# The `neobench eval` flags that set the conditions: a study gives them once for every eval job
+# and refuses a finished eval made with other values.
+FLAGS = ("benchmark", "instructions", "max_seq_length", "dtype")
 NOT_FINETUNED = "none (not fine-tuned by neobench)"
 UNKNOWN = "unknown"
 
@@ -21,6 +32,23 @@ UNKNOWN = "unknown"
 class Conditions(dict[str, Any]):
     """A run's conditions, field -> value (None where no card records it), read from its cards
     (neobench/core/reader.py); a field on which a run's cards disagree holds "mixed: a, b"."""
+
+    @classmethod
+    def from_card(cls, card: EvalCard) -> Conditions:
+        """The fields of one eval run card, read from its typed sections (a renamed key fails
+        here, at type-check and test time, instead of turning into None)."""
+        conditions = card.conditions
+        return cls(
+            {
+                RECIPE: (card.model.recipe_sha256 or "")[:12] or NOT_FINETUNED,
+                "instructions": conditions.instructions,
+                "instructions_sha256": (conditions.instructions_sha256 or "")[:12] or None,
+                "max_seq_length": conditions.max_seq_length,
+                "dtype": conditions.dtype,
+                "benchmark": card.benchmark,
+                "mteb": card.mteb_version,
+            }
+        )
 
     @property
     def finetuned(self) -> bool:
@@ -36,12 +64,17 @@ class Conditions(dict[str, Any]):
         """The fields that must match between ``self`` and ``other``."""
         return (*EVAL, *([RECIPE] if self.finetuned and other.finetuned else []))
 
-    def differences(self, other: Conditions) -> dict[str, tuple[str, str]]:
-        """The fields under which the two runs cannot be compared: field -> (self's, other's)."""
+    def differences(
+        self, other: Conditions, fields: Iterable[str] | None = None, *, known: bool = False
+    ) -> dict[str, tuple[str, str]]:
+        """The fields on which the two differ: field -> (self's, other's). ``fields`` default to
+        the ones two rows must share (`compared`); ``known``: a field ``self`` does not record
+        (an older card) is not held against it."""
+        keys = self.compared(other) if fields is None else tuple(fields)
         return {
             key: (self.value(key), other.value(key))
-            for key in self.compared(other)
-            if self.value(key) != other.value(key)
+            for key in keys
+            if self.value(key) != other.value(key) and not (known and self.get(key) is None)
         }
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from neobench.core import cards as record
 from neobench.core import layout
-from neobench.core.conditions import FIELDS, NOT_FINETUNED, RECIPE, UNKNOWN, Conditions
+from neobench.core.conditions import FIELDS, UNKNOWN, Conditions
 from neobench.core.errors import NeobenchError
 from neobench.core.runs import Finetune, Run
 
@@ -114,7 +114,7 @@ def _read_cards(run: Run, problems: list[str]) -> None:
             problems.append(f"{path}: unreadable run card ({_first_line(error)}); skipped")
             continue
         run.cards[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-        for key, value in _card_conditions(card).items():
+        for key, value in Conditions.from_card(card).items():
             # A card too old to record a field says so, rather than "None".
             seen.setdefault(key, set()).add(UNKNOWN if value is None else str(value))
         model = card.model
@@ -138,21 +138,6 @@ def _finetune(found: set[tuple]) -> Finetune | None:
     if seed is None or recipe is None:
         return None
     return Finetune(int(seed), base, base_revision, recipe)
-
-
-def _card_conditions(card: record.EvalCard) -> dict[str, Any]:
-    """The condition fields of one card, read from its typed fields (a renamed key fails here,
-    at type-check and test time, instead of turning into None)."""
-    conditions = card.conditions
-    return {
-        RECIPE: (card.model.recipe_sha256 or "")[:12] or NOT_FINETUNED,
-        "instructions": conditions.instructions,
-        "instructions_sha256": (conditions.instructions_sha256 or "")[:12] or None,
-        "max_seq_length": conditions.max_seq_length,
-        "dtype": conditions.dtype,
-        "benchmark": card.benchmark,
-        "mteb": card.mteb_version,
-    }
 
 
 def _first_line(error: Exception) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from neobench.core import cards as record
 from neobench.core.cards import EvalCard, EvalConditions, EvalShard
+from neobench.core.conditions import FOLDER, Conditions
 from neobench.core.errors import NeobenchError, RunFailed, disk_full
 from neobench.evaluate.outcomes import EvalSummary
 from neobench.protocol.config import standard
@@ -52,18 +53,15 @@ def check_same_conditions(results_dir: Path, conditions: EvalConditions) -> None
                 "marked interrupted",
                 card_path,
             )
-        there, now = asdict(card.conditions), asdict(conditions)
-        differing = [k for k in CONDITIONS if there[k] is not None and there[k] != now[k]]
+        there, now = Conditions(asdict(card.conditions)), Conditions(asdict(conditions))
+        differing = there.differences(now, FOLDER, known=True)
         if differing:
             raise NeobenchError(
                 f"{results_dir} holds results made under other conditions ("
-                + ", ".join(f"{k}: {there[k]} there, {now[k]} now" for k in differing)
+                + ", ".join(f"{k}: {a} there, {b} now" for k, (a, b) in differing.items())
                 + f"; see {card_path.name}). Use another --results root or --model-name, "
                 "or delete that folder to start over."
             )
-
-
-CONDITIONS = ("instructions", "instructions_sha256", "max_seq_length", "dtype")
 
 
 def card_path(results_dir: Path, shard: EvalShard) -> Path:

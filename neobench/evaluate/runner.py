@@ -11,7 +11,7 @@ decide the folder, so runs under different conditions never share one:
 
 The steps of run_eval are here; their pieces beside it: checks (every cheap input, the data),
 model (loading, the encoder), results_folder (the folder, the conditions it holds, what it
-refuses; CONDITIONS), runcard (the run card), outcomes (what a run reports).
+refuses, by core/conditions.py's rule), runcard (the run card), outcomes (what a run reports).
 """
 
 from __future__ import annotations

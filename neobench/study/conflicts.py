@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from neobench.core import cards as record
+from neobench.core.conditions import FLAGS
 from neobench.core.errors import NeobenchError, check_choice, collect, unknown
 from neobench.protocol import config
 from neobench.study.spec import Eval, Finetune
@@ -144,15 +145,12 @@ class EvalCards:
         return max(cards, key=lambda c: c.started).path.parent.parent
 
 
-EVAL_FLAGS = ("benchmark", "instructions", "max_seq_length", "dtype")
-
-
 def eval_conflicts(found: EvalCards, name: str, argv: list[str]) -> None:
     """Refuse when an eval of ``name`` already ran with other flags than the job's."""
-    now = {f"eval.{k}": argv[argv.index(f"--{k.replace('_', '-')}") + 1] for k in EVAL_FLAGS}
+    now = {f"eval.{k}": argv[argv.index(f"--{k.replace('_', '-')}") + 1] for k in FLAGS}
     problems: list[str] = []
     for card in found.by_name.get(name, []):
-        there = {f"eval.{k}": card.config.get(k) for k in EVAL_FLAGS}
+        there = {f"eval.{k}": card.config.get(k) for k in FLAGS}
         problems += _differ(card.path, f"evaluated for {name}", there, now)
     if problems:
         raise NeobenchError(problems[:1])  # one card says it; its siblings would repeat it

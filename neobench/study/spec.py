@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from neobench.core.conditions import FLAGS
 from neobench.core.errors import NeobenchError, check_choice, collect, read_yaml, unknown
 from neobench.protocol import config
 
@@ -48,14 +49,14 @@ class Eval:
     shards: int = 1
 
     def conditions(self) -> dict[str, str]:
-        """The flags of `neobench eval` this section fixes (the same for every job)."""
+        """The flags of `neobench eval` that set the conditions (core/conditions.FLAGS), as this
+        section fixes them for every job: a flag the section leaves out takes the standard."""
         std = config.standard()
-        return {
-            "benchmark": self.benchmark,
+        given = {
             "instructions": self.instructions or std.instructions,
-            "max_seq_length": str(self.max_seq_length or std.max_seq_length),
-            "dtype": self.dtype,
+            "max_seq_length": self.max_seq_length or std.max_seq_length,
         }
+        return {flag: str(given.get(flag, getattr(self, flag, None))) for flag in FLAGS}
 
 
 @dataclass(frozen=True)

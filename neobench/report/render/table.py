@@ -362,17 +362,32 @@ _TEX = {
 }
 
 
+# The file formats of a table: name -> (file suffix, writer). A new format is its writer above
+# and one line here: --format, the --out suffix and the messages all read this.
+FORMATS = {"md": (".md", to_markdown), "csv": (".csv", to_csv), "latex": (".tex", to_latex)}
+RICH = "rich"  # the terminal: printed, never written to a file
+
+
+def write(table: LeaderTable, fmt: str) -> str:
+    """The table as the text of one file format."""
+    return FORMATS[fmt][1](table)
+
+
 def output_format(fmt: str | None, out: str | None, plot: str | None) -> str:
     """The format `neobench table` writes: --format, else the --out suffix, else rich; refuses a
     rich --out, a --plot that is not PNG and an --out/--plot folder that cannot be written,
     all at once."""
     problems: list[str] = []
     if fmt is not None:
-        collect(problems, check_choice, "--format", fmt, ["rich", "md", "csv", "latex"])
-    suffixes = {".md": "md", ".csv": "csv", ".tex": "latex"}
-    chosen = fmt or (suffixes.get(Path(out).suffix) if out else None) or "rich"
-    if out and chosen == "rich":
-        problems.append(f"--out {out}: choose --format md, csv or latex (or a .md/.csv/.tex name).")
+        collect(problems, check_choice, "--format", fmt, [RICH, *FORMATS])
+    suffixes = {suffix: name for name, (suffix, _) in FORMATS.items()}
+    chosen = fmt or (suffixes.get(Path(out).suffix) if out else None) or RICH
+    if out and chosen == RICH:
+        names, files = list(FORMATS), "/".join(s for s, _ in FORMATS.values())
+        problems.append(
+            f"--out {out}: choose --format {', '.join(names[:-1])} or {names[-1]} "
+            f"(or a {files} name)."
+        )
     if plot and Path(plot).suffix.lower() != ".png":
         problems.append(f"--plot {plot}: the chart is written as PNG; name it *.png.")
     for flag, target in (("--out", out), ("--plot", plot)):
