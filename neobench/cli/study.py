@@ -37,10 +37,11 @@ def cmd_study_status(cfg: commands.StudyStatusCommand) -> int:
 
 def cmd_study_table(cfg: commands.StudyTableCommand) -> int:
     """the study's table (with intervals where units were saved)"""
+    from neobench.core import layout
     from neobench.study.plan import build_plan, table_inputs
 
     plan = build_plan(cfg.file, cfg.output)
     given = table_inputs(plan.study, plan.jobs)
-    units = next(plan.study.output.glob("results/**/predictions/*.units.json"), None)
-    table = commands.TableCommand(**given, ci=units is not None, format=cfg.format, out=cfg.out)
+    units = any(layout.has_units(folder) for folder in layout.run_folders(plan.study.output))
+    table = commands.TableCommand(**given, ci=units, format=cfg.format, out=cfg.out)
     return cmd_table(table)

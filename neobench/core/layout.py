@@ -52,6 +52,11 @@ def all_card_paths(root: Path) -> list[Path]:
     return [*standard, *base.glob(f"*/*/{EXPERIMENTS}/*/{CARDS}/run-*.yaml")]
 
 
+def has_units(folder: Path) -> bool:
+    """Whether a run folder holds the per-item units of any task."""
+    return next((Path(folder) / UNITS).glob("*.units.json"), None) is not None
+
+
 def units_path(folder: Path, task: str) -> Path:
     """Where the per-item units of ``task`` live in a run folder (present or not)."""
     return Path(folder) / UNITS / f"{task}.units.json"

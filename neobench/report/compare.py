@@ -16,7 +16,6 @@ scores recomputed on them, and a note names the task and how many units were lef
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -77,18 +76,6 @@ class Comparison:
     notes: list[str]
     baseline_seeds: list[int] | None = None  # when the baseline is a row of seed replicates
 
-    def to_json(self) -> str:
-        body = {
-            "baseline": self.baseline,
-            "resamples": self.resamples,
-            "seed": self.seed,
-            "alpha": self.alpha,
-            "rows": [r.record() for r in self.rows],
-            "notes": self.notes,
-        }
-        if self.baseline_seeds is not None:
-            body["baseline_seeds"] = self.baseline_seeds
-        return json.dumps(body, indent=1) + "\n"
 
 
 def compare(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from neobench.core import cards as record
+from neobench.core import layout
 from neobench.core.conditions import FLAGS
 from neobench.core.errors import NeobenchError, check_choice, collect, unknown
 from neobench.protocol import config
@@ -116,10 +117,7 @@ class EvalCards:
     @classmethod
     def scan(cls, root: Path) -> EvalCards:
         found = cls()
-        base = root / "results"
-        paths = [*base.glob("*/*/neobench/run-*.yaml")]
-        paths += base.glob("*/*/experiments/*/neobench/run-*.yaml")
-        for path in sorted(paths):
+        for path in sorted(layout.all_card_paths(root)):
             try:
                 card = record.read_eval_card(path)
             except NeobenchError as error:

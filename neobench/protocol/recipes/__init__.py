@@ -1,0 +1,1 @@
+"""The shipped recipes, as data: one YAML file each, every value tagged with its source."""

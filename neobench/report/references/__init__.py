@@ -1,0 +1,1 @@
+"""Published rows quoted in tables (the NeoBERT paper's Table 4), as data."""

@@ -1,4 +1,6 @@
-"""Writers of tables: terminal, Markdown, CSV, LaTeX, PNG and the forest plot.
+"""Every writer of the reports: the table (table: terminal, Markdown, CSV, LaTeX, PNG; its
+FORMATS registry), the forest plot (forest), and a comparison (compare: terminal, Markdown, CSV,
+JSON).
 
 May import: report, protocol, core.
 """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 from neobench.core.errors import NeobenchError
@@ -72,7 +73,21 @@ def to_csv(comparison: Comparison) -> str:
     return buffer.getvalue()
 
 
-WRITERS = {".md": to_markdown, ".csv": to_csv, ".json": Comparison.to_json}
+def to_json(comparison: Comparison) -> str:
+    body = {
+        "baseline": comparison.baseline,
+        "resamples": comparison.resamples,
+        "seed": comparison.seed,
+        "alpha": comparison.alpha,
+        "rows": [r.record() for r in comparison.rows],
+        "notes": comparison.notes,
+    }
+    if comparison.baseline_seeds is not None:
+        body["baseline_seeds"] = comparison.baseline_seeds
+    return json.dumps(body, indent=1) + "\n"
+
+
+WRITERS = {".md": to_markdown, ".csv": to_csv, ".json": to_json}
 
 
 def check_out(out: str) -> None:
