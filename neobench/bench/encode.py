@@ -218,7 +218,7 @@ def default_model() -> str:
 
 # `neobench bench encode` as one call. (Kept apart from the measurement code above.)
 if TYPE_CHECKING:
-    from neobench.protocol.config import BenchEncodeCommand
+    from neobench.bench.config import BenchEncodeCommand
 
 
 def encode_report(cmd: BenchEncodeCommand) -> str:

@@ -27,7 +27,7 @@ from neobench.bench.encode import default_model
 from neobench.core.stages import StageClock
 
 if TYPE_CHECKING:
-    from neobench.cli.commands import BenchHostCommand
+    from neobench.bench.config import BenchHostCommand
     from neobench.models.load import LoadedModel
 
 CACHE_MODES = ("off", "cold", "warm")

@@ -14,8 +14,8 @@ import torch
 from neobench.bench.encode import default_model
 
 if TYPE_CHECKING:
+    from neobench.bench.config import BenchHostCommand
     from neobench.bench.host import HostRun
-    from neobench.cli.commands import BenchHostCommand
 
 # Forward throughput an H100 reaches on these machines (docs/performance.md: ~800 TFLOP/s of
 # bf16 measured, of 989 spec); the ceilings below are FLOPs per token divided into it.

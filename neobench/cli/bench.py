@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from neobench.cli import commands
+from neobench.bench.config import BenchEncodeCommand, BenchHostCommand
 from neobench.cli.output import out, say
 
 
-def cmd_bench(cfg: commands.BenchEncodeCommand) -> int:
+def cmd_bench(cfg: BenchEncodeCommand) -> int:
     """encoding tokens/s of neobench's encoder vs stock encode"""
     from neobench.bench import encode as bench
 
@@ -16,7 +16,7 @@ def cmd_bench(cfg: commands.BenchEncodeCommand) -> int:
     return 0
 
 
-def cmd_bench_host(cfg: commands.BenchHostCommand) -> int:
+def cmd_bench_host(cfg: BenchHostCommand) -> int:
     """host seconds per stage of the eval path, with a null forward pass"""
     from neobench.bench import host as hostbench
     from neobench.bench import host_report

@@ -1,5 +1,5 @@
-"""The configs of the commands that only the CLI runs (table, compare, ls, data, bench, cache,
-study): their flags and defaults, built into argparse by neobench/cli/flags.py. The configs of the
+"""The configs of the commands that only the CLI runs (table, compare, ls, data, cache, study):
+their flags and defaults, built into argparse by neobench/cli/flags.py. The configs of the
 stages (`eval`, `finetune`) and the defaults they share live in neobench/protocol/config.py.
 """
 
@@ -13,7 +13,6 @@ from neobench.protocol.config import (
     LISTINGS,
     RESAMPLES,
     STANDARD_RECIPE,
-    EvalConfig,
     like,
     opt,
 )
@@ -115,58 +114,6 @@ class VerifyCommand:
     benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose datasets are checked")
     tasks: list[str] | None = opt(None, "comma-separated subset of the benchmark's tasks", csv=True)
     no_load: bool = opt(False, "check folders only, do not load the data")
-
-
-@dataclass(kw_only=True)
-class BenchEncodeCommand:
-    """`neobench bench encode`: which texts, which model, which encoder settings."""
-
-    model: str | None = opt(None, "model (default: the packaged all-MiniLM-L6-v2)")
-    tasks: list[str] = opt(
-        ["SciFact", "STSBenchmark"], "comma-separated tasks whose texts are encoded", csv=True
-    )
-    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark the tasks belong to")
-    data_dir: str | None = like(EvalConfig, "data_dir")
-    max_texts: int = opt(4000, "texts encoded in all, an equal share from each task")
-    device: str = like(EvalConfig, "device")
-    batch_size: int = like(EvalConfig, "batch_size", "stock encode's batch size")
-    max_seq_length: int | str = like(EvalConfig, "max_seq_length")
-    token_budget: int | None = like(EvalConfig, "token_budget")
-    dtype: str = like(EvalConfig, "dtype")
-    unpadded: str = like(EvalConfig, "unpadded")
-
-
-HOST_BENCH_TASKS = [
-    "SciFact",
-    "ArguAna",
-    "TwentyNewsgroupsClustering",
-    "STSBenchmark",
-    "Banking77Classification",
-]
-
-
-@dataclass(kw_only=True)
-class BenchHostCommand:
-    """`neobench bench host`: the eval path with a null forward pass, per stage."""
-
-    model: str | None = opt(
-        None, "model whose tokenizer and settings are used (default: the packaged MiniLM)"
-    )
-    tasks: list[str] = opt(HOST_BENCH_TASKS, "comma-separated tasks evaluated", csv=True)
-    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark the tasks belong to")
-    data_dir: str | None = like(EvalConfig, "data_dir")
-    cache: list[str] = opt(
-        ["off", "cold", "warm"],
-        "embedding cache modes: off | cold (empty) | warm (filled by cold)",
-        csv=True,
-    )
-    device: str = like(EvalConfig, "device")
-    instructions: str = like(EvalConfig, "instructions")
-    max_seq_length: int | str = like(EvalConfig, "max_seq_length")
-    stock: bool = opt(
-        False, "also run the tasks through stock mteb.evaluate + SentenceTransformer.encode"
-    )
-    json: str | None = opt(None, "also write the figures to this JSON file", metavar="FILE")
 
 
 @dataclass(kw_only=True)

@@ -18,6 +18,7 @@ from rich.logging import RichHandler
 from rich.markup import escape
 
 from neobench import __version__
+from neobench.bench.config import BenchEncodeCommand, BenchHostCommand
 from neobench.cli import commands, flags
 from neobench.cli.bench import cmd_bench, cmd_bench_host
 from neobench.cli.data import cmd_cache, cmd_ls, cmd_prefetch, cmd_validate, cmd_verify
@@ -57,8 +58,8 @@ __all__ = [
 # the command's one-line help) and its example. bench and data only group their sub-commands.
 COMMANDS: list[flags.Command] = [
     (("eval",), config.EvalConfig, cmd_eval, EXAMPLES["eval"]),
-    (("bench", "encode"), commands.BenchEncodeCommand, cmd_bench, EXAMPLES["bench"]),
-    (("bench", "host"), commands.BenchHostCommand, cmd_bench_host, EXAMPLES["bench"]),
+    (("bench", "encode"), BenchEncodeCommand, cmd_bench, EXAMPLES["bench"]),
+    (("bench", "host"), BenchHostCommand, cmd_bench_host, EXAMPLES["bench"]),
     (("cache",), commands.CacheCommand, cmd_cache, EXAMPLES["cache"]),
     (("data", "prefetch"), commands.PrefetchCommand, cmd_prefetch, EXAMPLES["prefetch"]),
     (("data", "verify"), commands.VerifyCommand, cmd_verify, EXAMPLES["verify"]),
