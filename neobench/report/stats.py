@@ -14,7 +14,7 @@ a cell marked ▲ is a comparison row that is significant and higher, by constru
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -85,7 +85,9 @@ def side(run: Run, tasks: set[str], settings: Settings) -> Side:
     return out
 
 
-def column_draws(data: Side, names: list[str], column: str, settings: Settings):  # noqa: ANN201
+def column_draws(
+    data: Side, names: list[str], column: str, settings: Settings
+) -> np.ndarray | None:
     """A column's draws over the tasks of ``names`` the run holds; None where they cannot be
     computed (a task without units, or a single task resampled over tasks)."""
     present = [n for n in names if n in data.scores]
@@ -130,7 +132,14 @@ class Test:
         return (1 if self.delta > 0 else -1) if self.significant else 0
 
 
-def _test(base_point, point, a, b, alpha, dropped=None) -> Test:  # noqa: ANN001
+def _test(
+    base_point: float,
+    point: float,
+    a: np.ndarray,
+    b: np.ndarray,
+    alpha: float,
+    dropped: dict[str, tuple[int, int, TaskUnits]] | None = None,
+) -> Test:
     paired = bootstrap.paired_from_draws(base_point, point, a, b, alpha)
     return Test(base_point, point, a, b, paired, paired.p, paired.p < alpha, dropped or {})
 
@@ -154,7 +163,9 @@ def _left_out(found: list[TaskUnits], order: TaskUnits) -> int:
     return sum(p.n for p in found[0].parts) - sum(p.n for p in order.parts)
 
 
-def test(base: Side, other: Side, names: list[str], column: str, settings: Settings):  # noqa: ANN201
+def test(
+    base: Side, other: Side, names: list[str], column: str, settings: Settings
+) -> Test | None:
     """The column's test over the tasks of ``names`` both sides hold, or None."""
     shared = [n for n in names if n in base.scores and n in other.scores]
     if not shared:
@@ -189,10 +200,7 @@ def family(
     adjusted = [c for c in tests if c != AVG]
     holm = bootstrap.holm([tests[c].paired.p for c in adjusted]) if adjusted else []
     out = {}
-    for column, test_ in tests.items():
-        p = holm[adjusted.index(column)] if column in adjusted else test_.paired.p
-        out[column] = Test(
-            test_.base_point, test_.point, test_.base_draws, test_.draws, test_.paired,
-            p, bool(p < settings.alpha), test_.dropped,
-        )  # fmt: skip
+    for column, found in tests.items():
+        p = holm[adjusted.index(column)] if column in adjusted else found.paired.p
+        out[column] = replace(found, p_holm=p, significant=bool(p < settings.alpha))
     return out
