@@ -11,8 +11,9 @@ unknown, never zero-shot.
 Where the declaration comes from: mteb reads nothing of the kind from a local folder
 (sentence-transformers does not load the README's card data back), so `neobench finetune`
 writes it into its fine-tuning card (the manifest's ``in_domain`` of the datasets trained on),
-the adapter puts it into the ModelMeta mteb saves as ``model_meta.json``, and results.py reads
-it back with mteb's ModelMeta. A model that is no neobench fine-tune gets mteb's registry entry
+the adapter puts it into the ModelMeta mteb saves as ``model_meta.json``, and the reports
+(report/load.py) read it back with mteb's ModelMeta. A model that is no neobench fine-tune gets
+mteb's registry entry
 for its name, when there is one.
 """
 
