@@ -13,8 +13,7 @@ Where the declaration comes from: mteb reads nothing of the kind from a local fo
 writes it into its fine-tuning card (the manifest's ``in_domain`` of the datasets trained on),
 the adapter puts it into the ModelMeta mteb saves as ``model_meta.json``, and the reports
 (report/load.py) read it back with mteb's ModelMeta. A model that is no neobench fine-tune gets
-mteb's registry entry
-for its name, when there is one.
+mteb's registry entry for its name, when there is one.
 """
 
 from __future__ import annotations
