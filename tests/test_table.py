@@ -18,7 +18,8 @@ from neobench.core.card_io import write_card
 from neobench.core.errors import NeobenchError
 from neobench.core.reader import load_runs
 from neobench.protocol.tasks import load_benchmark, select_tasks
-from neobench.report.render.table import plot, print_rich, to_csv, to_latex, to_markdown
+from neobench.report.render.table import plot, to_csv, to_latex, to_markdown
+from neobench.report.render.terminal import print_rich
 from neobench.report.table import build_table
 
 MISSING_B = ["SciFact", "STS12", "SummEval"]

@@ -14,6 +14,7 @@ def cmd_table(cfg: commands.TableCommand) -> int:
     from neobench.core.card_io import write_text_atomic
     from neobench.report import leaderboard as tables
     from neobench.report.render import table as render
+    from neobench.report.render import terminal
 
     fmt = render.output_format(cfg.format, cfg.out, cfg.plot)
     table = tables.leaderboard(
@@ -31,7 +32,7 @@ def cmd_table(cfg: commands.TableCommand) -> int:
         zero_shot_only=cfg.zero_shot_only,
     )
     if fmt == render.RICH:
-        render.print_rich(table, out)
+        terminal.print_rich(table, out)
     elif cfg.out:
         replaced = Path(cfg.out).exists()
         write_text_atomic(Path(cfg.out), render.write(table, fmt))
