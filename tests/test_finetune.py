@@ -194,6 +194,8 @@ def test_a_running_card_has_no_ending_keys(tmp_path):
         (["no_such_key=1", "batch_size=0"], "Unknown recipe key 'no_such_key'"),
         (["datasets=ALLNLLI"], "Did you mean 'ALLNLI'"),
         (["temperature=-1"], "temperature=-1.0 is out of range"),
+        # numpy cannot seed with it: refused before anything starts, not a traceback later
+        (["seed=-5"], r"seed=-5 is out of range \(it must be in \[0, 4294967296\)\)"),
     ],
 )
 def test_bad_overrides_are_clear(tmp_path, minilm, overrides, message):

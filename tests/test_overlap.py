@@ -161,7 +161,7 @@ def test_compare_flags_in_domain_rows_and_honours_zero_shot_only(results, tmp_pa
     for path in (root / "results" / "neobench__sts-copy").rglob("model_meta.json"):
         path.write_text(path.read_text().replace("neobench/sts-tuned", "neobench/sts-copy"))
     found = compare([str(root)], BASE, benchmark=BENCHMARK, tasks=TASKS,
-                    models=["neobench/sts-tuned"], resamples=50)  # fmt: skip
+                    models=["neobench/sts-tuned"], resamples=100)  # fmt: skip
     assert {r.model.split(" [")[0] for r in found.rows} == {TUNED}
     flags = {r.task: r.in_domain for r in found.rows}
     assert flags == {"STSBenchmark": True, "BIOSSES": False, "Avg.": True}
@@ -169,9 +169,9 @@ def test_compare_flags_in_domain_rows_and_honours_zero_shot_only(results, tmp_pa
         NeobenchError, match=r"training data of local/tiny-bert-base \[.+\] is not declared"
     ):
         compare([str(root)], BASE, benchmark=BENCHMARK, tasks=TASKS,
-                models=["neobench/sts-tuned"], resamples=50, zero_shot_only=True)  # fmt: skip
+                models=["neobench/sts-tuned"], resamples=100, zero_shot_only=True)  # fmt: skip
     kept = compare([str(root)], "neobench/sts-tuned", benchmark=BENCHMARK, tasks=TASKS,
-                   models=["neobench/sts-copy"], resamples=50, zero_shot_only=True)  # fmt: skip
+                   models=["neobench/sts-copy"], resamples=100, zero_shot_only=True)  # fmt: skip
     assert [r.task for r in kept.rows] == ["BIOSSES", "Avg."]
     assert all(r.in_domain is False and r.delta == 0 for r in kept.rows)
     assert kept.notes[0].startswith("--zero-shot-only: 1 task(s) dropped")

@@ -83,7 +83,13 @@ def test_unknown_task(tmp_path):
 
 def test_seeds_must_be_integers(tmp_path):
     [problem] = problems(write_study(tmp_path, finetune={"seeds": [0, "one", 2.5]}))
-    assert "finetune.seeds: 'one', 2.5: seeds are a list of integers" in problem
+    assert "finetune.seeds: 'one', 2.5: a seed is an integer from 0 to 4294967295" in problem
+
+
+def test_negative_seeds_are_refused_before_planning(tmp_path):
+    # numpy cannot seed with them: the fine-tune job would die with a traceback in its log.
+    [problem] = problems(write_study(tmp_path, finetune={"seeds": [-1, 0]}))
+    assert "finetune.seeds: -1: a seed is an integer from 0 to 4294967295" in problem
 
 
 def test_every_problem_at_once_through_the_cli(capsys, tmp_path):

@@ -12,6 +12,9 @@ import functools
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+# Defined beside the recipe's seed key, which it bounds; every seed flag is checked against it.
+from neobench.protocol.recipe_values import SEED_RANGE as SEED_RANGE
+
 DEFAULT_BENCHMARK = "MTEB(eng, v1)"
 # The recipe whose evaluation settings define the standard conditions (docs/recipe.md).
 STANDARD_RECIPE = "neobert-mteb-2k"
@@ -21,6 +24,9 @@ TOKEN_BUDGET = {"cpu": 2_048, "cuda": 32_768}
 # Bootstrap defaults (report/bootstrap.py): resamples of each task's units, their seed, and the
 # level of the intervals (95%) and of "significant".
 RESAMPLES = 1_000
+# Fewer resamples make the numbers meaningless: a 95% percentile interval needs a few draws in each
+# 2.5% tail, and with B resamples no p-value falls below 1 / (B + 1).
+MIN_RESAMPLES = 100
 BOOTSTRAP_SEED = 0
 ALPHA = 0.05
 # Texts per mteb data-loader batch (and per stock encode call in `bench`); neobench's encoder

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
+# Seeds: numpy's and Python's generators take 0 <= seed < 2**32 (transformers' set_seed seeds both).
+SEED_RANGE = (0, 2**32)
+
 
 @dataclass(frozen=True)
 class Range:
@@ -25,8 +28,12 @@ class Range:
 
     def __str__(self) -> str:
         if self.high is None:
-            return f"{'>' if self.low_excluded else '>='} {self.low:g}"
-        return f"in [{self.low:g}, {self.high:g})"
+            return f"{'>' if self.low_excluded else '>='} {_number(self.low)}"
+        return f"in [{_number(self.low)}, {_number(self.high)})"
+
+
+def _number(value: float) -> str:
+    return f"{value:d}" if isinstance(value, int) else f"{value:g}"
 
 
 _positive = Range(0, low_excluded=True)
@@ -76,7 +83,9 @@ class RecipeValues:
     gradcache_mini_batch: int = value(
         "0 = plain loss; N > 0 = GradCache chunks of N texts", _non_negative
     )
-    seed: int = value("seed of the sampler, the data order and initialisation", hashed=False)
+    seed: int = value(
+        "seed of the sampler, the data order and initialisation", Range(*SEED_RANGE), hashed=False
+    )
     checkpoint_every: int = value("steps between checkpoints", _positive, hashed=False)
     # Recipe files written before this key existed: a completed run drops its checkpoints.
     keep_checkpoints: bool = value(

@@ -28,7 +28,7 @@ from neobench.evaluate import units
 from neobench.evaluate.units import TaskUnits
 from neobench.protocol import overlap
 from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, RESAMPLES
-from neobench.report import bootstrap, stats
+from neobench.report import stats
 from neobench.report.columns import AVG
 from neobench.report.load import load
 
@@ -94,7 +94,8 @@ def compare(
     ``zero_shot_only`` keeps the tasks none of them trained on."""
     from neobench.protocol.tasks import load_benchmark, select_tasks
 
-    bootstrap.check_resamples(resamples)
+    settings = stats.Settings(resamples, seed, "items", alpha)
+    stats.check(settings)
     chosen = select_tasks(load_benchmark(benchmark), tasks)
     runs, _, notes = load(results, chosen)  # the seeds of one fine-tune: one model
     labelled = dict(find(runs, None))
@@ -110,7 +111,6 @@ def compare(
     if zero_shot_only:
         chosen, labelled, note = _zero_shot_only(results, chosen, labelled, [base_label, *others])
         notes.append(note)
-    settings = stats.Settings(resamples, seed, "items", alpha)
     base = _side(labelled[base_label], base_label, settings)
     rows = []
     for label in others:
@@ -187,7 +187,10 @@ def _side(run: Run, label: str, settings: stats.Settings) -> stats.Side:
             f"Delete those task files in {run.folder} and re-run the same `neobench eval` to add "
             "them, or leave the tasks out with --tasks."
         )
-    return stats.side(run, set(run.scores), settings)
+    found = stats.side(run, set(run.scores), settings)
+    if found.refused:
+        raise NeobenchError([f"{label}: {why}" for _, why in sorted(found.refused.items())])
+    return found
 
 
 def _compare_one(

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from neobench.core.errors import NeobenchError, unknown
+from neobench.core.errors import NeobenchError
 from neobench.core.runs import Run, find_one
-from neobench.report import bootstrap, stats
+from neobench.report import stats
 from neobench.report.columns import DOWN, UP
 from neobench.report.table import LeaderTable
 
@@ -34,13 +34,14 @@ def annotate(
     baseline: str | None,
 ) -> None:
     """Fill the rows' ``ci`` (when ``ci``) and ``marks`` (when ``baseline``), and the legend."""
-    bootstrap.check_resamples(settings.resamples)
-    if settings.over not in stats.OVER:
-        raise NeobenchError(unknown("--over", settings.over, stats.OVER))
+    stats.check(settings)
     columns = table.columns(tasks)
     needed = set().union(*columns.values())  # a task no column averages needs no resampling
     sides = {label: stats.side(run, needed, settings) for label, run in runs.items()}
+    refused = [why for side in sides.values() for why in side.refused.values()]
     if settings.over == "items" and not any(s.draws for s in sides.values()):
+        if refused:
+            raise NeobenchError(refused)
         raise NeobenchError(
             "--ci/--baseline: none of the results has per-item predictions (they were evaluated "
             "before neobench saved them, or with --no-predictions). Delete the task files and "
@@ -89,7 +90,8 @@ def _intervals(
 def _missing_notes(sides: dict[str, stats.Side], needed: set[str]) -> list[str]:
     notes = []
     for label, side in sides.items():
-        missing = sorted((side.scores.keys() & needed) - side.draws.keys())
+        notes += [f"{label}: {why}" for _, why in sorted(side.refused.items())]
+        missing = sorted((side.scores.keys() & needed) - side.draws.keys() - side.refused.keys())
         if missing:
             notes.append(
                 f"{label}: {len(missing)} task(s) without per-item predictions "

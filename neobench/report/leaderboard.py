@@ -43,6 +43,9 @@ def leaderboard(
     in-domain cells are marked and ``zero_shot_only`` keeps the tasks no row trained on."""
     from neobench.protocol.tasks import load_benchmark, select_tasks
 
+    settings = stats.Settings(resamples, seed, over)
+    if ci or baseline:
+        stats.check(settings)  # before anything is read
     bench = load_benchmark(benchmark)
     tasks = select_tasks(bench)
     runs, problems, merged = load(results, tasks)  # the seeds of one fine-tune: one row
@@ -72,7 +75,6 @@ def leaderboard(
     if ci or baseline:
         from neobench.report import intervals
 
-        settings = stats.Settings(resamples, seed, over)
         intervals.annotate(table, selected, tasks, settings, ci=ci, baseline=baseline)
     return table
 

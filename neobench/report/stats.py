@@ -18,12 +18,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from neobench.core import layout
+from neobench.core.errors import NeobenchError, unknown
 from neobench.core.runs import Run
 from neobench.evaluate import units as units_mod
 from neobench.evaluate.units import TaskUnits
-from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, RESAMPLES
-from neobench.report import bootstrap
+from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, MIN_RESAMPLES, RESAMPLES, SEED_RANGE
+from neobench.report import bootstrap, verified
 from neobench.report.columns import AVG
 
 OVER = ("items", "tasks")
@@ -37,6 +37,24 @@ class Settings:
     alpha: float = ALPHA
 
 
+def check(settings: Settings) -> None:
+    """Refuse, all at once, settings under which the intervals and p-values mean nothing."""
+    problems = []
+    if settings.resamples < MIN_RESAMPLES:
+        problems.append(
+            f"--resamples {settings.resamples}: at least {MIN_RESAMPLES} are needed (a 95% "
+            "interval takes its ends from the 2.5% tails of the draws, and no p-value falls "
+            f"below 1 / (resamples + 1)); the default is {RESAMPLES}."
+        )
+    low, high = SEED_RANGE
+    if not low <= settings.seed < high:
+        problems.append(f"--seed {settings.seed}: a seed is an integer from {low} to {high - 1}.")
+    if settings.over not in OVER:
+        problems.append(unknown("--over", settings.over, OVER))
+    if problems:
+        raise NeobenchError(problems)
+
+
 @dataclass
 class Side:
     """One run's resampling material, over the tasks it was asked for."""
@@ -45,18 +63,25 @@ class Side:
     scores: dict[str, float]  # task -> main score, from the result files
     units: dict[str, list[TaskUnits]] = field(default_factory=dict)  # task -> one per seed
     draws: dict[str, np.ndarray] = field(default_factory=dict)  # task -> [resamples]
+    # task -> why its units cannot be used (a damaged file, or one that gives another score)
+    refused: dict[str, str] = field(default_factory=dict)
 
 
-def member_units(run: Run, task: str) -> list[TaskUnits] | None:
-    """The task's units of every member (one for a single run), in the first member's unit
-    order (so that index b names the same item for every seed); None when a member has none.
-    Where mteb leaves units out per model (SummEval), every member is cut to the units all of
-    them kept."""
-    paths = [layout.units_path(m.folder, task) for m in run.each()]
-    if not all(p.is_file() for p in paths):
-        return None
-    found = [units_mod.read(p) for p in paths]
-    return found if len(found) == 1 else bootstrap.on_units(bootstrap.common(found), found)
+def member_units(run: Run, task: str) -> tuple[list[TaskUnits] | None, str | None]:
+    """The task's units of every member (one for a single run), each checked against its stored
+    score (report/verified.py), in the first member's unit order (so that index b names the same
+    item for every seed): (units, None); (None, None) when a member saved none; (None, why) when
+    a member's file fails the check. Where mteb leaves units out per model (SummEval), every
+    member is cut to the units all of them kept."""
+    found = []
+    for member in run.each():
+        units, problem = verified.read(member, task)
+        if units is None:
+            return None, problem
+        found.append(units)
+    if len(found) == 1:
+        return found, None
+    return bootstrap.on_units(bootstrap.common(found), found), None
 
 
 def combine(run: Run, per_seed: list[np.ndarray], settings: Settings) -> np.ndarray:
@@ -74,12 +99,14 @@ def draws_of(run: Run, found: list[TaskUnits], settings: Settings) -> np.ndarray
 
 
 def side(run: Run, tasks: set[str], settings: Settings) -> Side:
-    """The run's units and draws for each of ``tasks`` it holds with units saved for every
-    member: THE place a run's resampled scores are computed."""
+    """The run's units and draws for each of ``tasks`` it holds with units saved (and checked)
+    for every member: THE place a run's resampled scores are computed."""
     out = Side(run, run.scores)
     for task in sorted(run.scores.keys() & tasks):
-        found = member_units(run, task)
-        if found is not None:
+        found, problem = member_units(run, task)
+        if problem is not None:
+            out.refused[task] = problem
+        elif found is not None:
             out.units[task] = found
             out.draws[task] = draws_of(run, found, settings)
     return out

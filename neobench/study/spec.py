@@ -199,8 +199,8 @@ def _models(value: Any, problems: list[str]) -> list[ModelEntry]:
         for key in ("trust_remote_code",):
             if key in known and not isinstance(known[key], bool):
                 problems.append(f"{where}: {key} must be true or false.")
-        if "seed" in known and not _is_int(known["seed"]):
-            problems.append(f"{where}: seed {known['seed']!r} is not an integer.")
+        if "seed" in known and not _is_seed(known["seed"]):
+            problems.append(f"{where}: seed {known['seed']!r}: {SEEDS}")
         for key in ("name", "tokenizer"):
             if key in known and not isinstance(known[key], str | int | float):
                 problems.append(f"{where}: {key} must be a text, not {known[key]!r}.")
@@ -210,8 +210,16 @@ def _models(value: Any, problems: list[str]) -> list[ModelEntry]:
     return entries
 
 
+SEEDS = f"a seed is an integer from 0 to {config.SEED_RANGE[1] - 1} (numpy's range)."
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_seed(value: Any) -> bool:
+    low, high = config.SEED_RANGE
+    return _is_int(value) and low <= value < high
 
 
 def _finetune(value: Any, problems: list[str]) -> Finetune | None:
@@ -221,17 +229,17 @@ def _finetune(value: Any, problems: list[str]) -> Finetune | None:
     problems += key_problems("finetune", data, ("recipe", "overrides", "seeds"))
     seeds = data.get("seeds", [0])
     seeds = seeds if isinstance(seeds, list) else [seeds]
-    bad = [s for s in seeds if not _is_int(s)]
+    bad = [s for s in seeds if not _is_seed(s)]
     if bad or not seeds:
         problems.append(
-            f"finetune.seeds: {', '.join(map(repr, bad)) or 'empty'}: "
-            "seeds are a list of integers, e.g. [0, 1, 2]."
+            f"finetune.seeds: {', '.join(map(repr, bad)) or 'empty'}: {SEEDS} "
+            "Give a list, e.g. [0, 1, 2]."
         )
     if len(set(map(str, seeds))) != len(seeds):
         problems.append(f"finetune.seeds: {seeds} repeats a seed.")
     overrides = _overrides(data.get("overrides"), problems)
     recipe = str(data.get("recipe", config.STANDARD_RECIPE))
-    return Finetune(recipe, overrides, [s for s in seeds if _is_int(s)])
+    return Finetune(recipe, overrides, [s for s in seeds if _is_seed(s)])
 
 
 def _overrides(value: Any, problems: list[str]) -> dict[str, str]:

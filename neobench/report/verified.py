@@ -1,0 +1,53 @@
+"""Per-item units read back for an interval or a test, and checked first.
+
+A units file is trusted only when it gives back the score stored beside it: its main score,
+recomputed from the units, must equal the task's result (to TOLERANCE). A file edited, mixed up
+with another run's, or half written by another tool fails that check, and so does one that
+cannot be parsed; such a task gets no interval and no test, and the message names the file and
+the fix, instead of an interval around another number (docs/uncertainty.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from neobench.core import layout
+from neobench.core.runs import Run
+from neobench.evaluate import units as units_mod
+from neobench.evaluate.units import TaskUnits
+
+# Scores are stored as mteb computes them (float64) and recomputed here by the same formulas:
+# they agree to ~1e-12; anything beyond 1e-6 is another set of predictions.
+TOLERANCE = 1e-6
+FIX = "delete it and the task's result file beside it, then re-run the same `neobench eval`"
+
+
+def read(run: Run, task: str) -> tuple[TaskUnits | None, str | None]:
+    """The task's units of a single run, checked: (units, None); (None, None) when the run saved
+    none; (None, why) when the file cannot be read or gives another score than the stored one."""
+    path = layout.units_path(run.folder, task)
+    if not path.is_file():
+        return None, None
+    try:
+        found = units_mod.read(path)
+        score = units_mod.main_score(found)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as error:
+        kind = "is not complete JSON" if isinstance(error, json.JSONDecodeError) else "is damaged"
+        return None, f"{path}: the units file {kind} ({type(error).__name__}); {FIX}."
+    stored = run.scores.get(task)
+    if stored is None or abs(score - stored) > TOLERANCE or found.task != task:
+        return None, _mismatch(path, task, found, score, stored)
+    return found, None
+
+
+def _mismatch(path: Path, task: str, found: TaskUnits, score: float, stored: float | None) -> str:
+    if found.task != task:
+        what = f"holds the units of {found.task}, not of {task}"
+    else:
+        shown = "none" if stored is None else f"{stored:.6f}"
+        what = f"gives {task} a main score of {score:.6f}, but the stored result is {shown}"
+    return (
+        f"{path}: the units file {what} (changed, or from another run), so the task has no "
+        f"interval or test; {FIX}."
+    )
