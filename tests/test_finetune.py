@@ -196,6 +196,9 @@ def test_a_running_card_has_no_ending_keys(tmp_path):
         (["temperature=-1"], "temperature=-1.0 is out of range"),
         # numpy cannot seed with it: refused before anything starts, not a traceback later
         (["seed=-5"], r"seed=-5 is out of range \(it must be in \[0, 4294967296\)\)"),
+        # one query and no hard negative: InfoNCE has nothing to rank, the loss is 0 throughout
+        (["datasets=STSBENCHMARK", "batch_size=1"], "batch_size=1 with STSBENCHMARK"),
+        (["datasets=ALLNLI", "batch_size=1", "max_hard_negatives=0"], "max_hard_negatives=0"),
     ],
 )
 def test_bad_overrides_are_clear(tmp_path, minilm, overrides, message):

@@ -77,9 +77,32 @@ def check_inputs(cfg: FinetuneConfig) -> Inputs:
         problems.append(
             f"batch_size={values.batch_size} is not divisible by the {world} processes."
         )
+    problems += _negatives_problems(values.batch_size, values.max_hard_negatives, rows)
     if problems:
         raise NeobenchError(problems)
     return Inputs(recipe, output, manifest, rows, train_profile, eval_profile, world)
+
+
+def _negatives_problems(batch_size: int, max_hard_negatives: int, rows: list[Row]) -> list[str]:
+    """InfoNCE ranks each query's positive against negatives: the other queries' positives in
+    the global batch, and the query's hard negatives. A batch of one query from a dataset without
+    hard negatives has none, and its loss is 0 at every step: nothing would be trained."""
+    if batch_size > 1:
+        return []
+    bare = [r.key for r in rows if min(max_hard_negatives, _declared_negatives(r)) == 0]
+    if not bare:
+        return []
+    return [
+        f"batch_size=1 with {', '.join(bare)} (no hard negatives"
+        + (", max_hard_negatives=0" if max_hard_negatives == 0 else "")
+        + "): InfoNCE would have no negative to rank the positive against, so the loss is 0 "
+        "and nothing trains. Use batch_size=2 or more (in-batch negatives), or datasets with "
+        "hard negatives."
+    ]
+
+
+def _declared_negatives(row: Row) -> int:
+    return row.num_negatives if row.num_negatives is not None else len(row.negatives)
 
 
 def _dataset_keys(manifest: Manifest, datasets: str | list[str]) -> list[str]:
