@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from neobench.core.card_io import write_card
 from neobench.core.errors import NeobenchError
 from neobench.protocol import recipe as recipe_module
 from neobench.protocol.validate import validate_all
+from neobench.train import output
 from neobench.train.finetune import FinetuneConfig, finetune
 from neobench.train.inputs import resolve_recipe
 from neobench.train.telemetry import TokenCountingCollator, read_curve
@@ -436,6 +438,36 @@ def test_resume_ends_with_the_same_weights(tmp_path, tiny_bert):
     assert full.keys() == cut.keys()
     assert max((full[k] - cut[k]).abs().max().item() for k in full) < 1e-6
     assert [r["loss"] for r in curve(tmp_path / "cut")] == pytest.approx(
+        [r["loss"] for r in curve(tmp_path / "full")], rel=1e-6
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["no_trainer_state", "weights_cut_short"])
+def test_resume_skips_a_checkpoint_that_is_not_whole(tmp_path, tiny_bert, damage):
+    """A kill (or a full disk) while checkpoint-6 is written leaves it partial: --resume names
+    it, sets it aside and continues from checkpoint-3, ending where an uninterrupted run ends."""
+    overrides = [*TINY[:2], "max_steps=9", "batch_size=8", "checkpoint_every=3"]
+    finetune(config(tiny_bert, tmp_path / "full", *overrides))
+    cut = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        finetune(config(tiny_bert, cut, *overrides), extra_callbacks=[StopAt(4)])
+    whole = cut / "checkpoints" / "checkpoint-3"
+    assert (whole / "neobench_checkpoint.json").is_file()  # marked once written
+    partial = cut / "checkpoints" / "checkpoint-6"
+    shutil.copytree(whole, partial)
+    if damage == "no_trainer_state":  # killed before the trainer wrote its state (last file)
+        (partial / "neobench_checkpoint.json").unlink()
+        (partial / "trainer_state.json").unlink()
+    else:  # marked, then a file cut short (a copy interrupted, a disk filled)
+        weights = next(partial.rglob("model.safetensors"))
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    assert output.last_checkpoint(cut) == str(whole)
+    finetune(config(tiny_bert, cut, *overrides, resume=True))
+    full = SentenceTransformer(str(tmp_path / "full"), device="cpu").state_dict()
+    done = SentenceTransformer(str(cut), device="cpu").state_dict()
+    assert max((full[k] - done[k]).abs().max().item() for k in full) < 1e-6
+    assert [r["loss"] for r in curve(cut)] == pytest.approx(
         [r["loss"] for r in curve(tmp_path / "full")], rel=1e-6
     )
 

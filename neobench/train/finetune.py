@@ -12,6 +12,7 @@ which process writes, seeds expands --seeds into one run per seed.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 # resolve_recipe and seed_configs live beside the recipe (inputs, seeds); they stay importable
 # from here, the module the CLI and users call.
 __all__ = ["FinetuneConfig", "FinetuneSummary", "finetune", "resolve_recipe", "seed_configs"]
+
+logger = logging.getLogger(__name__)
 
 # The saved model carries evaluation prompts for every task of both English MTEB benchmarks.
 PROMPT_BENCHMARKS = ("MTEB(eng, v1)", "MTEB(eng, v2)")
@@ -121,6 +124,9 @@ def _load_model(cfg: FinetuneConfig, values: RecipeValues, device: str) -> Loade
 def _train(trainer: Any, output: Path, card: FinetuneCard, resume: bool) -> None:
     from neobench.train.telemetry import NonFiniteLoss
 
+    if resume and is_main_process():
+        for path in run_folder.set_aside_partial(output):
+            logger.warning("%s: set aside, the run resumes from the last whole checkpoint", path)
     try:
         trainer.train(resume_from_checkpoint=run_folder.last_checkpoint(output) if resume else None)
     except NonFiniteLoss as error:

@@ -10,6 +10,7 @@ from pathlib import Path
 from neobench.core import cards as record
 from neobench.core.card_io import card_to_dict, is_orphaned
 from neobench.core.errors import NeobenchError, writable_folder_problems
+from neobench.train import checkpoints
 
 logger = logging.getLogger(__name__)
 
@@ -68,13 +69,36 @@ def unfinished_without_checkpoint(output: Path) -> bool:
 
 
 def last_checkpoint(output: Path) -> str | None:
+    """The newest whole checkpoint (checkpoints.whole), or None. A newer one that is not whole
+    (the run was killed, or the disk filled, while writing it) is named and skipped."""
     folder = output / CHECKPOINTS
     steps = (
         [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
         if folder.is_dir()
         else []
     )
-    return str(max(steps, key=lambda p: int(p.name.split("-")[-1]))) if steps else None
+    for path in sorted(steps, key=lambda p: int(p.name.split("-")[-1]), reverse=True):
+        problem = checkpoints.problem(path)
+        if problem is None:
+            return str(path)
+        logger.warning("%s is not a whole checkpoint (%s); skipped", path, problem)
+    return None
+
+
+def set_aside_partial(output: Path) -> list[Path]:
+    """Rename every checkpoint newer than the one a resumed run continues from (each not whole)
+    to ``<name>.incomplete``: never chosen again, and the trainer writes that step afresh."""
+    chosen = last_checkpoint(output)
+    newest = int(Path(chosen).name.split("-")[-1]) if chosen else -1
+    moved = []
+    for path in sorted((output / CHECKPOINTS).glob("checkpoint-*")):
+        step = path.name.split("-")[-1]
+        if step.isdigit() and int(step) > newest:
+            target = path.with_name(f"{path.name}.incomplete")
+            shutil.rmtree(target, ignore_errors=True)
+            path.rename(target)
+            moved.append(target)
+    return moved
 
 
 def clear_failed_start(output: Path) -> None:

@@ -36,6 +36,7 @@ def build_trainer(
     from sentence_transformers import SentenceTransformerTrainer
     from transformers.trainer_callback import PrinterCallback
 
+    from neobench.train.checkpoints import marker
     from neobench.train.sampling import schedule
     from neobench.train.telemetry import LossCurve, TokenCountingCollator
 
@@ -54,7 +55,7 @@ def build_trainer(
         train_dataset=DatasetDict({k: b.dataset for k, b in built.items()}),
         loss=loss,
         data_collator=collator,
-        callbacks=[curve],
+        callbacks=[curve, marker()],
     )
     trainer.remove_callback(PrinterCallback)  # our LossCurve reports each step
     return trainer
