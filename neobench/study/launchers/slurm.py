@@ -62,7 +62,28 @@ def queue() -> dict[str, str]:
     return {p[0]: p[1] for p in pairs if len(p) == 2}
 
 
+# How to point Slurm's commands at a cluster, said whenever none answers.
+POINT = (
+    "Point at a cluster: on its login node SLURM_CONF is usually set for you; elsewhere "
+    "`export SLURM_CONF=/path/to/slurm.conf`. For the one-node cluster of this repository: "
+    '`eval "$(scripts/slurm-local.sh start)"` (and `scripts/slurm-local.sh stop` afterwards). '
+    "Or run the study here with --launcher local."
+)
+# What Slurm's commands print when they reach no configuration or no controller.
+UNREACHABLE = (
+    "configuration source",
+    "DNS SRV lookup failed",
+    "Unable to process configuration file",
+    "Unable to contact slurm controller",
+    "Connection refused",
+    "Socket timed out",
+)
+
+
 def _slurm_command(argv: list[str]) -> str:
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not Path(conf).is_file():  # Slurm's commands would retry it for a minute
+        raise NeobenchError(f"--launcher slurm: SLURM_CONF={conf} is not a file. {POINT}")
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
@@ -70,8 +91,18 @@ def _slurm_command(argv: list[str]) -> str:
             f"--launcher slurm: `{argv[0]}` is not installed here. Run on a Slurm login node, "
             "or use --launcher local."
         ) from None
+    except subprocess.TimeoutExpired:
+        raise NeobenchError(
+            f"--launcher slurm: `{shlex.join(argv)}` had no answer in 60 s. {POINT}"
+        ) from None
     if done.returncode:
-        raise NeobenchError(f"--launcher slurm: `{shlex.join(argv)}` failed: {done.stderr.strip()}")
+        said = done.stderr.strip()
+        if any(marker in said for marker in UNREACHABLE):
+            first = said.splitlines()[-1] if said else "no output"
+            raise NeobenchError(
+                f"--launcher slurm: no Slurm cluster answers here (`{argv[0]}`: {first}). {POINT}"
+            )
+        raise NeobenchError(f"--launcher slurm: `{shlex.join(argv)}` failed: {said}")
     return done.stdout
 
 
