@@ -9,7 +9,7 @@ from neobench.cli.report import cmd_table
 
 def cmd_study_run(cfg: commands.StudyRunCommand) -> int:
     """run a study's pending jobs (or --dry-run: print its plan)"""
-    from neobench.study import launchers, report, store
+    from neobench.study import launchers, lock, report, store
     from neobench.study.plan import build_plan
 
     launcher = launchers.launcher(cfg.launcher)
@@ -19,7 +19,8 @@ def cmd_study_run(cfg: commands.StudyRunCommand) -> int:
     for line in report.summary(plan):
         say(line, markup=False)
     if not cfg.dry_run:
-        launcher.run(plan, say, file=cfg.file, wait=cfg.wait)
+        with lock.runner(plan.study.output, cfg.file):  # one runner per study output
+            launcher.run(plan, say, file=cfg.file, wait=cfg.wait)
     return 0
 
 

@@ -65,6 +65,7 @@ def run_local(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> l
     naming its log). ``on_job(job, "started" | "done")`` reports progress."""
     report = on_job or (lambda job, what: None)
     _refuse_jobs_held_elsewhere(plan)
+    _refuse_orphans(plan)
     for model in plan.models:
         if build(model):
             logger.info("built the model %s in %s", model.name, model.path)
@@ -100,6 +101,23 @@ def _refuse_jobs_held_elsewhere(plan: Plan) -> None:
         raise NeobenchError(
             f"{', '.join(held)}: submitted to {where.TITLE} and not ended yet. Wait for them "
             f"(neobench study status {plan.study.file}) or {where.CANCEL} them, then run locally."
+        )
+
+
+def _refuse_orphans(plan: Plan) -> None:
+    """A job whose runner was killed (SIGKILL: no handler ran) goes on as an orphan; it still
+    writes its output, so it must not be started again beside it."""
+    alive = []
+    for job in plan.pending:
+        rec = store.read_record(plan, job)
+        if rec is None or rec.launcher != NAME or rec.state != "running":
+            continue
+        if rec.host == socket.gethostname() and rec.pid and _alive(rec):
+            alive.append(f"{job.key} (pid {rec.pid})")
+    if alive:
+        raise NeobenchError(
+            f"{', '.join(alive)}: still running, started by a runner that was stopped. Wait for "
+            f"them to end (neobench study status {plan.study.file}) or kill them, then run again."
         )
 
 

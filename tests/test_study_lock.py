@@ -1,0 +1,79 @@
+"""One runner per study output (study/lock.py): a second `study run` of the same study while
+the first runs reports who runs it and starts nothing; a lock left by a runner that is gone is
+taken over; a job a killed runner left running is not started again beside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from conftest import REPO
+
+from neobench.core.errors import NeobenchError
+from neobench.study import lock
+
+
+def _holder(tmp_path, pid, host=None):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    body = {"host": host or socket.gethostname(), "pid": pid, "started": "2026-11-25T00:00:00"}
+    (tmp_path / lock.LOCK).write_text(json.dumps(body))
+
+
+def test_a_live_runner_keeps_the_study(tmp_path):
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        _holder(tmp_path, other.pid)
+        refused = pytest.raises(NeobenchError, match=f"pid {other.pid} here")
+        with refused, lock.runner(tmp_path, "s.yaml"):
+            pass
+    finally:
+        other.kill()
+        other.wait()
+    assert json.loads((tmp_path / lock.LOCK).read_text())["pid"] == other.pid  # left as it was
+
+
+def test_a_lock_of_a_runner_that_is_gone_is_taken_over(tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    _holder(tmp_path, gone.pid)
+    with lock.runner(tmp_path, "s.yaml"):
+        assert json.loads((tmp_path / lock.LOCK).read_text())["pid"] == os.getpid()
+    assert not (tmp_path / lock.LOCK).exists()  # released
+
+
+def test_a_lock_held_on_another_host_is_reported_with_the_fix(tmp_path):
+    _holder(tmp_path, 1, host="node-17")
+    with pytest.raises(NeobenchError, match=r"on node-17.*delete"), lock.runner(tmp_path, "s"):
+        pass
+
+
+@pytest.mark.slow
+def test_two_runners_at_once_run_each_job_once(tmp_path, mirror):
+    data = yaml.safe_load((REPO / "studies" / "tiny.yaml").read_text())
+    data["models"] = data["models"][:1]  # MiniLM evaluated as it is: an eval and the table
+    data |= {"finetune": "none", "output": str(tmp_path / "out"), "baseline": None}
+    data["eval"] |= {"tasks": ["BIOSSES"], "shards": 1}
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump({k: v for k, v in data.items() if v is not None}))
+    env = {**os.environ, "NEOBENCH_DATA_DIR": str(mirror)}
+    command = [sys.executable, "-m", "neobench", "study", "run", str(study)]
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    held = tmp_path / "out" / lock.LOCK
+    for _ in range(600):
+        if held.exists() or first.poll() is not None:
+            break
+        time.sleep(0.1)
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    _, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err
+    assert second.returncode != 0 and "being run by another" in second.stderr
+    assert f"pid {first.pid}" in second.stderr
+    cards = list((tmp_path / "out" / "results").rglob("neobench/run-*.yaml"))
+    assert len(cards) == 1  # the eval ran once
+    assert not held.exists()
