@@ -159,12 +159,12 @@ CPU_JOBS = {kind: {"gpus": 0, "cpus": 1, "mem": "1G", "time": "0:20:00"} for kin
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, mirror) -> SimpleNamespace:
-    """studies/tiny.yaml as shipped (the packaged MiniLM and the tiny config model) with a
-    slurm section (which the local launcher ignores), run once locally."""
+    """studies/tiny.yaml as shipped (the packaged MiniLM and the tiny config model, CPU jobs in
+    its slurm section, which the local launcher ignores), run once locally."""
     folder = tmp_path_factory.mktemp("tiny-study")
     data = yaml.safe_load((STUDIES / "tiny.yaml").read_text())
     changes = {"data_dir": str(mirror)}
-    path = write_study(folder / "study", **changes, slurm=CPU_JOBS)
+    path = write_study(folder / "study", **changes)
     out = folder / "out"
     code = main(["study", "run", str(path), "--output", str(out)])
     return SimpleNamespace(path=path, out=out, code=code, data=data, changes=changes)

@@ -28,7 +28,7 @@ from neobench.core.card_io import now
 from neobench.core.errors import NeobenchError, RunFailed
 from neobench.encoder.cache import CACHE_ENV, CACHE_FILE, READ_ENV
 from neobench.study import store
-from neobench.study.launchers import progress
+from neobench.study.launchers import progress, slurm_fit
 from neobench.study.models import build
 from neobench.study.plan import Job, Plan
 from neobench.study.spec import Resources, Slurm, parse_minutes
@@ -138,6 +138,7 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list
     import submitit
 
     check_partition(plan.study.slurm)
+    slurm_fit.check(plan, _slurm_command)  # what each job asks for, against what sinfo offers
     for model in plan.models:
         build(model)  # on the shared file system, before any job needs it
     report = on_job or (lambda job, what: None)
