@@ -55,3 +55,21 @@ def test_a_gpu_study_on_a_cpu_cluster_is_refused_before_submitting(
     assert "slurm.finetune.gpus: 1 GPU(s) per job (the default" in err
     assert "slurm.eval.gpus" in err and "set gpus: 0" in err
     assert not (out / "slurm").exists() and not (out / "jobs").exists()  # nothing submitted
+
+
+@pytest.mark.slurm
+def test_an_sbatch_refusal_is_one_message_naming_the_jobs(
+    slurm_cluster, monkeypatch, tmp_path, capsys
+):
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    data = yaml.safe_load((REPO / "studies" / "tiny.yaml").read_text())
+    data["slurm"]["constraint"] = "no-such-feature"  # only sbatch knows the node features
+    (tmp_path / "tiny-bert.json").write_text((REPO / "studies" / "tiny-bert.json").read_text())
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump(data))
+    out = str(tmp_path / "out")
+    code = main(["study", "run", str(study), "--output", out, "--launcher", "slurm"])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err
+    assert "finetune/MiniLM-seed0: Slurm refused the submission" in err
+    assert "feature" in err.lower()  # sbatch's own reason, relayed

@@ -152,14 +152,32 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list
         executor = submitit.SlurmExecutor(folder=plan.study.output / "slurm" / "%j")
         executor.update_parameters(**_parameters(plan, jobs[0], ids))
         # One array for several jobs of a kind with the same dependencies (a model's shards).
-        with executor.batch() if len(jobs) > 1 else contextlib.nullcontext():
-            handles = [executor.submit(_command(plan, job, finished)) for job in jobs]
+        handles = _submitted(plan, executor, jobs, finished, submitted)
         for job, handle in zip(jobs, handles, strict=True):
             ids[job.key] = str(handle.job_id)
             _record(plan, job, str(handle.job_id))
             report(job, f"submitted as Slurm job {handle.job_id}")
             submitted.append(job)
     return submitted
+
+
+def _submitted(
+    plan: Plan, executor: Any, jobs: list[Job], finished: list[Path], before: list[Job]
+) -> list[Any]:
+    """The jobs of one group submitted (one array for several); sbatch's refusal or submitit's
+    failure is one message naming the jobs, the cause and what was already submitted."""
+    try:
+        # One array for several jobs of a kind with the same dependencies (a model's shards).
+        with executor.batch() if len(jobs) > 1 else contextlib.nullcontext():
+            return [executor.submit(_command(plan, job, finished)) for job in jobs]
+    except Exception as error:  # submitit's FailedJobError, sbatch's stderr, an OSError
+        cause = " ".join(str(error).split())[:600] or type(error).__name__
+        done = f"; already submitted: {', '.join(j.key for j in before)}" if before else ""
+        raise NeobenchError(
+            f"{', '.join(j.key for j in jobs)}: Slurm refused the submission ({cause}){done}. "
+            "Fix the study's slurm section (or the cluster), then run again: submitted jobs "
+            "are not submitted twice."
+        ) from None
 
 
 def _held(plan: Plan, job: Job, listed: dict[str, str], ids: dict[str, str]) -> bool:
