@@ -110,6 +110,32 @@ start() {
     die "the node did not become idle within 30 s; logs in $DIR/log"
 }
 
+# Job steps and job tasks of this cluster still alive after slurmd is gone (a killed slurmd
+# leaves its slurmstepd processes and their tasks behind, the tasks soon re-parented to init):
+# found by SLURM_CONF=<this cluster's> in their environment, with SLURM_JOB_ID for the tasks.
+ours() {
+    local pid env
+    for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+        [ "$pid" = "$$" ] && continue
+        env="$( { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null )" || continue
+        grep -qx "SLURM_CONF=$DIR/slurm.conf" <<<"$env" || continue
+        if grep -q '^SLURM_JOB_ID=' <<<"$env" ||
+            [ "$( { cat "/proc/$pid/comm"; } 2>/dev/null )" = slurmstepd ]; then
+            echo "$pid"
+        fi
+    done
+}
+
+stop_steps() {
+    local pids
+    pids="$(ours)"
+    [ -z "$pids" ] && return 0
+    kill -TERM $pids 2>/dev/null || true
+    sleep 1
+    pids="$(ours)"
+    [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+}
+
 stop() {
     local name pid
     for name in slurmd slurmctld munged; do
@@ -122,6 +148,7 @@ stop() {
         fi
         rm -f "$DIR/run/$name.pid"
     done
+    stop_steps
 }
 
 case "${1:-}" in

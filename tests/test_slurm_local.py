@@ -2,7 +2,9 @@
 localhost, driven through submitit as `neobench study run --launcher slurm` will drive it."""
 
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -48,3 +50,45 @@ def test_the_cluster_is_local_and_stops_by_pid(tmp_path):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # each daemon it started is gone
     assert not list((folder / "run").glob("*.pid"))
+
+
+def _live_processes_of(conf: str) -> list[int]:
+    """Processes (not zombies) whose environment names this cluster's SLURM_CONF."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as env, open(f"/proc/{entry}/stat") as st:
+                named = f"SLURM_CONF={conf}".encode() in env.read().split(b"\0")
+                zombie = st.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if named and not zombie:
+            found.append(int(entry))
+    return found
+
+
+def test_stop_ends_the_job_steps_a_killed_slurmd_left(tmp_path):
+    """slurmd killed with SIGKILL mid-job leaves its slurmstepd and the job's tasks running;
+    `stop` ends them too (found by this cluster's SLURM_CONF in their environment)."""
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "slurm-local.sh")
+    folder = tmp_path / "cluster"
+    done = subprocess.run([script, "start", str(folder)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    conf = str(folder / "slurm.conf")
+    env = {**os.environ, "SLURM_CONF": conf}
+    try:
+        job = ["sbatch", "--wrap", "sleep 300", "-c", "1", "--mem", "100M"]
+        job += ["-o", str(tmp_path / "job.out")]
+        subprocess.run(job, env=env, check=True, capture_output=True)
+        for _ in range(100):  # until the job's step runs
+            if _live_processes_of(conf):
+                break
+            time.sleep(0.1)
+        assert _live_processes_of(conf), "the job never started"
+        os.kill(int((folder / "run" / "slurmd.pid").read_text()), signal.SIGKILL)
+    finally:
+        subprocess.run([script, "stop", str(folder)], check=True)
+    time.sleep(0.5)
+    assert _live_processes_of(conf) == []
