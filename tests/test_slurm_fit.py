@@ -38,6 +38,15 @@ def test_every_misfit_is_named_with_its_key():
     assert "A CPU study: set gpus: 0." in found[0]
 
 
+def test_a_time_limit_too_short_to_work_is_refused():
+    # submitit's pre-limit signal (90 s) would fire at once: every job would fail within seconds
+    offer = slurm_fit.Offer("cpu", True, gpus=0, cpus=2, mem_mb=4000, minutes=None)
+    short, enough = Resources(0, 1, "1G", "0:01:00"), Resources(0, 1, "1G", "0:05:00")
+    [found] = slurm_fit._misfits("slurm.finetune", short, offer, given=True)
+    assert found.startswith("slurm.finetune.time: 0:01:00 leaves no time") and "0:05:00" in found
+    assert slurm_fit._misfits("slurm.eval", enough, offer, given=True) == []
+
+
 @pytest.mark.slurm
 def test_a_gpu_study_on_a_cpu_cluster_is_refused_before_submitting(
     slurm_cluster, monkeypatch, tmp_path, capsys

@@ -16,7 +16,10 @@ from neobench.core.errors import NeobenchError
 from neobench.study.plan import Plan
 from neobench.study.spec import Resources, Slurm, parse_minutes
 
-FORMAT = "%P|%G|%c|%m|%l"  # partition (* = default) | GRES | CPUs | memory (MB) | time limit
+FORMAT = "%P|%G|%c|%m|%l"
+# submitit signals a job 90 s before its time limit (to checkpoint and requeue it), and a job's
+# start-up (Python, torch, the model) takes about a minute: a shorter limit never gets to work.
+MIN_MINUTES = 5  # partition (* = default) | GRES | CPUs | memory (MB) | time limit
 _GPU = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
 
 
@@ -55,9 +58,9 @@ def check(plan: Plan, sinfo: Callable[[list[str]], str]) -> None:
     settings = plan.study.slurm or Slurm()
     listed = offers(sinfo)
     name = settings.partition or next((o.name for o in listed.values() if o.default), None)
-    if name is None or name not in listed:
-        return  # no partition to check against: check_partition or sbatch says so
-    offer, problems = listed[name], []
+    # No partition to check against: check_partition or sbatch says so; the time floor holds.
+    offer = listed.get(name) if name else None
+    problems: list[str] = []
     for kind in sorted({job.kind for job in plan.pending}):
         res = getattr(settings, kind, Resources())
         problems += _misfits(f"slurm.{kind}", res, offer, given=plan.study.slurm is not None)
@@ -65,10 +68,12 @@ def check(plan: Plan, sinfo: Callable[[list[str]], str]) -> None:
         raise NeobenchError(problems)
 
 
-def _misfits(key: str, res: Resources, offer: Offer, *, given: bool) -> list[str]:
+def _misfits(key: str, res: Resources, offer: Offer | None, *, given: bool) -> list[str]:
+    out = _too_short(key, res)
+    if offer is None:
+        return out
     where = f"partition {offer.name}"
     default = "" if given else " (the default: the study has no slurm section)"
-    out = []
     if res.gpus > offer.gpus:
         out.append(
             f"{key}.gpus: {res.gpus} GPU(s) per job{default}, but {where} has "
@@ -81,6 +86,16 @@ def _misfits(key: str, res: Resources, offer: Offer, *, given: bool) -> list[str
     if offer.minutes is not None and parse_minutes(res.time) > offer.minutes:
         out.append(f"{key}.time: {res.time}, but {where} allows {offer.minutes} minutes.")
     return out
+
+
+def _too_short(key: str, res: Resources) -> list[str]:
+    if parse_minutes(res.time) >= MIN_MINUTES:
+        return []
+    return [
+        f"{key}.time: {res.time} leaves no time to work: submitit signals a job 90 s before "
+        f"its limit, and start-up takes about a minute. Give at least {MIN_MINUTES} minutes "
+        f"(e.g. 0:{MIN_MINUTES:02d}:00)."
+    ]
 
 
 def _gpus(gres: str) -> int:
