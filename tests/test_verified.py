@@ -4,10 +4,12 @@ On a copy of the golden runs (conftest.golden_runs: real MiniLM and tiny-BERT re
 one task's units file of one row is altered (its predictions reordered or rescored, as an edit or a
 mix-up would) or cut short (as a half-written file would be), for an STS, a Classification and a
 Summarization task: `table --ci` shows that cell without an interval and a note naming the file,
-`compare` refuses with the same message, and no number is computed from the damaged file. The
-check is type-agnostic (the main score recomputed from the units, report/verified.py), so these
-three kinds stand for the others. Values that make a number meaningless (a handful of
-resamples, a negative seed) are refused before anything is read.
+`compare` refuses with the same message, and no number is computed from the damaged file. Two
+checks, each tested: the sha256 the run card recorded when eval wrote the file, and (for a card
+without one) the main score recomputed from the units against the stored result. Both are
+type-agnostic (report/verified.py), so these three kinds stand for the others. Values that make
+a number meaningless (a handful of resamples, a negative seed) are refused before anything is
+read.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import shutil
 
 import numpy as np
 import pytest
+import yaml
 from conftest import GOLDEN_BASELINE
 
 from neobench.cli.main import main
@@ -48,18 +51,30 @@ def copied(golden_runs, tmp_path):
     return root
 
 
-def _units_file(root, task):
+def _units_file(root, task, digest=True):
+    """The row's units file of ``task``; ``digest=False`` first removes the sha256 its run card
+    recorded (a card written before cards recorded one)."""
     [folder] = [f for f in layout.run_folders(root) if "golden__MiniLM-ft" in str(f)]
+    if not digest:
+        for card in layout.card_paths(folder):
+            data = yaml.safe_load(card.read_text())
+            for entry in data["tasks"].values():
+                entry.pop("units_sha256", None)
+            card.write_text(yaml.safe_dump(data, sort_keys=False))
     return layout.units_path(folder, task)
 
 
+WHY = {True: "changed since `neobench eval` wrote it", False: "stored result"}
+
+
+@pytest.mark.parametrize("digest", [True, False], ids=["digest", "recomputed"])
 @pytest.mark.parametrize(
     ("task", "kind"),
     [("STS16", "STS"), ("AmazonCounterfactualClassification", "Classification"),
      ("SummEval", "Summarization")],
 )  # fmt: skip
-def test_altered_units_give_no_interval_and_no_test(copied, task, kind, capsys):
-    path = _units_file(copied, task)
+def test_altered_units_give_no_interval_and_no_test(copied, task, kind, digest, capsys):
+    path = _units_file(copied, task, digest)
     before = units.main_score(units.read(path))
     data = json.loads(path.read_text())
     _alter(data, kind)
@@ -74,24 +89,26 @@ def test_altered_units_give_no_interval_and_no_test(copied, task, kind, capsys):
     assert "Avg." not in row.ci  # Avg. averages the task: no interval either
     other = next(r for r in table.rows if r.label.startswith("golden/tiny-bert-b"))
     assert task in other.ci  # the other rows keep theirs
-    assert any(str(path) in note and "stored result" in note for note in table.notes)
+    assert any(str(path) in note and WHY[digest] in note for note in table.notes)
 
     code = main(["compare", "--results", str(copied), "--baseline", GOLDEN_BASELINE])
-    err = capsys.readouterr().err
-    assert code != 0 and str(path.name) in err and "stored result" in err and "Traceback" not in err
+    err = " ".join(capsys.readouterr().err.split())  # rich wraps long lines
+    assert code != 0 and path.name in err and WHY[digest] in err and "Traceback" not in err
 
 
-def test_truncated_units_file_is_named(copied, capsys):
-    path = _units_file(copied, "BIOSSES")
+@pytest.mark.parametrize("digest", [True, False], ids=["digest", "parsed"])
+def test_truncated_units_file_is_named(copied, digest, capsys):
+    path = _units_file(copied, "BIOSSES", digest)
+    why = WHY[True] if digest else "not complete JSON"
     text = path.read_text()
     path.write_text(text[: len(text) // 2])
     table = leaderboard([copied], DEFAULT_BENCHMARK, per_task=True, ci=True)
     row = next(r for r in table.rows if r.label.startswith(ROW))
     assert "BIOSSES" not in row.ci
-    assert any(str(path) in note and "not complete JSON" in note for note in table.notes)
+    assert any(str(path) in note and why in note for note in table.notes)
     code = main(["compare", "--results", str(copied), "--baseline", GOLDEN_BASELINE])
-    err = capsys.readouterr().err
-    assert code != 0 and "not complete JSON" in err and "Traceback" not in err
+    err = " ".join(capsys.readouterr().err.split())
+    assert code != 0 and why in err and "Traceback" not in err
 
 
 def test_intact_units_are_used(golden_runs):

@@ -11,6 +11,7 @@ mteb's own layout (its ResultCache reads it); every reader of a results root goe
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 RESULTS = "results"
@@ -50,6 +51,15 @@ def all_card_paths(root: Path) -> list[Path]:
     base = Path(root) / RESULTS
     standard = base.glob(f"*/*/{CARDS}/run-*.yaml")
     return [*standard, *base.glob(f"*/*/{EXPERIMENTS}/*/{CARDS}/run-*.yaml")]
+
+
+def digest(path: Path) -> str:
+    """The first 16 hex digits of a file's sha256 (what run cards record of a units file)."""
+    hashed = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            hashed.update(block)
+    return hashed.hexdigest()[:16]
 
 
 def has_units(folder: Path) -> bool:

@@ -119,6 +119,9 @@ def _read_cards(run: Run, problems: list[str]) -> None:
             seen.setdefault(key, set()).add(UNKNOWN if value is None else str(value))
         model = card.model
         tunes.add((model.finetune_seed, model.base_model, model.base_revision, model.recipe_sha256))
+        for task, entry in card.tasks.items():  # cards in time order: the newest write wins
+            if isinstance(entry, dict) and entry.get("units_sha256"):
+                run.units_digests[task] = (str(entry["units_sha256"]), path.name)
     merged = Conditions()
     for key in FIELDS:
         values = sorted(seen.get(key, set()))

@@ -44,6 +44,8 @@ class Run:
     # base model's, similar tasks); None = not declared, i.e. unknown (protocol/overlap.py).
     training_datasets: frozenset[str] | None = None
     finetune: Finetune | None = None
+    # task -> (sha256[:16] of its units file, the card that recorded it when it wrote the file)
+    units_digests: dict[str, tuple[str, str]] = field(default_factory=dict)
     # Seed replicates: one run per seed, in seed order (empty for a single run); the tasks only
     # some seeds hold, left out of ``scores``: task -> the seeds that hold it.
     members: list[Run] = field(default_factory=list)

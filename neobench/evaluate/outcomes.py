@@ -17,6 +17,8 @@ class TaskOutcome:
     error: str | None = None
     units: bool = False  # predictions/<Task>.units.json is beside the result (now or from before)
     units_bytes: int | None = None  # its size
+    # sha256 of the units file this run wrote (16 hex): a file changed since is named on read
+    units_sha256: str | None = None
     disk_full: bool = False  # the results disk filled up: the run stops after this task
 
     def card_entry(self) -> dict[str, Any]:

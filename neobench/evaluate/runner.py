@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from neobench.core import layout
 from neobench.core.cards import EvalCard, EvalInstructions
 from neobench.core.errors import RunFailed, disk_full
 from neobench.core.reader import units_path
@@ -203,6 +204,8 @@ def _run_task(task: AbsTask, run: _Run, reporter: Reporter) -> TaskOutcome:
     try:
         size = evaluate_staged(task, run.encoder, run.results, run.batch_size, run.predictions)
         outcome.units, outcome.units_bytes = size is not None, size
+        written = units_path(path.parent, name) if size is not None else None
+        outcome.units_sha256 = layout.digest(written) if written else None
         # Report what mteb stored (rounded to 6 decimals), so a re-run reports the same number.
         outcome.main_score = float(TaskResult.from_disk(path).get_score())
     except KeyboardInterrupt:

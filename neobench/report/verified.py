@@ -1,6 +1,7 @@
 """Per-item units read back for an interval or a test, and checked first.
 
-A units file is trusted only when it gives back the score stored beside it: its main score,
+A units file is trusted only when it is the file `neobench eval` wrote (the sha256 its run card
+records, where one does) and gives back the score stored beside it: its main score,
 recomputed from the units, must equal the task's result (to TOLERANCE). A file edited, mixed up
 with another run's, or half written by another tool fails that check, and so does one that
 cannot be parsed; such a task gets no interval and no test, and the message names the file and
@@ -29,6 +30,13 @@ def read(run: Run, task: str) -> tuple[TaskUnits | None, str | None]:
     path = layout.units_path(run.folder, task)
     if not path.is_file():
         return None, None
+    recorded = run.units_digests.get(task)
+    if recorded is not None and layout.digest(path) != recorded[0]:
+        return None, (
+            f"{path}: the units file changed since `neobench eval` wrote it (its sha256 is not "
+            f"the {recorded[0]} its run card {recorded[1]} records), so the task has no "
+            f"interval or test; {FIX}."
+        )
     try:
         found = units_mod.read(path)
         score = units_mod.main_score(found)
