@@ -228,7 +228,10 @@ def test_a_seed_folder_in_the_way_stops_every_seed_before_any_work(tmp_path, cap
 def test_resume_skips_complete_seeds_resumes_started_ones_and_starts_the_rest(tmp_path):
     record.write_finetune_card(tmp_path / "out-seed0" / record.FINETUNE_CARD,
                                record.FinetuneCard(status="complete"))  # fmt: skip
-    (tmp_path / "out-seed1" / "checkpoints" / "checkpoint-3").mkdir(parents=True)
+    checkpoint = tmp_path / "out-seed1" / "checkpoints" / "checkpoint-3"
+    checkpoint.mkdir(parents=True)  # a whole one: the trainer's state (written last), weights
+    (checkpoint / "trainer_state.json").write_text("{}")
+    (checkpoint / "model.safetensors").write_bytes(b"")
     record.write_finetune_card(tmp_path / "out-seed1" / record.FINETUNE_CARD,
                                record.FinetuneCard(status="interrupted"))  # fmt: skip
     cfg = FinetuneConfig(model="m", output=str(tmp_path / "out"), seeds=["0", "1", "2"])

@@ -28,6 +28,7 @@ LOCK = "neobench_runner.lock"
 @contextlib.contextmanager
 def runner(output: Path, file: str) -> Iterator[None]:
     """Hold the study's lock for the block; refused (NeobenchError) while another runs it."""
+    created = not output.exists()
     output.mkdir(parents=True, exist_ok=True)
     path = output / LOCK
     mine = {"host": socket.gethostname(), "pid": os.getpid(), "started": now()}
@@ -38,6 +39,9 @@ def runner(output: Path, file: str) -> Iterator[None]:
         with contextlib.suppress(OSError, ValueError):
             if json.loads(path.read_text()) == mine:
                 path.unlink()
+        if created:  # a run refused before any work leaves no folder behind
+            with contextlib.suppress(OSError):
+                output.rmdir()  # only when empty
 
 
 def _acquire(path: Path, mine: dict, file: str) -> None:
