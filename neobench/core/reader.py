@@ -9,8 +9,9 @@ import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from neobench.core import cards as record
 from neobench.core import layout
@@ -24,8 +25,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+# Reads what a run's model trained on from its model_meta.json (protocol/overlap.read_training).
+Training = Callable[[Path, str], frozenset[str] | None]
+
+
 def load_runs(
-    root: Path, tasks: list[AbsTask], training: Any = None
+    root: Path, tasks: list[AbsTask], training: Training | None = None
 ) -> tuple[list[Run], list[str]]:
     """Runs under ``root`` with their benchmark-task scores, and the problems met on the way.
     ``training(meta_path, model)`` reads what a run's model trained on (protocol/overlap.py)."""
@@ -62,7 +67,7 @@ def load_runs(
 
 
 def load_roots(
-    roots: list[str | Path], tasks: list[AbsTask], training: Any = None
+    roots: list[str | Path], tasks: list[AbsTask], training: Training | None = None
 ) -> tuple[list[Run], list[str]]:
     """The runs of several results roots together (``table --results A --results B``), and every
     problem met in any of them, in the order the roots were given."""

@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from neobench.core.conditions import Conditions
 from neobench.core.errors import NeobenchError
 from neobench.core.replicates import seed_sd
 from neobench.core.runs import Run, find, find_one
@@ -160,7 +159,7 @@ def _check_conditions(labelled: dict[str, Run], base: str, others: list[str]) ->
     problems = []
     for label in others:
         mine, theirs = labelled[label].conditions, labelled[base].conditions
-        for key, (a, b) in Conditions(mine).differences(Conditions(theirs)).items():
+        for key, (a, b) in mine.differences(theirs).items():
             problems.append(f"{label} vs {base}: {key} {a} vs {b}")
     if problems:
         raise NeobenchError(

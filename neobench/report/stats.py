@@ -202,8 +202,9 @@ def test(
         b = column_draws(other, shared, column, settings)
         if a is None or b is None:
             return None
-        delta = float(np.mean([other.scores[n] - base.scores[n] for n in shared]))
-        return _test(0.0, delta, a, b, settings.alpha)
+        base_point = float(np.mean([base.scores[n] for n in shared]))
+        point = float(np.mean([other.scores[n] for n in shared]))
+        return _test(base_point, point, a, b, settings.alpha)
     found = [task_test(base, other, n, settings) for n in shared]
     if any(f is None for f in found):
         return None
