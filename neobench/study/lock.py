@@ -45,7 +45,7 @@ def runner(output: Path, file: str) -> Iterator[None]:
 
 
 def _acquire(path: Path, mine: dict, file: str) -> None:
-    for _ in range(2):  # a stale lock is moved aside once, then taken like a free one
+    for _ in range(2):  # a stale lock is removed once, then taken like a free one
         try:
             handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
@@ -53,9 +53,7 @@ def _acquire(path: Path, mine: dict, file: str) -> None:
             if holder is not None and not _stale(holder):
                 raise NeobenchError(_held_message(path, holder, file)) from None
             logger.warning("%s: taking over the lock of a runner that is gone (%s)", path, holder)
-            with contextlib.suppress(FileNotFoundError):
-                path.rename(path.with_name(f"{path.name}.stale-{os.getpid()}"))
-                path.with_name(f"{path.name}.stale-{os.getpid()}").unlink()
+            path.unlink(missing_ok=True)
             continue
         with os.fdopen(handle, "w") as out:
             out.write(json.dumps(mine))
