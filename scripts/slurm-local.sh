@@ -52,7 +52,7 @@ SlurmdPort=$(free_port)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$DIR/munge/munge.socket
+AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=10
 CredType=cred/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none

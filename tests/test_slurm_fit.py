@@ -9,7 +9,7 @@ from conftest import REPO
 
 from neobench.cli.main import main
 from neobench.study.launchers import slurm_fit
-from neobench.study.spec import Resources
+from neobench.study.spec import Resources, Slurm
 
 
 def fake_sinfo(text: str):
@@ -38,13 +38,17 @@ def test_every_misfit_is_named_with_its_key():
     assert "A CPU study: set gpus: 0." in found[0]
 
 
-def test_a_time_limit_too_short_to_work_is_refused():
-    # submitit's pre-limit signal (90 s) would fire at once: every job would fail within seconds
-    offer = slurm_fit.Offer("cpu", True, gpus=0, cpus=2, mem_mb=4000, minutes=None)
-    short, enough = Resources(0, 1, "1G", "0:01:00"), Resources(0, 1, "1G", "0:05:00")
-    [found] = slurm_fit._misfits("slurm.finetune", short, offer, given=True)
-    assert found.startswith("slurm.finetune.time: 0:01:00 leaves no time") and "0:05:00" in found
-    assert slurm_fit._misfits("slurm.eval", enough, offer, given=True) == []
+def test_a_time_limit_too_short_to_work_is_refused_with_the_figures():
+    # Slurm's pre-limit notice (90 s by default) would fire at once: every window lost
+    short, enough = Resources(0, 1, "1G", "0:02:00"), Resources(0, 1, "1G", "0:03:00")
+    [found] = slurm_fit._too_short("slurm.finetune", short, Slurm())
+    assert found.startswith("slurm.finetune.time: 0:02:00 leaves 0 s of work in each window")
+    assert "90 s before its limit (slurm.signal_s)" in found and "about 60 s" in found
+    assert "at least 3 minutes (e.g. 0:03:00)" in found
+    assert slurm_fit._too_short("slurm.eval", enough, Slurm()) == []
+    # Jobs that start fast and are told late: a one-minute window is enough
+    quick = Slurm(signal_s=20, startup_s=10)
+    assert slurm_fit._too_short("slurm.finetune", Resources(0, 1, "1G", "0:01:00"), quick) == []
 
 
 @pytest.mark.slurm

@@ -128,23 +128,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (Slurm's notice before SIGKILL at a time limit or scancel, `kill`): raised where
-    the process is, so the same clean-up as Ctrl-C runs (cards marked interrupted, staging
-    folders removed) instead of Python dying without running any `finally`."""
+    """SIGTERM (scancel, preemption, `kill`; Slurm's notice before SIGKILL) or SIGUSR2 (Slurm's
+    notice before a time limit, as submitit asks for it): raised where the process is, so the
+    same clean-up as Ctrl-C runs (cards marked interrupted, staging folders removed) instead of
+    Python dying without running any `finally`. A fine-tune stops at a step end instead, with a
+    whole checkpoint (neobench/train/stop.py)."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__()
+        self.signum = signum
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated
+def _on_signal(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+# The signals that end a run cleanly (SIGUSR2 does not exist on Windows).
+ENDING = tuple(s for s in (signal.SIGTERM, getattr(signal, "SIGUSR2", None)) if s is not None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous is signal.SIG_DFL:  # an embedding application's own handler is left alone
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = {signum: signal.getsignal(signum) for signum in ENDING}
+    for signum, handler in previous.items():
+        if handler is signal.SIG_DFL:  # an embedding application's own handler is left alone
+            signal.signal(signum, _on_signal)
     try:
         return _run(argv)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _run(argv: list[str] | None) -> int:
@@ -164,9 +176,14 @@ def _run(argv: list[str] | None) -> int:
         say(f"[bold red]error:[/] {escape(os_error_message(error))}")
         return 1
     except KeyboardInterrupt as stop:
-        how = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
-        say(f"{how}: finished tasks are saved; re-run the same command to resume.")
-        return 143 if isinstance(stop, Terminated) else 130
+        if isinstance(stop, Terminated):
+            say(
+                f"terminated ({signal.Signals(stop.signum).name}): finished tasks are saved; "
+                "re-run the same command to resume."
+            )
+            return 128 + stop.signum
+        say("interrupted: finished tasks are saved; re-run the same command to resume.")
+        return 130
 
 
 if __name__ == "__main__":

@@ -30,9 +30,12 @@ def cmd_study_status(cfg: commands.StudyStatusCommand) -> int:
     from neobench.study.plan import build_plan
 
     plan = build_plan(cfg.file, cfg.output)
-    print_listing(report.status_listing(plan, store.queues(plan)))
+    listed = store.queues(plan)
+    print_listing(report.status_listing(plan, listed))
     for line in report.summary(plan):
         say(line, markup=False)
+    for line in report.failures(plan, listed):
+        say(f"failed: {line}", markup=False)
     return 0
 
 

@@ -50,6 +50,20 @@ def summary(plan: Plan) -> list[str]:
     return lines + plan.notes
 
 
+def failures(plan: Plan, listed: store.Queues | None = None) -> list[str]:
+    """One line per failed job: how it ended and why, as its launcher knows it."""
+    from neobench.study import launchers
+
+    lines = []
+    for job in plan.jobs:
+        rec = store.read_record(plan, job)
+        if rec is None or rec.launcher not in launchers.LAUNCHERS:
+            continue
+        if store.state(plan, job, listed) == "failed":
+            lines.append(f"{job.key}: {launchers.launcher(rec.launcher).why(plan, job, rec)}")
+    return lines
+
+
 def status_listing(plan: Plan, listed: store.Queues | None = None) -> Listing:
     """Per model and seed, each stage: done / running / queued / failed / pending, with its log
     and, for a job a scheduler holds (Slurm), its id there."""

@@ -87,6 +87,12 @@ class Slurm:
     table: Resources = field(default_factory=lambda: Resources(0, 2, "8G", "0:30:00"))
     sbatch: list[str] = field(default_factory=list)  # extra #SBATCH lines, e.g. --exclusive
     setup: list[str] = field(default_factory=list)  # shell lines run before each job
+    # Slurm tells a job SIGUSR2 this long before its time limit: a fine-tune saves a checkpoint,
+    # the job requeues itself (neobench/study/launchers/slurm_job.py). submitit's default.
+    signal_s: int = 90
+    # How long a job takes to start working (Python, torch, the model, the data): with
+    # signal_s, the shortest useful time limit (neobench/study/launchers/slurm_fit.py).
+    startup_s: int = 60
 
 
 @dataclass(frozen=True)
@@ -296,6 +302,10 @@ def _slurm(value: Any, problems: list[str]) -> Slurm:
         if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
             problems.append(f"slurm.{key}: a list of lines (strings).")
             known[key] = []
+    for key in ("signal_s", "startup_s"):
+        if key in known and (not _is_int(known[key]) or known[key] < 1):
+            problems.append(f"slurm.{key}: {known[key]!r}: a whole number of seconds >= 1.")
+            known.pop(key)
     return Slurm(**known)
 
 

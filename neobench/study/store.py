@@ -29,6 +29,8 @@ class JobRecord:
     host: str | None = None
     pid: int | None = None
     launcher_job_id: str | None = None  # the id the launcher's scheduler gave it (Slurm's)
+    ended_as: str | None = None  # how its scheduler ended it (Slurm: TIMEOUT, CANCELLED, ...)
+    why: str | None = None  # the line of its logs that says why it ended without its output
 
 
 # Records written before launcher_job_id named the Slurm job id so.

@@ -80,8 +80,8 @@ def finetune(
     loaded = _load_model(cfg, inputs.recipe.values, device)
 
     # 4. Run card, before any work.
-    if not cfg.resume and is_main_process():
-        run_folder.clear_failed_start(output)
+    if is_main_process() and (not cfg.resume or run_folder.last_checkpoint(output) is None):
+        run_folder.clear_failed_start(output)  # nothing to resume from: step 0 again
     card = start_card(cfg, inputs, loaded, built, data_dir, device)
     if is_main_process():
         record.write_finetune_card(output / CARD, card)
@@ -122,13 +122,18 @@ def _load_model(cfg: FinetuneConfig, values: RecipeValues, device: str) -> Loade
 
 
 def _train(trainer: Any, output: Path, card: FinetuneCard, resume: bool) -> None:
+    from neobench.train.stop import GracefulStop
     from neobench.train.telemetry import NonFiniteLoss
 
     if resume and is_main_process():
         for path in run_folder.set_aside_partial(output):
             logger.warning("%s: set aside, the run resumes from the last whole checkpoint", path)
+    stop = GracefulStop()  # SIGTERM / SIGUSR2: a whole checkpoint at the step end, then stop
+    trainer.add_callback(stop.callback())
     try:
-        trainer.train(resume_from_checkpoint=run_folder.last_checkpoint(output) if resume else None)
+        with stop:
+            start = run_folder.last_checkpoint(output) if resume else None
+            trainer.train(resume_from_checkpoint=start)
     except NonFiniteLoss as error:
         last = run_folder.last_checkpoint(output)
         end_card(output, card, f"stopped: non-finite loss at step {error.step}")
@@ -150,6 +155,22 @@ def _train(trainer: Any, output: Path, card: FinetuneCard, resume: bool) -> None
                 f"({run_folder.last_checkpoint(output) or 'none yet: run again without --resume'})."
             ) from None
         raise
+    if stop.signum is not None and trainer.state.global_step < trainer.state.max_steps:
+        _stopped(output, card, stop.signum, trainer.state)
+
+
+def _stopped(output: Path, card: FinetuneCard, signum: int, state: Any) -> None:
+    from neobench.train.stop import Stopped, name
+
+    step, last = state.global_step, run_folder.last_checkpoint(output)
+    end_card(output, card, f"interrupted: {name(signum)} at step {step}")
+    raise Stopped(
+        f"stopped by {name(signum)} at step {step} of {state.max_steps}; the last whole "
+        f"checkpoint is {last or 'none'}. Run the same command with --resume to continue from "
+        "it (a Slurm job of a study does so by itself when requeued).",
+        signum,
+        step,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

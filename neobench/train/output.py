@@ -27,15 +27,13 @@ def output_problems(output: Path, resume: bool) -> list[str]:
     if problems:
         return problems
     if resume:
-        if last_checkpoint(output) is None:
+        # An unfinished run with no whole checkpoint yet (stopped during start-up or its first
+        # window) starts again from step 0: what a requeued job asks for with --resume.
+        if last_checkpoint(output) is None and not unfinished_without_checkpoint(output):
             return [
                 f"--resume: {output} holds no checkpoint to resume from (expected "
-                f"{output / CHECKPOINTS}/checkpoint-N/). Run again without --resume."
-                + (
-                    " (It holds an unfinished run that can be started again.)"
-                    if unfinished_without_checkpoint(output)
-                    else ""
-                )
+                f"{output / CHECKPOINTS}/checkpoint-N/) and no unfinished run. Run again "
+                "without --resume."
             ]
         return []
     if output.exists() and any(output.iterdir()):

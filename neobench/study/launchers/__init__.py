@@ -9,6 +9,8 @@ exposing the same few names:
     queue()                         its scheduler's queue, its job id -> state ({} when none)
     job_state(rec, listed)          running | queued | failed for a job recorded as launched
                                     and not done, ``listed`` being queue() read once
+    why(plan, job, rec)             for a failed job: how it ended and the log line that says
+                                    why (Slurm: TIMEOUT, CANCELLED, NODE_FAIL, ... and its line)
     TITLE, CANCEL                   what it is called in a message, how its jobs are stopped
 
 Adding a launcher: one module in this package, one line in LAUNCHERS (its --launcher choice and

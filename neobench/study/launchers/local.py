@@ -48,6 +48,18 @@ def job_state(rec: JobRecord, listed: dict[str, str]) -> str:
     return rec.state
 
 
+def why(plan: Plan, job: Job, rec: JobRecord) -> str:
+    """How a local job ended without its output: its exit code (or its process gone) and the
+    last error line of its log."""
+    how = "its process is gone" if rec.returncode is None else f"exit code {rec.returncode}"
+    try:
+        lines = job.log.read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    said = next((line.strip() for line in reversed(lines) if line.startswith("error:")), None)
+    return f"{how}: {said}" if said else how
+
+
 def _alive(rec: JobRecord) -> bool:
     if rec.launcher != NAME or rec.host != socket.gethostname() or rec.pid is None:
         return True  # cannot be checked from here

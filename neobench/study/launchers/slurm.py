@@ -28,7 +28,8 @@ from neobench.core.card_io import now
 from neobench.core.errors import NeobenchError, RunFailed
 from neobench.encoder.cache import CACHE_ENV, CACHE_FILE, READ_ENV
 from neobench.study import store
-from neobench.study.launchers import progress, slurm_fit
+from neobench.study.launchers import progress, slurm_end, slurm_fit
+from neobench.study.launchers.slurm_job import JobCommand
 from neobench.study.models import build
 from neobench.study.plan import Job, Plan
 from neobench.study.spec import Resources, Slurm, parse_minutes
@@ -133,6 +134,11 @@ def slurm_state(rec: store.JobRecord, listed: dict[str, str]) -> str | None:
     return "running" if found in {"RUNNING", "COMPLETING"} else "queued"
 
 
+def why(plan: Plan, job: Job, rec: store.JobRecord) -> str:
+    """How Slurm ended a job that has no output, and the line that says why (slurm_end)."""
+    return slurm_end.why(plan, job, rec, _slurm_command)
+
+
 def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list[Job]:
     """Submit every pending job that Slurm does not already hold; the jobs submitted."""
     import submitit
@@ -198,6 +204,8 @@ def _parameters(plan: Plan, job: Job, ids: dict[str, str]) -> dict[str, Any]:
     params: dict[str, Any] = {
         "job_name": f"{plan.study.name}-{job.kind}",
         "time": parse_minutes(res.time),
+        # SIGUSR2 this long before the limit: the job checkpoints and requeues (slurm_job.py)
+        "signal_delay_s": settings.signal_s,
         "cpus_per_task": res.cpus,
         "mem": res.mem,
         "setup": list(settings.setup),
@@ -239,13 +247,12 @@ def finished_caches(plan: Plan, listed: dict[str, str]) -> list[Path]:
     return caches
 
 
-def _command(plan: Plan, job: Job, finished: list[Path]) -> Any:
+def _command(plan: Plan, job: Job, finished: list[Path]) -> JobCommand:
     """The job's `neobench` command, its output in the job's log. A fine-tune with several GPUs
     runs under torchrun (one process per GPU). Each job writes an embedding cache of its own:
     SQLite's write-ahead log needs one host, and jobs on several nodes share this folder. It
-    reads the ``finished`` jobs' caches on a miss, read-only."""
-    import submitit
-
+    reads the ``finished`` jobs' caches on a miss, read-only. Near its time limit the job
+    checkpoints and requeues itself (JobCommand)."""
     job.log.parent.mkdir(parents=True, exist_ok=True)
     python = [sys.executable, "-m"]
     gpus = job.resources.gpus if job.resources else 0
@@ -264,7 +271,8 @@ def _command(plan: Plan, job: Job, finished: list[Path]) -> Any:
     script += f'echo "# $(date -u +%FT%TZ) Slurm job $SLURM_JOB_ID" >> {log}; '
     script += f'exec {command} "$@" >> {log} 2>&1'
     # bash -c SCRIPT NAME: the name is $0, so "$@" starts empty.
-    return submitit.helpers.CommandFunction(["bash", "-c", script, "neobench-job"], cwd=Path.cwd())
+    argv = ["bash", "-c", script, "neobench-job"]
+    return JobCommand(argv, str(Path.cwd()), job.key, job.kind, str(job.output))
 
 
 def _record(plan: Plan, job: Job, slurm_id: str) -> None:

@@ -16,10 +16,9 @@ from neobench.core.errors import NeobenchError
 from neobench.study.plan import Plan
 from neobench.study.spec import Resources, Slurm, parse_minutes
 
-FORMAT = "%P|%G|%c|%m|%l"
-# submitit signals a job 90 s before its time limit (to checkpoint and requeue it), and a job's
-# start-up (Python, torch, the model) takes about a minute: a shorter limit never gets to work.
-MIN_MINUTES = 5  # partition (* = default) | GRES | CPUs | memory (MB) | time limit
+FORMAT = "%P|%G|%c|%m|%l"  # partition (* = default) | GRES | CPUs | memory (MB) | time limit
+# The least work a window must hold beyond start-up: a few steps and one checkpoint's write.
+WORK_S = 30
 _GPU = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
 
 
@@ -63,13 +62,14 @@ def check(plan: Plan, sinfo: Callable[[list[str]], str]) -> None:
     problems: list[str] = []
     for kind in sorted({job.kind for job in plan.pending}):
         res = getattr(settings, kind, Resources())
-        problems += _misfits(f"slurm.{kind}", res, offer, given=plan.study.slurm is not None)
+        key, given = f"slurm.{kind}", plan.study.slurm is not None
+        problems += _too_short(key, res, settings) + _misfits(key, res, offer, given=given)
     if problems:
         raise NeobenchError(problems)
 
 
 def _misfits(key: str, res: Resources, offer: Offer | None, *, given: bool) -> list[str]:
-    out = _too_short(key, res)
+    out: list[str] = []
     if offer is None:
         return out
     where = f"partition {offer.name}"
@@ -88,13 +88,20 @@ def _misfits(key: str, res: Resources, offer: Offer | None, *, given: bool) -> l
     return out
 
 
-def _too_short(key: str, res: Resources) -> list[str]:
-    if parse_minutes(res.time) >= MIN_MINUTES:
+def _too_short(key: str, res: Resources, settings: Slurm) -> list[str]:
+    """A time limit whose window cannot start the job and reach a checkpoint: every window
+    would be lost, and the job requeued or failed without moving."""
+    limit_s = parse_minutes(res.time) * 60
+    work_s = limit_s - settings.signal_s - settings.startup_s
+    if work_s >= WORK_S:
         return []
+    least = -(-(settings.signal_s + settings.startup_s + WORK_S) // 60)  # whole minutes, up
     return [
-        f"{key}.time: {res.time} leaves no time to work: submitit signals a job 90 s before "
-        f"its limit, and start-up takes about a minute. Give at least {MIN_MINUTES} minutes "
-        f"(e.g. 0:{MIN_MINUTES:02d}:00)."
+        f"{key}.time: {res.time} leaves {max(work_s, 0)} s of work in each window: Slurm tells "
+        f"the job {settings.signal_s} s before its limit (slurm.signal_s) and start-up takes "
+        f"about {settings.startup_s} s (slurm.startup_s); a checkpoint needs {WORK_S} s more. "
+        f"Give at least {least} minutes (e.g. {least // 60}:{least % 60:02d}:00), or lower "
+        "slurm.signal_s / slurm.startup_s if your jobs start faster."
     ]
 
 

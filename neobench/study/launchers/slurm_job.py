@@ -1,0 +1,102 @@
+"""What runs inside one Slurm job: the job's `neobench` command, and its requeue at a time limit.
+
+submitit starts this callable on the node (it is pickled at submission, so it is a plain class at
+module level). Slurm tells the job SIGUSR2 a while before its time limit (``slurm.signal_s``,
+submitit's ``--signal``). The command itself gets it too: a fine-tune saves a whole checkpoint
+at the end of its step and exits 140 (neobench/train/stop.py); an eval stops between tasks'
+writes, its finished tasks kept. Then, if the window moved the job forward (a newer checkpoint,
+more result files), the job requeues itself with `scontrol requeue`: the next window continues
+where this one stopped (`--resume` for a fine-tune that has a checkpoint). A window that moved
+nothing is not requeued: the job fails with the reason, instead of starting again for ever.
+
+SIGTERM (scancel, preemption, a requeue by hand) is not turned into a requeue here: scancel means
+stop, and a preempted or requeued job is put back in the queue by Slurm itself. The command saves
+what it can on SIGTERM in any case.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+# SIGUSR2: what submitit asks Slurm to send before the time limit.
+NOTICE = signal.SIGUSR2
+POLL_S = 0.5
+
+
+class JobFailed(RuntimeError):
+    """The job's command failed (its log says why); submitit records it and Slurm marks the job
+    FAILED, so the jobs that wait for it `afterok` are not started."""
+
+
+@dataclass
+class JobCommand:
+    """One study job as submitit's callable: ``argv`` run in ``cwd``; ``kind`` and ``output``
+    say how progress is read (a fine-tune's last whole checkpoint, an eval's result files)."""
+
+    argv: list[str]
+    cwd: str
+    key: str
+    kind: str
+    output: str
+    told: list[int] = field(default_factory=list)
+
+    def __call__(self) -> None:
+        before = progress(self.kind, Path(self.output))
+        child = subprocess.Popen(self.argv, cwd=self.cwd)
+        previous = signal.signal(NOTICE, lambda signum, frame: self._notice(child, signum, frame))
+        try:
+            # poll(), not wait(): a handler that runs inside wait() could not reap the child
+            while child.poll() is None:
+                time.sleep(POLL_S)
+        finally:
+            signal.signal(NOTICE, previous)
+        code = child.returncode
+        if code == 0:
+            return
+        if self.told or code == 128 + NOTICE:
+            after = progress(self.kind, Path(self.output))
+            if after > before:
+                _requeue(self.key, before, after)
+            raise JobFailed(
+                f"{self.key}: the time limit came before the job made any progress (no new "
+                f"checkpoint or result in this window: {before} before, {after} after). Raise "
+                f"slurm.{self.kind}.time in the study (or lower checkpoint_every), then run again."
+            )
+        raise JobFailed(f"{self.key}: its command exited with code {code}; its log says why.")
+
+    def _notice(self, child: subprocess.Popen, signum: int, frame: FrameType | None) -> None:
+        """The time limit is near: pass the notice on (Slurm may already have sent it to the
+        command too; once is enough for it, twice does no harm)."""
+        self.told.append(signum)
+        print(f"neobench: {signal.Signals(signum).name}: the time limit is near", flush=True)
+        if child.poll() is None:
+            child.send_signal(signum)
+
+
+def progress(kind: str, output: Path) -> int:
+    """How far a job has got, as one number that only grows: a fine-tune's last whole
+    checkpoint step (its model saved: above any step), an eval's result files."""
+    if kind == "finetune":
+        from neobench.train.output import last_checkpoint
+
+        if (output / "model.safetensors").is_file():
+            return sys.maxsize
+        last = last_checkpoint(output)
+        return int(last.rsplit("-", 1)[-1]) if last else 0
+    return sum(1 for _ in output.rglob("*.json")) if output.is_dir() else 0
+
+
+def _requeue(key: str, before: int, after: int) -> None:
+    """Put this job back in the queue (same id, same dependants) and end this window."""
+    job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    job_id = f"{job}_{os.environ['SLURM_ARRAY_TASK_ID']}" if job else os.environ["SLURM_JOB_ID"]
+    print(f"neobench: {key}: progress {before} -> {after} in this window; requeued", flush=True)
+    subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=60)
+    sys.exit(-1)  # as submitit's own requeue does: Slurm ends this run of the job

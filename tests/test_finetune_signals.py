@@ -1,0 +1,118 @@
+"""A fine-tune killed or told to stop at many moments, each time continued with --resume, ends with
+the same losses as a run that was never interrupted.
+
+Each stop is a real signal to a real `neobench finetune` process, sent when the run reaches a
+moment seen from outside (a line of its loss curve, a checkpoint folder being written). SIGTERM
+(and SIGUSR2, Slurm's notice before a time limit) make it save a whole checkpoint at the step end
+and exit 143 / 140; SIGKILL gives it no chance, and --resume goes back to the last whole one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_finetune import FINETUNE_DATA
+
+CURVE = "neobench_loss_curve.jsonl"
+STEPS = 14
+RECIPE = [
+    "manifest=sample-local",
+    "max_seq_length=64",
+    f"max_steps={STEPS}",
+    "batch_size=8",
+    "checkpoint_every=2",
+    "keep_checkpoints=true",
+]
+
+
+def _argv(model: Path, output: Path, resume: bool) -> list[str]:
+    argv = [sys.executable, "-m", "neobench", "finetune", "--model", str(model)]
+    argv += ["--output", str(output), "--data-dir", str(FINETUNE_DATA), "--device", "cpu"]
+    return argv + (["--resume"] if resume else []) + RECIPE
+
+
+def _steps(output: Path) -> int:
+    try:
+        return len((output / CURVE).read_text().splitlines())
+    except OSError:
+        return 0
+
+
+def _checkpoint_being_written(output: Path) -> bool:
+    folder = output / "checkpoints"
+    # checkpoint-N.incomplete: one set aside by an earlier --resume, not being written
+    return folder.is_dir() and any(
+        not (c / "neobench_checkpoint.json").exists()
+        for c in folder.glob("checkpoint-*")
+        if c.name.rsplit("-", 1)[-1].isdigit()
+    )
+
+
+# (signal, the moment it is sent) in the order of the runs; each later run is --resume.
+MOMENTS = [
+    (signal.SIGTERM, "start-up", lambda out, first: (out / "neobench_run_card.yaml").is_file()),
+    (signal.SIGKILL, "between checkpoints", lambda out, first: _steps(out) >= first + 1),
+    (signal.SIGTERM, "mid-window", lambda out, first: _steps(out) >= first + 1),
+    (signal.SIGKILL, "checkpoint write", lambda out, first: _checkpoint_being_written(out)),
+    (signal.SIGUSR2, "before the time limit", lambda out, first: _steps(out) >= first + 1),
+    (signal.SIGTERM, "checkpoint write", lambda out, first: _checkpoint_being_written(out)),
+]
+
+
+def _run_until(argv: list[str], output: Path, signum: int, moment) -> tuple[int, str]:
+    first = _steps(output)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 240
+    while child.poll() is None and time.monotonic() < deadline:
+        if moment(output, first):
+            child.send_signal(signum)
+            break
+        time.sleep(0.002)
+    out, _ = child.communicate(timeout=240)
+    return child.returncode, out.decode()
+
+
+@pytest.mark.slow
+def test_signals_at_many_moments_then_resume_give_the_uninterrupted_losses(tmp_path, minilm):
+    full = tmp_path / "full"
+    done = subprocess.run(_argv(minilm, full, False), capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cut = tmp_path / "cut"
+    seen = []
+    for signum, what, moment in MOMENTS:
+        # As a requeued Slurm job does: --resume once a checkpoint exists (before, a plain run
+        # starts again in the folder of the unfinished one).
+        resume = any((cut / "checkpoints").glob("checkpoint-*"))
+        code, said = _run_until(_argv(minilm, cut, resume), cut, signum, moment)
+        seen.append((signal.Signals(signum).name, what, code))
+        if code == 0:
+            break  # the run ended before the moment came: nothing left to interrupt
+        assert "Traceback" not in said, said
+        if signum == signal.SIGKILL:
+            assert code == -signal.SIGKILL
+        elif what == "start-up":  # before training: the ordinary clean exit
+            assert code == 128 + signum, said
+        else:  # during training: a whole checkpoint at the step end, then exit 128 + signal
+            assert code == 128 + signum, said
+            assert "stopped by" in said and "--resume" in said, said
+            card = (cut / "neobench_run_card.yaml").read_text()
+            assert f"interrupted: {signal.Signals(signum).name} at step" in card
+            whole = cut / "checkpoints" / f"checkpoint-{_steps(cut)}" / "neobench_checkpoint.json"
+            assert whole.is_file(), seen
+    assert len(seen) >= 5, seen  # most moments were reached before the run ended
+    if seen[-1][2] != 0:
+        final = subprocess.run(_argv(minilm, cut, True), capture_output=True, text=True)
+        assert final.returncode == 0, final.stdout + final.stderr
+    losses = [json.loads(line)["loss"] for line in (cut / CURVE).read_text().splitlines()]
+    expected = [json.loads(line)["loss"] for line in (full / CURVE).read_text().splitlines()]
+    assert len(losses) == STEPS
+    assert losses == pytest.approx(expected, rel=1e-5), seen
