@@ -245,9 +245,14 @@ def test_tiny_study_on_slurm(capsys, tiny, slurm_cluster, monkeypatch, tmp_path)
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     out = tmp_path / "out"
     code, text = run(capsys, "study", "run", tiny.path, "--output", out, "--launcher", "slurm",
-                     "--wait")  # fmt: skip
+                     "--wait", "--canary")  # fmt: skip
     assert code == 0, text
+    # The canary first (a short fine-tune and the smallest task per model), the study after it.
+    assert "canary: 4 short job(s) first" in text and "canary: passed in" in text
+    assert "canary/finetune/tiny-bert-seed0: submitted as Slurm job" in text
+    assert text.index("canary: passed in") < text.index(" finetune/MiniLM-seed0: submitted")
     assert "7 job(s) submitted" in text and "every job ended" in text
+    assert list((out / "canary").glob("results/*/*/*.json"))  # its results kept apart
     cards = [*out.glob("finetune/*/neobench_run_card.yaml"), *out.glob("results/*/*/neobench/*")]
     assert len(cards) == 2 + 2 * 2  # two fine-tunes, two eval shards per model
     for card in cards:
@@ -274,8 +279,48 @@ def test_tiny_study_on_slurm(capsys, tiny, slurm_cluster, monkeypatch, tmp_path)
     squeue_empty(slurm_cluster.env)
     code, text = run(capsys, "study", "status", tiny.path, "--output", out)
     assert f"eval {shard.shard[0]}/2 failed" in text and "table failed" in text
+    # How each ended, in Slurm's word, with the line that says why
+    assert f"failed: {shard.key}: CANCELLED" in text, text
     # What the next run submits again: the cancelled pieces, nothing else.
     assert [j.key for j in build_plan(tiny.path, str(out)).pending] == [shard.key, "table"]
+
+
+def test_the_canary_is_sent_first_for_a_large_slurm_study_only(tmp_path):
+    from neobench.study import canary
+
+    plan = build_plan(STUDIES / "table4-base.yaml", output=str(tmp_path / "out"))
+    assert canary.wanted(plan, "slurm", asked=False, refused=False)  # 1,050 GPU-hours
+    assert not canary.wanted(plan, "slurm", asked=False, refused=True)
+    assert not canary.wanted(plan, "local", asked=False, refused=False)
+    jobs = canary.canary_plan(plan, "BIOSSES").jobs
+    assert [j.kind for j in jobs] == ["finetune", "eval"] * 5  # one of each per backbone
+    tune, ev = jobs[0], jobs[1]
+    assert tune.resources == plan.jobs[0].resources  # the real jobs' resources and flags
+    assert "max_steps=2" in tune.argv and "--resume" not in tune.argv
+    assert ev.after == [tune.key] and ev.argv[ev.argv.index("--model") + 1] == str(tune.output)
+    assert ev.argv[ev.argv.index("--tasks") + 1] == "BIOSSES" and "--shard" not in ev.argv
+    assert str(tmp_path / "out" / "canary") in ev.argv  # its results apart from the study's
+
+
+def test_a_failing_canary_stops_the_study_before_any_job(capsys, mirror, tmp_path, tiny_bert):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_bert, broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    models = [{"model": str(broken), "name": "broken"}]
+    ev = {"benchmark": "MTEB(eng, v1)", "tasks": ["BIOSSES"], "shards": 1}
+    path = write_study(tmp_path / "study", data_dir=str(mirror), models=models, eval=ev,
+                       baseline=None)  # fmt: skip
+    out = tmp_path / "out"
+    code, text = run(capsys, "study", "run", path, "--output", out, "--canary")
+    assert code != 0
+    assert "the canary failed (finetune/broken-seed0" not in text  # keys are the canary's
+    assert "the canary failed (canary/finetune/broken-seed0:" in text
+    assert "nothing of the study was submitted" in text
+    assert not (out / "finetune").exists() and not (out / "results").exists()
+    assert all(p.name.startswith("canary-") for p in (out / "jobs").iterdir())
 
 
 def test_no_partition_and_no_default_one_is_refused_before_submitting(

@@ -77,3 +77,33 @@ def test_two_runners_at_once_run_each_job_once(tmp_path, mirror):
     cards = list((tmp_path / "out" / "results").rglob("neobench/run-*.yaml"))
     assert len(cards) == 1  # the eval ran once
     assert not held.exists()
+
+
+def test_a_job_whose_process_is_gone_is_failed_with_why_and_its_card_says_so(
+    tmp_path, golden_runs, mirror
+):
+    """SIGKILL leaves a fine-tune's card `running`: once its launcher knows the job ended, status
+    says failed and why, and the card says interrupted (no reader takes it for a live run)."""
+    from test_study import write_study
+
+    from neobench.study import report, store
+    from neobench.study.plan import build_plan
+
+    path = write_study(tmp_path / "study", data_dir=str(mirror))
+    plan = build_plan(path, str(tmp_path / "out"))
+    job = next(j for j in plan.jobs if j.kind == "finetune")
+    card = yaml.safe_load((golden_runs / "models/minilm-ft/neobench_run_card.yaml").read_text())
+    card["status"] = "running"
+    job.output.mkdir(parents=True)
+    (job.output / "neobench_run_card.yaml").write_text(yaml.safe_dump(card))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    job.log.parent.mkdir(parents=True)
+    job.log.write_text("# started\nstep 1/4  loss 0.5\n")
+    rec = store.JobRecord(job.key, "running", str(job.log), host=socket.gethostname())
+    rec.pid = gone.pid
+    store.write_record(plan, job, rec)
+    assert store.state(plan, job) == "failed"
+    assert report.failures(plan) == [f"{job.key}: its process is gone"]
+    after = yaml.safe_load((job.output / "neobench_run_card.yaml").read_text())
+    assert after["status"] == "interrupted: its process is gone"

@@ -18,6 +18,7 @@ from neobench.protocol.config import (
 )
 from neobench.report.render.table import FORMATS, RICH
 from neobench.study.launchers import LAUNCHERS, launcher_help
+from neobench.study.spec import CANARY_GPU_HOURS
 
 TABLE_FORMATS = (RICH, *FORMATS)
 
@@ -139,6 +140,13 @@ class StudyRunCommand:
     output: str | None = opt(None, "output root (default: the study file's output)")
     dry_run: bool = opt(False, "print the plan (jobs, resources, dependencies, done) and stop")
     wait: bool = opt(False, "slurm: block until every job has ended; exit 1 if one failed")
+    canary: bool = opt(
+        False,
+        "first one short job per model and kind (a few fine-tune steps, the smallest task), "
+        "like the real ones; the study only when it passes (default on Slurm above "
+        f"{CANARY_GPU_HOURS:g} GPU-hours)",
+    )
+    no_canary: bool = opt(False, "never send the canary first")
 
 
 @dataclass(kw_only=True)

@@ -9,7 +9,8 @@ from neobench.cli.report import cmd_table
 
 def cmd_study_run(cfg: commands.StudyRunCommand) -> int:
     """run a study's pending jobs (or --dry-run: print its plan)"""
-    from neobench.study import launchers, lock, report, store
+    from neobench.core.errors import NeobenchError
+    from neobench.study import canary, launchers, lock, report, store
     from neobench.study.plan import build_plan
 
     launcher = launchers.launcher(cfg.launcher)
@@ -18,8 +19,12 @@ def cmd_study_run(cfg: commands.StudyRunCommand) -> int:
         print_listing(report.plan_listing(plan, store.queues(plan)))
     for line in report.summary(plan):
         say(line, markup=False)
+    if cfg.canary and cfg.no_canary:
+        raise NeobenchError("--canary and --no-canary: choose one.")
     if not cfg.dry_run:
         with lock.runner(plan.study.output, cfg.file):  # one runner per study output
+            if plan.pending and canary.wanted(plan, cfg.launcher, cfg.canary, cfg.no_canary):
+                canary.run(plan, cfg.launcher, say)
             launcher.run(plan, say, file=cfg.file, wait=cfg.wait)
     return 0
 

@@ -76,6 +76,11 @@ class Resources:
         return f"{self.gpus} GPU, {self.cpus} CPU, {self.mem}, {self.time}"
 
 
+# Above this many GPU-hours still to run, a Slurm study sends its canary first (study/canary.py)
+# unless told not to.
+CANARY_GPU_HOURS = 20.0
+
+
 @dataclass(frozen=True)
 class Slurm:
     partition: str | None = None

@@ -10,7 +10,9 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from neobench.core.card_io import write_text_atomic
+from neobench.core import cards
+from neobench.core.card_io import now, write_text_atomic
+from neobench.core.errors import NeobenchError
 from neobench.study import launchers
 from neobench.study.plan import Job, Plan
 
@@ -83,3 +85,19 @@ def state(plan: Plan, job: Job, listed: Queues | None = None) -> str:
         return rec.state  # a launcher unknown here: its record cannot be checked
     module = launchers.launcher(rec.launcher)
     return module.job_state(rec, (listed or {}).get(rec.launcher, {}))
+
+
+def close_card(job: Job, how: str) -> None:
+    """A fine-tune whose job has ended (its launcher says so) and whose run card still says
+    running (its process was killed: SIGKILL, out of memory, a node lost) says interrupted and
+    how, so no reader takes it for a live run."""
+    path = job.output / cards.FINETUNE_CARD
+    if job.kind != "finetune" or not path.is_file():
+        return
+    try:
+        card = cards.read_finetune_card(path)
+        if card.status == "running":
+            card.status, card.finished = f"interrupted: {how}", now()
+            cards.write_finetune_card(path, card)
+    except (NeobenchError, OSError):
+        return  # a card that cannot be read or written is reported by the commands that need it

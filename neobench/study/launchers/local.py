@@ -57,7 +57,9 @@ def why(plan: Plan, job: Job, rec: JobRecord) -> str:
     except OSError:
         lines = []
     said = next((line.strip() for line in reversed(lines) if line.startswith("error:")), None)
-    return f"{how}: {said}" if said else how
+    text = f"{how}: {said}" if said else how
+    store.close_card(job, text)
+    return text
 
 
 def _alive(rec: JobRecord) -> bool:

@@ -135,8 +135,11 @@ def slurm_state(rec: store.JobRecord, listed: dict[str, str]) -> str | None:
 
 
 def why(plan: Plan, job: Job, rec: store.JobRecord) -> str:
-    """How Slurm ended a job that has no output, and the line that says why (slurm_end)."""
-    return slurm_end.why(plan, job, rec, _slurm_command)
+    """How Slurm ended a job that has no output, and the line that says why (slurm_end); a
+    fine-tune card it left marked running says interrupted."""
+    said = slurm_end.why(plan, job, rec, _slurm_command)
+    store.close_card(job, f"Slurm job {rec.launcher_job_id}: {said}")
+    return said
 
 
 def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list[Job]:
