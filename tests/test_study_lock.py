@@ -25,10 +25,29 @@ def _holder(tmp_path, pid, host=None):
     (tmp_path / lock.LOCK).write_text(json.dumps(body))
 
 
+# A process that holds the lock file of FOLDER as a runner does (an OS lock), naming HOST.
+HOLD = """
+import fcntl, json, os, sys, time
+path = os.path.join(sys.argv[1], "neobench_runner.lock")
+handle = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+fcntl.flock(handle, fcntl.LOCK_EX)
+os.write(handle, json.dumps({"host": sys.argv[2], "pid": os.getpid(), "started": "t"}).encode())
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def _held_by(tmp_path, host):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    other = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), host],
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert other.stdout.readline().strip() == "held"
+    return other
+
+
 def test_a_live_runner_keeps_the_study(tmp_path):
-    other = subprocess.Popen(["sleep", "30"])
+    other = _held_by(tmp_path, socket.gethostname())
     try:
-        _holder(tmp_path, other.pid)
         refused = pytest.raises(NeobenchError, match=f"pid {other.pid} here")
         with refused, lock.runner(tmp_path, "s.yaml"):
             pass
@@ -36,6 +55,9 @@ def test_a_live_runner_keeps_the_study(tmp_path):
         other.kill()
         other.wait()
     assert json.loads((tmp_path / lock.LOCK).read_text())["pid"] == other.pid  # left as it was
+    # Its process killed (SIGKILL: no clean-up ran), the lock ends with it: taken over.
+    with lock.runner(tmp_path, "s.yaml"):
+        assert json.loads((tmp_path / lock.LOCK).read_text())["pid"] == os.getpid()
 
 
 def test_a_lock_of_a_runner_that_is_gone_is_taken_over(tmp_path):
@@ -47,10 +69,42 @@ def test_a_lock_of_a_runner_that_is_gone_is_taken_over(tmp_path):
     assert not (tmp_path / lock.LOCK).exists()  # released
 
 
-def test_a_lock_held_on_another_host_is_reported_with_the_fix(tmp_path):
-    _holder(tmp_path, 1, host="node-17")
-    with pytest.raises(NeobenchError, match=r"on node-17.*delete"), lock.runner(tmp_path, "s"):
-        pass
+def test_a_lock_held_on_another_host_is_reported(tmp_path):
+    other = _held_by(tmp_path, "node-17")
+    try:
+        with pytest.raises(NeobenchError, match=r"on node-17"), lock.runner(tmp_path, "s"):
+            pass
+    finally:
+        other.kill()
+        other.wait()
+
+
+# Many runners started at one moment on the lock a killed runner left: each says whether it got it.
+RACE = """
+import sys, time
+from pathlib import Path
+from neobench.core.errors import NeobenchError
+from neobench.study import lock
+start = float(sys.argv[2])
+time.sleep(max(start - time.time(), 0))
+try:
+    with lock.runner(Path(sys.argv[1]), "s.yaml"):
+        print("got it", flush=True)
+        time.sleep(5)  # longer than any racer's lateness: none comes after it let go
+except NeobenchError:
+    print("refused", flush=True)
+"""
+
+
+def test_runners_racing_for_a_stale_lock_let_exactly_one_in(tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    _holder(tmp_path, gone.pid)
+    start = str(time.time() + 5)  # all of them past their imports by then
+    racers = [subprocess.Popen([sys.executable, "-c", RACE, str(tmp_path), start],
+                               stdout=subprocess.PIPE, text=True) for _ in range(6)]  # fmt: skip
+    said = sorted(r.communicate(timeout=120)[0].strip() for r in racers)
+    assert said == ["got it"] + ["refused"] * 5
 
 
 @pytest.mark.slow

@@ -1,15 +1,20 @@
-"""One runner per study output: `study run` holds a lock file in the output folder while it runs
-or submits jobs, so a second runner of the same study reports who runs it instead of running
+"""One runner per study output: `study run` holds a lock on a file in the output folder while it
+runs or submits jobs, so a second runner of the same study reports who runs it instead of running
 every job again beside it.
 
-The lock names its holder (host, pid, start time). A lock left by a process that no longer exists
-on this host (killed with SIGKILL, or its machine rebooted) is taken over, with a warning; one
-held on another host cannot be checked from here and is reported with how to clear it.
+The lock is the operating system's (`flock`, which Linux carries over NFS as a record lock): it
+ends with its process however that ends (SIGKILL included), so a runner that is gone never blocks
+the next one, and two runners that start at the same moment cannot both get it (no window between
+"is it stale?" and "take it"). The holder never opens the file a second time (closing any handle
+of a file drops a record lock). The file also names its holder (host, pid, start time), for the
+message a refused runner prints.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
 import logging
 import os
@@ -23,6 +28,7 @@ from neobench.core.errors import NeobenchError
 logger = logging.getLogger(__name__)
 
 LOCK = "neobench_runner.lock"
+_BUSY = (errno.EACCES, errno.EAGAIN)
 
 
 @contextlib.contextmanager
@@ -32,64 +38,81 @@ def runner(output: Path, file: str) -> Iterator[None]:
     output.mkdir(parents=True, exist_ok=True)
     path = output / LOCK
     mine = {"host": socket.gethostname(), "pid": os.getpid(), "started": now()}
-    _acquire(path, mine, file)
+    handle = _acquire(path, mine, file)
     try:
         yield
     finally:
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(path.read_text()) == mine:
-                path.unlink()
+        with contextlib.suppress(OSError):
+            path.unlink()  # still holding the lock: a runner waiting on this file retries
+        os.close(handle)  # releases the lock
         if created:  # a run refused before any work leaves no folder behind
             with contextlib.suppress(OSError):
                 output.rmdir()  # only when empty
 
 
-def _acquire(path: Path, mine: dict, file: str) -> None:
-    for _ in range(2):  # a stale lock is removed once, then taken like a free one
+def _acquire(path: Path, mine: dict, file: str) -> int:
+    """The open, locked lock file, its holder written in it."""
+    for _ in range(20):
+        handle = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
         try:
-            handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            holder = _holder(path)
-            if holder is not None and not _stale(holder):
-                raise NeobenchError(_held_message(path, holder, file)) from None
-            logger.warning("%s: taking over the lock of a runner that is gone (%s)", path, holder)
-            path.unlink(missing_ok=True)
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(handle)
+            if error.errno not in _BUSY:
+                raise NeobenchError(
+                    f"{path}: this file system cannot lock files ({error.strerror}), so two "
+                    "runners of one study could not be told apart. Give the study an --output "
+                    "on a local or NFS file system."
+                ) from None
+            raise NeobenchError(_held_message(path, _holder(path), file)) from None
+        # The holder may have unlinked the file between our open and our lock: then this lock
+        # is on a file nobody else will open; start again on the one at the path.
+        try:
+            same = os.fstat(handle).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            os.close(handle)
             continue
-        with os.fdopen(handle, "w") as out:
-            out.write(json.dumps(mine))
-        return
-    raise NeobenchError(f"{path}: another runner took the study's lock at the same moment.")
+        before = _read_holder(handle)  # through this handle: no second open of the locked file
+        if before is not None:
+            logger.warning("%s: taking over the lock of a runner that is gone (%s)", path, before)
+        os.ftruncate(handle, 0)
+        os.write(handle, json.dumps(mine).encode())
+        return handle
+    raise NeobenchError(f"{path}: the study's lock changed hands too often; run again.")
+
+
+def _read_holder(handle: int) -> dict | None:
+    text = os.pread(handle, 4096, 0).decode(errors="replace")
+    return _parse(text)
 
 
 def _holder(path: Path) -> dict | None:
-    """The lock's holder; None for an empty or unreadable lock (its writer died mid-write)."""
+    """The lock's holder; None for an empty or unreadable file (its holder is writing it)."""
     try:
-        found = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return _parse(path.read_text())
+    except OSError:
+        return None
+
+
+def _parse(text: str) -> dict | None:
+    try:
+        found = json.loads(text)
+    except ValueError:
         return None
     return found if isinstance(found, dict) and {"host", "pid"} <= found.keys() else None
 
 
-def _stale(holder: dict) -> bool:
-    """Held by a process of this host that no longer exists."""
-    if holder["host"] != socket.gethostname():
-        return False
-    try:
-        os.kill(int(holder["pid"]), 0)  # signal 0: an existence check
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def _held_message(path: Path, holder: dict, file: str) -> str:
-    where = "here" if holder["host"] == socket.gethostname() else f"on {holder['host']}"
-    text = (
-        f"this study is being run by another `neobench study run` (pid {holder['pid']} {where}, "
-        f"since {holder.get('started', '?')}): its jobs are not started twice. Follow it with "
-        f"`neobench study status {file}`, or run again once it has ended."
+def _held_message(path: Path, holder: dict | None, file: str) -> str:
+    if holder is None:
+        who = "another `neobench study run` (starting at this moment)"
+    else:
+        where = "here" if holder["host"] == socket.gethostname() else f"on {holder['host']}"
+        since = holder.get("started", "?")
+        who = f"another `neobench study run` (pid {holder['pid']} {where}, since {since})"
+    return (
+        f"this study is being run by {who}: its jobs are not started twice. Follow it with "
+        f"`neobench study status {file}`, or run again once it has ended (its lock, {path}, "
+        "ends with its process)."
     )
-    if where != "here":
-        text += f" If that process is gone, delete {path}."
-    return text
