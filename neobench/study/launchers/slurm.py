@@ -275,7 +275,7 @@ def _command(plan: Plan, job: Job, finished: list[Path]) -> JobCommand:
     script += f'exec {command} "$@" >> {log} 2>&1'
     # bash -c SCRIPT NAME: the name is $0, so "$@" starts empty.
     argv = ["bash", "-c", script, "neobench-job"]
-    return JobCommand(argv, str(Path.cwd()), job.key, job.kind, str(job.output))
+    return JobCommand(argv, str(Path.cwd()), job.key, job.kind, str(job.output), job.tasks)
 
 
 def _record(plan: Plan, job: Job, slurm_id: str) -> None:

@@ -45,10 +45,11 @@ class JobCommand:
     key: str
     kind: str
     output: str
+    tasks: list[str] = field(default_factory=list)  # an eval's tasks
     told: list[int] = field(default_factory=list)
 
     def __call__(self) -> None:
-        before = progress(self.kind, Path(self.output))
+        before = progress(self.kind, Path(self.output), self.tasks)
         child = subprocess.Popen(self.argv, cwd=self.cwd)
         previous = signal.signal(NOTICE, lambda signum, frame: self._notice(child, signum, frame))
         try:
@@ -61,7 +62,7 @@ class JobCommand:
         if code == 0:
             return
         if self.told or code == 128 + NOTICE:
-            after = progress(self.kind, Path(self.output))
+            after = progress(self.kind, Path(self.output), self.tasks)
             if after > before:
                 _requeue(self.key, before, after)
             raise JobFailed(
@@ -80,9 +81,10 @@ class JobCommand:
             child.send_signal(signum)
 
 
-def progress(kind: str, output: Path) -> int:
+def progress(kind: str, output: Path, tasks: list[str]) -> int:
     """How far a job has got, as one number that only grows: a fine-tune's last whole
-    checkpoint step (its model saved: above any step), an eval's result files."""
+    checkpoint step (its model saved: above any step), the result files of an eval's tasks
+    (other jobs write beside them: only these count)."""
     if kind == "finetune":
         from neobench.train.output import last_checkpoint
 
@@ -90,7 +92,10 @@ def progress(kind: str, output: Path) -> int:
             return sys.maxsize
         last = last_checkpoint(output)
         return int(last.rsplit("-", 1)[-1]) if last else 0
-    return sum(1 for _ in output.rglob("*.json")) if output.is_dir() else 0
+    results = output / "results"
+    if not results.is_dir():
+        return 0
+    return sum(1 for task in tasks for _ in results.rglob(f"{task}.json"))
 
 
 def _requeue(key: str, before: int, after: int) -> None:
