@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -116,3 +117,55 @@ def test_signals_at_many_moments_then_resume_give_the_uninterrupted_losses(tmp_p
     expected = [json.loads(line)["loss"] for line in (full / CURVE).read_text().splitlines()]
     assert len(losses) == STEPS
     assert losses == pytest.approx(expected, rel=1e-5), seen
+
+
+def _tree(pid: int) -> list[int]:
+    """A process and all its descendants: what Slurm signals (every process of the job)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    return [pid, *(child.pid for child in root.children(recursive=True))]
+
+
+@pytest.mark.slow
+def test_a_distributed_fine_tune_stops_on_slurms_notice_and_resumes_to_the_same_losses(
+    tmp_path, tiny_bert
+):
+    """Two processes under neobench's torchrun: SIGUSR2 to every process (as Slurm sends it)
+    stops both ranks at the same step with one whole checkpoint and exit 140, no traceback;
+    resumed, the run ends with the losses of an uninterrupted one-process run."""
+    recipe = [*RECIPE[:2], "max_steps=10", "batch_size=8", "checkpoint_every=100"]
+    base = ["finetune", "--model", str(tiny_bert), "--data-dir", str(FINETUNE_DATA),
+            "--device", "cpu", *recipe]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    one = subprocess.run([sys.executable, "-m", "neobench", *base, "--output", tmp_path / "one"],
+                         capture_output=True, text=True, env=env)  # fmt: skip
+    assert one.returncode == 0, one.stderr
+    two = tmp_path / "two"
+
+    def torchrun(*extra: str) -> list[str]:
+        with socket.socket() as probe:  # a free port
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        return [sys.executable, "-m", "neobench.train.torchrun", "--nproc_per_node", "2",
+                "--master_addr", "127.0.0.1", "--master_port", str(port), "-m", "neobench",
+                *base, "--output", str(two), *extra]  # fmt: skip
+
+    child = subprocess.Popen(torchrun(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             env=env)  # fmt: skip
+    while child.poll() is None and _steps(two) < 3:
+        time.sleep(0.01)
+    for pid in _tree(child.pid):
+        os.kill(pid, signal.SIGUSR2)
+    said = child.communicate(timeout=300)[0].decode()
+    assert child.returncode == 140, said
+    assert "Traceback" not in said and "torchrun: worker(s) exited with [140]" in said
+    [whole] = (two / "checkpoints").glob("checkpoint-*")
+    assert (whole / "neobench_checkpoint.json").is_file() and int(whole.name[11:]) < 10
+    done = subprocess.run(torchrun("--resume"), capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert _losses(two) == pytest.approx(_losses(tmp_path / "one"), rel=1e-4)
+
+
+def _losses(output: Path) -> list[float]:
+    return [json.loads(line)["loss"] for line in (output / CURVE).read_text().splitlines()]

@@ -260,7 +260,8 @@ def _command(plan: Plan, job: Job, finished: list[Path]) -> JobCommand:
     python = [sys.executable, "-m"]
     gpus = job.resources.gpus if job.resources else 0
     if job.kind == "finetune" and gpus > 1:
-        python += ["torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}", "-m"]
+        # torchrun that survives Slurm's notice and says one line on a stop (train/torchrun.py)
+        python += ["neobench.train.torchrun", "--standalone", f"--nproc_per_node={gpus}", "-m"]
     command = shlex.join([*python, "neobench", *job.argv])
     log = shlex.quote(str(job.log))
     cache = job_cache(plan, job)

@@ -1,0 +1,38 @@
+"""`python -m neobench.train.torchrun ...`: torchrun (same arguments), for a job a cluster signals.
+
+Slurm signals every process of a job: torchrun's agent as well as its workers. Stock torchrun
+dies of SIGUSR2 (Slurm's notice before a time limit) at once, and answers SIGTERM with a
+traceback of its own. Here the agent ignores SIGUSR2 (the workers, which got it too, save a whole
+checkpoint at the step end and exit 140: neobench/train/stop.py) and ends on a signal or a worker's
+exit with one line and the workers' exit code, so the job's wrapper can tell a stop that saved
+from a failure.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+
+def main() -> int:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import main as torchrun
+
+    if hasattr(signal, "SIGUSR2"):
+        # Ignored here and, inherited, in the workers until their fine-tune handles it.
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    try:
+        torchrun()
+    except SignalException as error:
+        print(f"torchrun: {signal.Signals(error.sigval).name}: workers stopped", file=sys.stderr)
+        return 128 + int(error.sigval)
+    except ChildFailedError as error:
+        codes = sorted({f.exitcode for f in error.failures.values()})
+        print(f"torchrun: worker(s) exited with {codes}; their log above says why", file=sys.stderr)
+        return next((c for c in codes if c > 0), 1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
