@@ -17,7 +17,7 @@ import sys
 from rich.logging import RichHandler
 from rich.markup import escape
 
-from neobench import __version__
+from neobench._version import __version__
 from neobench.bench.config import BenchEncodeCommand, BenchHostCommand
 from neobench.cli import commands, flags
 from neobench.cli.bench import cmd_bench, cmd_bench_host

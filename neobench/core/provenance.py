@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import neobench
+from neobench import _version
 
 PACKAGES = (
     "neobench",
@@ -41,7 +41,7 @@ def package_versions() -> dict[str, str | None]:
 
 def git_sha() -> str | None:
     """Commit of the neobench source (with '-dirty' when it has local changes), if in a checkout."""
-    root = Path(neobench.__file__).resolve().parent.parent
+    root = Path(_version.__file__).resolve().parent.parent
     if not (root / ".git").exists():
         return None
     try:
@@ -76,7 +76,7 @@ def device_info(device: str) -> dict[str, object]:
 
 def environment() -> dict[str, object]:
     env: dict[str, object] = {
-        "neobench_version": neobench.__version__,
+        "neobench_version": _version.__version__,
         "git_sha": git_sha(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),

@@ -39,6 +39,16 @@ class EvalSummary:
     def failed(self) -> list[TaskOutcome]:
         return [o for o in self.outcomes if o.status == "failed"]
 
+    def to_pandas(self) -> Any:
+        """One row per task: type, status (evaluated / cached / failed), main score (0-1, as
+        mteb stores it), seconds, error, whether units were saved."""
+        import pandas as pd
+
+        rows = [asdict(o) for o in self.outcomes]
+        for row in rows:
+            row.pop("disk_full", None)
+        return pd.DataFrame(rows)
+
 
 class Reporter:
     """Progress hooks; the library stays silent, the CLI renders these with rich."""

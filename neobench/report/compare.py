@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from neobench.core.errors import NeobenchError
 from neobench.core.replicates import seed_sd
@@ -75,6 +75,11 @@ class Comparison:
     notes: list[str]
     baseline_seeds: list[int] | None = None  # when the baseline is a row of seed replicates
 
+    def to_pandas(self) -> Any:
+        """A row per model and task (or column) compared with the baseline (report/frames.py)."""
+        from neobench.report.frames import comparison_frame
+
+        return comparison_frame(self)
 
 
 def compare(

@@ -132,6 +132,13 @@ class LeaderTable:
                 found.setdefault(task.metadata.type, []).append(task.metadata.name)
         return found | {AVG: [t.metadata.name for t in kept]}
 
+    def to_pandas(self) -> Any:
+        """The table as a DataFrame (report/frames.py): a row per table row, numbers as floats,
+        intervals, seed sd and marks in columns of their own."""
+        from neobench.report.frames import leader_frame
+
+        return leader_frame(self)
+
     def header(self) -> list[str]:
         extra = [ZERO_SHOT] if self.zero_shot else []
         if self.per_task:

@@ -55,6 +55,15 @@ class FinetuneSummary:
     final_loss: float | None
     datasets: dict[str, int]  # dataset key -> usable rows
 
+    def to_pandas(self) -> Any:
+        """The loss curve: one row per step (dataset drawn, loss, learning rate, grad norm,
+        tokens), from the run's neobench_loss_curve.jsonl."""
+        import pandas as pd
+
+        from neobench.train.telemetry import read_curve
+
+        return pd.DataFrame(read_curve(self.output / CURVE))
+
 
 def finetune(
     cfg: FinetuneConfig,

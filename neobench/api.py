@@ -1,0 +1,265 @@
+"""neobench from Python: the functions the CLI calls, with keyword arguments for its flags.
+
+    import neobench as nb
+
+    run = nb.evaluate("path/or/hub-id", tasks=["BIOSSES", "STS16"], results="runs")
+    board = nb.leaderboard("runs", ci=True, baseline="my-baseline")
+    print(board.to_pandas())
+
+Every function returns a typed object with ``to_pandas()``; every problem is a
+``neobench.NeobenchError`` (its ``problems`` list holds each message, as the CLI prints them);
+nothing here prints (progress goes to the ``logging`` module, logger ``neobench``). Keyword
+arguments are the command-line flags with underscores (``max_seq_length=256``); an unknown one is
+refused with the closest names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from neobench.core.errors import NeobenchError, did_you_mean
+from neobench.protocol import config
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from neobench.core.runs import Run
+    from neobench.evaluate.outcomes import EvalSummary
+    from neobench.report.compare import Comparison
+    from neobench.report.table import LeaderTable
+    from neobench.study.plan import Plan
+    from neobench.train.finetune import FinetuneSummary
+
+__all__ = [
+    "NeobenchError",
+    "Runs",
+    "Study",
+    "compare",
+    "evaluate",
+    "finetune",
+    "leaderboard",
+    "load_runs",
+    "load_study",
+]
+
+PathLike = str | Path
+
+
+def finetune(
+    model: str | Path,
+    output: PathLike,
+    *,
+    recipe: str = config.STANDARD_RECIPE,
+    overrides: Mapping[str, Any] | Sequence[str] | None = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    **options: Any,
+) -> FinetuneSummary | list[FinetuneSummary]:
+    """Fine-tune ``model`` with ``recipe`` into ``output``; `neobench finetune`'s flags as
+    keywords (``seed=1``, ``data_dir=...``, ``resume=True``). ``overrides`` change recipe
+    values (``{"max_steps": 40}``). With ``seeds=[0, 1, 2]`` one run per seed, a list back.
+    ``on_step`` gets each step's loss-curve entry."""
+    from neobench.train.finetune import finetune as run_finetune
+    from neobench.train.finetune import seed_configs
+
+    if isinstance(overrides, Mapping):
+        overrides = [f"{key}={_value(value)}" for key, value in overrides.items()]
+    if "seeds" in options and options["seeds"] is not None:
+        options["seeds"] = [str(s) for s in options["seeds"]]
+    cfg = _config(config.FinetuneConfig, "finetune", options, model=model, output=str(output),
+                  recipe=recipe, overrides=list(overrides or []))  # fmt: skip
+    if cfg.seeds is None:
+        return run_finetune(cfg, on_step=on_step)
+    return [run_finetune(each, on_step=on_step) for each in seed_configs(cfg)]
+
+
+def evaluate(model: str | Path, **options: Any) -> EvalSummary:
+    """Evaluate ``model`` (a folder or a hub id) on MTEB; `neobench eval`'s flags as keywords
+    (``tasks=[...]``, ``results="runs"``, ``model_name=...``, ``data_dir=...``). Failed tasks
+    are listed in the summary's ``failed``, as the CLI lists them."""
+    from neobench.evaluate.runner import run_eval
+
+    for key in ("tasks", "types"):
+        if isinstance(options.get(key), str):
+            options[key] = [options[key]]
+    return run_eval(_config(config.EvalConfig, "evaluate", options, model=model))
+
+
+class Runs(list["Run"]):
+    """The runs under some results roots (seed replicates merged into one), with the files that
+    could not be read and what was merged."""
+
+    problems: list[str]
+    notes: list[str]
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per run and task: model, revision, experiment, seeds, the run's conditions
+        (one column each) and the main score (0-100)."""
+        import pandas as pd
+
+        rows = []
+        for run in self:
+            conditions = {k: v for k, v in run.conditions.items()}
+            seeds = ",".join(str(s) for s in run.seeds) or None
+            for task, score in sorted(run.scores.items()):
+                base = {"model": run.model, "revision": run.revision,
+                        "experiment": run.experiment, "seeds": seeds}  # fmt: skip
+                rows.append({**base, **conditions, "task": task, "main_score": 100 * score})
+        return pd.DataFrame(rows)
+
+
+def load_runs(
+    results: PathLike | Sequence[PathLike] = ".", *, benchmark: str = config.DEFAULT_BENCHMARK
+) -> Runs:
+    """Every run under the results root(s) on ``benchmark``'s tasks, as `neobench table` reads
+    them."""
+    from neobench.protocol.tasks import load_benchmark
+    from neobench.report.load import load
+
+    found, problems, notes = load(_roots(results), list(load_benchmark(benchmark).tasks))
+    runs = Runs(found)
+    runs.problems, runs.notes = problems, notes
+    return runs
+
+
+def leaderboard(results: PathLike | Sequence[PathLike] = ".", **options: Any) -> LeaderTable:
+    """The Table 4 layout of `neobench table` (its flags as keywords: ``ci=True``,
+    ``baseline=...``, ``reference="paper"``, ``per_task=True``, ``models=[...]``)."""
+    from neobench.report import leaderboard as tables
+
+    cfg = _config(TableOptions, "leaderboard", options)
+    fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    return tables.leaderboard(_roots(results), fields.pop("benchmark"), **fields)
+
+
+def compare(
+    results: PathLike | Sequence[PathLike], baseline: str, **options: Any
+) -> Comparison:
+    """`neobench compare`: each model against ``baseline``, paired per task (its flags as
+    keywords: ``models=[...]``, ``tasks=[...]``, ``resamples=...``, ``seed=...``)."""
+    from neobench.report import compare as comparison
+
+    cfg = _config(CompareOptions, "compare", options)
+    fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    return comparison.compare(_roots(results), baseline, **fields)
+
+
+@dataclasses.dataclass(kw_only=True)
+class TableOptions:
+    """The keywords of leaderboard(): `neobench table`'s flags that shape the table."""
+
+    benchmark: str = config.DEFAULT_BENCHMARK
+    models: list[str] | None = None
+    reference: str | None = None
+    per_task: bool = False
+    strict: bool = False
+    ci: bool = False
+    baseline: str | None = None
+    resamples: int = config.RESAMPLES
+    seed: int = config.BOOTSTRAP_SEED
+    over: str = "items"
+    zero_shot_only: bool = False
+
+
+@dataclasses.dataclass(kw_only=True)
+class CompareOptions:
+    """The keywords of compare(): `neobench compare`'s flags."""
+
+    benchmark: str = config.DEFAULT_BENCHMARK
+    models: list[str] | None = None
+    tasks: list[str] | None = None
+    resamples: int = config.RESAMPLES
+    seed: int = config.BOOTSTRAP_SEED
+    zero_shot_only: bool = False
+
+
+class Study:
+    """A study file read and planned (`neobench study run --dry-run`): its jobs, what is done,
+    and the means to run it, follow it and read its table."""
+
+    def __init__(self, file: PathLike, output: PathLike | None = None) -> None:
+        self.file, self.output = str(file), None if output is None else str(output)
+        self.plan: Plan = self.replan()
+
+    def replan(self) -> Plan:
+        """The plan read again from the study's outputs (what is done now)."""
+        from neobench.study.plan import build_plan
+
+        self.plan = build_plan(self.file, self.output)
+        return self.plan
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per job: key, kind, model, seed, shard, state, resources, log."""
+        import pandas as pd
+
+        from neobench.study import store
+
+        listed = store.queues(self.plan)
+        rows = [
+            {"job": j.key, "kind": j.kind, "model": j.model, "seed": j.seed,
+             "shard": f"{j.shard[0]}/{j.shard[1]}" if j.shard else None,
+             "state": store.state(self.plan, j, listed),
+             "resources": j.resources.text() if j.resources else None, "log": str(j.log)}
+            for j in self.plan.jobs
+        ]  # fmt: skip
+        return pd.DataFrame(rows)
+
+    def run(self, launcher: str = "local", *, wait: bool = False, canary: bool = False) -> Plan:
+        """Run (local) or submit (slurm) the jobs still to do, holding the study's lock; the
+        plan read again afterwards."""
+        from neobench.study import canary as canaries
+        from neobench.study import launchers, lock
+
+        module = launchers.launcher(launcher)
+        plan = self.replan()
+        with lock.runner(plan.study.output, self.file):
+            if plan.pending and canaries.wanted(plan, launcher, canary, refused=False):
+                canaries.run(plan, launcher, _log_line)
+            module.run(plan, _log_line, file=self.file, wait=wait)
+        return self.replan()
+
+    def table(self, **options: Any) -> LeaderTable:
+        """The study's table (leaderboard() of its results, its baseline and reference)."""
+        from neobench.study.plan import table_inputs
+
+        given = table_inputs(self.plan.study, self.plan.jobs)
+        options = {"reference": given["reference"], "baseline": given["baseline"], **options}
+        return leaderboard(given["results"], benchmark=given["benchmark"], **options)
+
+
+def load_study(file: PathLike, output: PathLike | None = None) -> Study:
+    """A study file, checked and planned; every problem of the file at once."""
+    return Study(file, output)
+
+
+def _config(cls: type, where: str, options: dict[str, Any], **given: Any) -> Any:
+    """``cls`` built from keywords; unknown keywords refused, all at once, with the closest."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = [key for key in options if key not in names]
+    if unknown:
+        raise NeobenchError([
+            f"{where}(): unknown keyword {key!r}.{did_you_mean(key, names)}" for key in unknown
+        ])  # fmt: skip
+    # Paths are accepted wherever the flag takes one; the configs hold them as text.
+    values = {k: str(v) if isinstance(v, Path) else v for k, v in {**given, **options}.items()}
+    return cls(**values)
+
+
+def _roots(results: PathLike | Sequence[PathLike]) -> list[str]:
+    if isinstance(results, str | Path):
+        return [str(results)]
+    return [str(r) for r in results]
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _log_line(text: str, markup: bool = True) -> None:
+    import logging
+
+    logging.getLogger("neobench").info("%s", text)
