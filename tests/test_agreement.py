@@ -23,9 +23,9 @@ def test_table_marks_equal_compare_significance(golden_runs):
     assert len(rows) >= 4 and any("seeds)" in label for label in rows)
     checked = 0
     for found in comparison.rows:
-        row = rows[found.model]
+        row = rows[found.label]
         expected = (UP if found.delta > 0 else DOWN) if found.significant else None
-        assert row.marks.get(found.task) == expected, (found.model, found.task)
+        assert row.marks.get(found.task) == expected, (found.label, found.task)
         checked += 1
     # Every computed row but the baseline, every task it holds and Avg.: nothing left unchecked.
     assert checked == sum(len(r.tasks) + 1 for label, r in rows.items() if label != table.baseline)

@@ -166,7 +166,7 @@ def table_csv(root, tmp_path) -> dict[str, dict[str, str]]:
     out = tmp_path / "table.csv"
     assert main(["table", "--results", str(root), "--out", str(out)]) == 0
     lines = [x for x in out.read_text().splitlines() if not x.startswith("#")]
-    return {row["model"]: row for row in csv.DictReader(io.StringIO("\n".join(lines)))}
+    return {row["label"]: row for row in csv.DictReader(io.StringIO("\n".join(lines)))}
 
 
 def test_a_card_in_the_old_layout_shows_its_conditions_in_the_table(tmp_path, biosses):
@@ -177,7 +177,7 @@ def test_a_card_in_the_old_layout_shows_its_conditions_in_the_table(tmp_path, bi
         "recipe": "none (not fine-tuned by neobench)",
         "instructions": "paper",
         "instructions_sha256": "07fe57759176",
-        "max_seq_length": "512",
+        "max_seq_length": 512,  # as the card holds it: one value keeps its type
         "dtype": "float32",
         "benchmark": "MTEB(eng, v1)",
         "mteb": "2.26.24",
@@ -198,8 +198,9 @@ def test_an_older_card_loads_and_names_what_it_lacks(tmp_path, biosses):
     assert card.model.attn_implementation is None and card.model.pooling == "mean"
     (run,), problems = load_runs(tmp_path / "res", [biosses])
     assert problems == [] and run.conditions["dtype"] == UNKNOWN
-    assert run.conditions["max_seq_length"] == "512"
-    assert table_csv(tmp_path / "res", tmp_path)["org/older-model"]["dtype"] == UNKNOWN
+    assert run.conditions["max_seq_length"] == 512
+    # For a program, a field no card records is empty (null in JSON), not the word "unknown".
+    assert table_csv(tmp_path / "res", tmp_path)["org/older-model"]["dtype"] == ""
     # A later run in that folder: the unrecorded dtype is not held against it, the rest is.
     same = EvalConditions("paper", OLD_CARD["conditions"]["instructions_sha256"], 512, "float16")
     check_same_conditions(folder, same)

@@ -71,7 +71,7 @@ def test_a_copy_is_never_different_and_a_worse_model_is(root, tmp_path):
     assert (found["baseline"], found["resamples"], found["seed"], found["alpha"]) == (
         "org/base", 300, 0, 0.05,
     )  # fmt: skip
-    rows = {(r["model"], r["task"]): r for r in found["rows"]}
+    rows = {(r["label"], r["task"]): r for r in found["rows"]}
     assert len(rows) == 2 * (len(TASKS) + 1)
     for task in [*TASKS, "Avg."]:
         same = rows[("org/base-copy", task)]
@@ -81,10 +81,18 @@ def test_a_copy_is_never_different_and_a_worse_model_is(root, tmp_path):
         assert worse["delta"] < 0 and worse["ci_high"] < 0 and worse["significant"] is True
         assert worse["p"] <= worse["p_holm"] <= 1
         assert worse["score_ci_low"] < worse["score"] < worse["score_ci_high"]
-    keys = {"model", "task", "baseline_score", "score", "score_ci_low", "score_ci_high", "delta",
-            "ci_low", "ci_high", "p", "p_holm", "significant", "in_domain"}  # fmt: skip
-    assert set(found["rows"][0]) == keys
-    assert found["rows"][0]["in_domain"] is None  # these synthetic models declare no training
+    # The run in separate fields (no label to parse), the statistics, the conditions: the same
+    # keys in every row.
+    keys = ["label", "model", "revision", "experiment", "seeds", "task", "baseline_score", "score",
+            "score_ci_low", "score_ci_high", "delta", "ci_low", "ci_high", "p", "p_holm",
+            "significant", "in_domain", "seed_sd", "finetuned", "recipe_sha256", "instructions",
+            "instructions_sha256", "max_seq_length", "dtype", "benchmark", "mteb"]  # fmt: skip
+    assert all(list(row) == keys for row in found["rows"])
+    first = found["rows"][0]
+    assert first["in_domain"] is None  # these synthetic models declare no training
+    assert (first["model"], first["seeds"], first["seed_sd"]) == ("org/base-copy", None, None)
+    assert first["revision"] and first["finetuned"] is False and first["recipe_sha256"] is None
+    assert found["baseline_fields"]["model"] == "org/base"
 
 
 def test_same_inputs_and_seed_give_byte_identical_output(root, tmp_path):
@@ -206,7 +214,7 @@ def test_summeval_texts_one_model_dropped_are_left_out_with_a_note(tmp_path, mon
     assert main(["compare", "--results", str(tmp_path), "--baseline", "org/base", "--resamples",
                  "200", "--out", str(out)]) == 0  # fmt: skip
     found = json.loads(out.read_text())
-    rows = {(r["model"], r["task"]): r for r in found["rows"]}
+    rows = {(r["model"], r["task"]): r for r in found["rows"]}  # labels: the names alone here
     for model in ("org/drops", "org/again"):
         row = rows[(model, "SummEval")]
         assert row["baseline_score"] == row["score"] == pytest.approx(terms[kept].mean())

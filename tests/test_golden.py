@@ -2,9 +2,9 @@
 
 Real runs, made once per session from real parts (conftest.golden_runs: MiniLM as it is, a
 4-step fine-tune of it, two 2-layer BERTs fine-tuned the same way, one of them with two seeds;
-four small MTEB(eng, v1) tasks of the mirror, with per-item units). Their tables (md, csv, tex; with
---ci --baseline, and --per-task), `compare --out .json`, the dry runs of both shipped studies and
-the keys of the run cards are compared with the files frozen under tests/golden/.
+four small MTEB(eng, v1) tasks of the mirror, with per-item units). Their tables (md, csv, tex,
+json; with --ci --baseline, and --per-task), `compare --out .json`, the dry runs of both shipped
+studies and the keys of the run cards are compared with the files frozen under tests/golden/.
 
 Paths, run-card file names and run-card hashes change from run to run (the cards record times
 and hosts); they are masked before the comparison, and only they. Freeze anew, after a change
@@ -43,7 +43,7 @@ def outputs(root: Path, tmp: Path) -> dict[str, str]:
     found: dict[str, str] = {}
     results = root / "runs"
     common = ["--results", results, "--reference", "paper", "--ci", "--baseline", BASELINE]
-    for suffix in ("md", "csv", "tex"):
+    for suffix in ("md", "csv", "tex", "json"):
         for variant, extra in (("", []), ("-per-task", ["--per-task"])):
             out = tmp / f"table{variant}.{suffix}"
             cli("table", *common, *extra, "--out", out)

@@ -159,7 +159,7 @@ def data_rows(text):
 
 
 def test_csv_with_ci_keeps_numbers_and_adds_interval_columns(ci_table):
-    rows = {r["model"]: r for r in data_rows(to_csv(ci_table))}
+    rows = {r["label"]: r for r in data_rows(to_csv(ci_table))}
     for model in ("org/base", "org/worse", "org/two"):
         row = rows[model]
         low, value, high = (float(row[f"Retrieval{s}"]) for s in ("_ci_low", "", "_ci_high"))
@@ -175,7 +175,7 @@ def test_csv_with_ci_keeps_numbers_and_adds_interval_columns(ci_table):
 
 
 def test_csv_per_task_with_ci(root, retrieval_units):
-    rows = {r["model"]: r for r in data_rows(to_csv(build(root, ci=True, per_task=True)))}
+    rows = {r["label"]: r for r in data_rows(to_csv(build(root, ci=True, per_task=True)))}
     assert "SciFact_mark" not in rows["org/base"]  # marks only with --baseline
     for task in TASKS:
         low, value, high = (float(rows["org/base"][task + s]) for s in ("_ci_low", "", "_ci_high"))

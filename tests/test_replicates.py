@@ -144,7 +144,7 @@ def test_seeds_compared_with_themselves_differ_by_nothing(tmp_path, mean_units):
     assert found["baseline"] == "org/tuned (3 seeds)" and found["baseline_seeds"] == [0, 1, 2]
     assert len(found["rows"]) == len(TASKS) + 1
     for row in found["rows"]:
-        assert row["model"] == "org/tuned-copy (3 seeds)"
+        assert (row["label"], row["model"]) == ("org/tuned-copy (3 seeds)", "org/tuned-copy")
         assert (row["delta"], row["ci_low"], row["ci_high"], row["p"]) == (0, 0, 0, 1)
         assert row["significant"] is False and row["seeds"] == [0, 1, 2] and row["seed_sd"] > 0
 
@@ -152,7 +152,7 @@ def test_seeds_compared_with_themselves_differ_by_nothing(tmp_path, mean_units):
 def test_a_replicate_row_is_the_mean_and_its_interval_includes_the_seeds(tmp_path, mean_units):
     found = _json(replicate_root(tmp_path, shift=-0.1), "--baseline", "org/base")
     assert "baseline_seeds" not in found
-    rows = {(r["model"], r["task"]): r for r in found["rows"]}
+    rows = {(r["label"], r["task"]): r for r in found["rows"]}
     tuned = rows[("org/tuned (3 seeds)", "Avg.")]
     assert tuned["delta"] < 0 and tuned["significant"] is True
     folders = [tmp_path / "results" / "org__tuned" / f"s{seed}" for seed in range(3)]
@@ -293,4 +293,5 @@ def test_two_seeds_fine_tuned_evaluated_and_shown_as_one_row(tmp_path, tiny_bert
     rows = json.loads(found.read_text())["rows"]
     assert [r["task"] for r in rows] == ["BIOSSES", "Avg."]
     assert rows[0]["seeds"] == [0, 1] and rows[0]["seed_sd"] >= 0
-    assert rows[0]["model"].endswith("(2 seeds)")
+    assert rows[0]["label"].endswith("(2 seeds)") and rows[0]["model"] == "neobench/tuned"
+    assert rows[0]["revision"].count("+") == 1  # one revision per seed

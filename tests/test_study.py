@@ -92,6 +92,28 @@ def test_negative_seeds_are_refused_before_planning(tmp_path):
     assert "finetune.seeds: -1: a seed is an integer from 0 to 4294967295" in problem
 
 
+def test_report_to_reaches_the_finetune_jobs_and_is_checked(tmp_path, monkeypatch):
+    tune = {"recipe": "neobert-mteb-2k", "overrides": {"max_steps": 4}, "seeds": [0]}
+    plan = build_plan(write_study(tmp_path / "a", finetune={**tune, "report_to": "tensorboard"}))
+    tuned = [job for job in plan.jobs if job.kind == "finetune"]
+    assert tuned and all("--report-to tensorboard" in " ".join(j.argv) for j in tuned)
+    plain = build_plan(write_study(tmp_path / "b", finetune=tune))
+    assert not any("--report-to" in j.argv for j in plain.jobs)
+    [problem] = problems(write_study(tmp_path / "c", finetune={**tune, "report_to": "wandbb"}))
+    assert "finetune: Unknown report_to value 'wandbb'. Did you mean 'wandb'?" in problem
+    from neobench.train import inputs
+
+    real = inputs.importlib.util.find_spec  # wandb missing, whatever this machine has
+
+    def find_spec(name, *args):
+        return None if name == "wandb" else real(name, *args)
+
+    monkeypatch.setattr(inputs.importlib.util, "find_spec", find_spec)
+    [problem] = problems(write_study(tmp_path / "d", finetune={**tune, "report_to": "wandb"}))
+    assert "finetune: report_to wandb: the wandb package is not installed" in problem
+    assert "pip install wandb" in problem
+
+
 def test_every_problem_at_once_through_the_cli(capsys, tmp_path):
     path = write_study(
         tmp_path,

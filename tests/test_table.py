@@ -3,6 +3,7 @@
 import copy
 import csv
 import io
+import json
 from importlib import resources
 from statistics import fmean
 
@@ -209,6 +210,56 @@ def test_per_task_columns(root, v1_tasks):
     runs, _ = load_runs(root, v1_tasks)
     per_task = build_table(runs, v1_tasks, "MTEB(eng, v1)", per_task=True)
     assert per_task.header()[1:57] == [t.metadata.name for t in v1_tasks]
+
+
+def test_per_task_shows_the_tasks_some_row_holds(tmp_path, v1_tasks):
+    held = {"BIOSSES", "STS16"}
+    skip = [t.metadata.name for t in v1_tasks if t.metadata.name not in held]
+    write_model(tmp_path, v1_tasks, "org/two", 512, skip=skip)
+    runs, _ = load_runs(tmp_path, v1_tasks)
+    table = build_table(runs, v1_tasks, "MTEB(eng, v1)", per_task=True, reference="paper")
+    shown = [t.metadata.name for t in v1_tasks if t.metadata.name in held]  # benchmark order
+    assert table.header() == ["Model", *shown, "Avg.", "Missing"]
+    assert (
+        "Per task: the 2 tasks the rows hold are shown; the other 54 of the 56 tasks of "
+        "MTEB(eng, v1) no row holds." in table.notes
+    )
+    header = next(line for line in to_csv(table).splitlines() if not line.startswith("#"))
+    assert [c for c in header.split(",") if c in held or c.endswith("Classification")] == shown
+
+
+def test_json_and_csv_rows_name_the_run_and_its_conditions_apart(root, tmp_path, capsys):
+    out = tmp_path / "t.json"
+    assert main(["table", "--results", str(root), "--reference", "paper", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    rows = {row["label"]: row for row in data["rows"]}
+    a = rows["org/model-a"]
+    assert (a["model"], a["revision"], a["experiment"], a["seeds"]) == ("org/model-a", "r1",
+                                                                        None, None)  # fmt: skip
+    assert (a["instructions"], a["max_seq_length"], a["dtype"]) == ("paper", 512, "float16")
+    assert (a["finetuned"], a["recipe_sha256"], a["benchmark"]) == (False, None, "MTEB(eng, v1)")
+    assert data["columns"][-1] == "Avg." and a["columns"]["Avg."]["tasks"] == [53, 56]
+    assert rows["org/model-b"]["max_seq_length"] == 256
+    assert sorted(rows["org/model-b"]["missing_tasks"]) == sorted(MISSING_B)
+    paper = rows["NeoBERT-4096 (paper)"]
+    assert paper["model"] == "NeoBERT-4096" and paper["quoted"] and paper["revision"] is None
+    # --format json prints the same document.
+    capsys.readouterr()
+    assert main(["table", "--results", str(root), "--reference", "paper", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == data
+    csv_rows = list(csv.DictReader(io.StringIO("\n".join(
+        line for line in to_csv(load_table(root)).splitlines() if not line.startswith("#")
+    ))))  # fmt: skip
+    b = next(row for row in csv_rows if row["model"] == "org/model-b")
+    assert (b["label"], b["revision"], b["max_seq_length"], b["dtype"]) == (
+        "org/model-b", "r1", "256", "float16",
+    )  # fmt: skip
+
+
+def load_table(root):
+    tasks = select_tasks(load_benchmark("MTEB(eng, v1)"))
+    runs, _ = load_runs(root, tasks)
+    return build_table(runs, tasks, "MTEB(eng, v1)")
 
 
 def test_corrupted_json_is_named_skipped_and_reported(root, v1_tasks, tmp_path):

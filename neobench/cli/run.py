@@ -52,4 +52,8 @@ def cmd_finetune(cfg: config.FinetuneConfig) -> int:
             f"[green]done[/]: {summary.steps} steps, final loss {loss}, recipe sha256 "
             f"{summary.recipe_sha256[:12]}. Model: {escape(str(summary.output))}"
         )
+        if run.report_to == "tensorboard":
+            from neobench.train.tracking import logdir
+
+            say(f"TensorBoard: tensorboard --logdir {logdir(summary.output)}", markup=False)
     return 0

@@ -26,6 +26,8 @@ FOLDER = ("instructions", "instructions_sha256", "max_seq_length", "dtype")
 # and refuses a finished eval made with other values.
 FLAGS = ("benchmark", "instructions", "max_seq_length", "dtype")
 NOT_FINETUNED = "none (not fine-tuned by neobench)"
+# The keys of Conditions.record, the conditions of every JSON and CSV row.
+RECORD = ("finetuned", "recipe_sha256", *EVAL)
 UNKNOWN = "unknown"
 
 
@@ -49,6 +51,18 @@ class Conditions(dict[str, Any]):
                 "mteb": card.mteb_version,
             }
         )
+
+    def record(self) -> dict[str, Any]:
+        """The fields as a program reads them (the RECORD keys): whether neobench fine-tuned the
+        model and its recipe hash (first 12 hex; None when not fine-tuned), then each evaluation
+        field as the cards hold it (None where no card records it: what `value` reads as
+        "unknown")."""
+        recipe = self.get(RECIPE) if self.finetuned else None
+        return {
+            "finetuned": self.finetuned,
+            "recipe_sha256": recipe,
+            **{k: None if self.value(k) == UNKNOWN else self.get(k) for k in EVAL},
+        }
 
     @property
     def finetuned(self) -> bool:

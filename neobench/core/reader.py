@@ -110,7 +110,7 @@ def _identify(root: Path, folder: Path) -> Run:
 def _read_cards(run: Run, problems: list[str]) -> None:
     """The run's conditions (a field on which its cards differ is 'mixed'), card hashes and
     fine-tune identity, from each card read once."""
-    seen: dict[str, set[str]] = {}
+    seen: dict[str, dict[str, object]] = {}  # field -> its values as text -> as the card has it
     tunes: set[tuple] = set()
     for path in layout.card_paths(run.folder):
         try:
@@ -121,7 +121,8 @@ def _read_cards(run: Run, problems: list[str]) -> None:
         run.cards[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
         for key, value in Conditions.from_card(card).items():
             # A card too old to record a field says so, rather than "None".
-            seen.setdefault(key, set()).add(UNKNOWN if value is None else str(value))
+            text = UNKNOWN if value is None else str(value)
+            seen.setdefault(key, {})[text] = text if value is None else value
         model = card.model
         tunes.add((model.finetune_seed, model.base_model, model.base_revision, model.recipe_sha256))
         for task, entry in card.tasks.items():  # cards in time order: the newest write wins
@@ -129,10 +130,12 @@ def _read_cards(run: Run, problems: list[str]) -> None:
                 run.units_digests[task] = (str(entry["units_sha256"]), path.name)
     merged = Conditions()
     for key in FIELDS:
-        values = sorted(seen.get(key, set()))
-        merged[key] = (
-            None if not values else values[0] if len(values) == 1 else "mixed: " + ", ".join(values)
-        )
+        # One value keeps its type (a length stays an int in JSON); several read "mixed: a, b".
+        values = seen.get(key, {})
+        if len(values) > 1:
+            merged[key] = "mixed: " + ", ".join(sorted(values))
+        else:
+            merged[key] = next(iter(values.values()), None)
     run.conditions = merged
     run.finetune = _finetune(tunes)
 

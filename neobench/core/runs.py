@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from neobench.core.conditions import Conditions
 from neobench.core.errors import NeobenchError, unknown
@@ -86,6 +87,19 @@ def labels(runs: list[Run]) -> list[str]:
         b + (f" @{r.revision[:12]}" if base.count(b) > 1 else "")
         for b, r in zip(base, runs, strict=True)
     ]
+
+
+# A row of a JSON or CSV output names its run in separate fields, so that no program parses the
+# label: the label people read, the model name, its revision ("+"-joined for seed replicates),
+# the mteb experiment folder (None under the standard conditions) and the seeds (None for a
+# single run); the conditions follow as their own fields (Conditions.record).
+NAMES = ("label", "model", "revision", "experiment", "seeds")
+
+
+def identity(label: str, run: Run) -> dict[str, Any]:
+    """The fields of NAMES for ``run`` shown as ``label``."""
+    seeds = list(run.seeds) if run.replicated else None
+    return dict(zip(NAMES, (label, run.model, run.revision, run.experiment, seeds), strict=True))
 
 
 def labelled(runs: list[Run]) -> dict[str, Run]:

@@ -36,6 +36,10 @@ DTYPE_NAMES = ("float32", "float16", "bfloat16")  # autocast dtypes (float32: no
 DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
 DTYPE_CHOICES = ("auto", *DTYPE_NAMES, *DTYPE_ALIASES)
 UNPADDED_CHOICES = ("auto", "on", "off")
+# The experiment trackers `finetune --report-to` hands to the stock trainer (transformers'
+# integrations of the same names): name -> the package it needs, named when it is missing.
+TRACKERS = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
+REPORT_TO_CHOICES = ("none", *TRACKERS)
 
 
 def opt(default: Any = MISSING, help: str = "", **cli: Any) -> Any:
@@ -172,6 +176,13 @@ class FinetuneConfig(ModelInputs):
     resume: bool = opt(False, "continue from the last checkpoint in --output")
     model_name: str | None = opt(
         None, "name recorded for the fine-tuned model (default: neobench/<output folder>)"
+    )
+    report_to: str = opt(
+        "none",
+        "experiment tracker the trainer logs to, with the recipe and run card as the run's "
+        "config: none | tensorboard (events in <output>/runs) | wandb (offline unless "
+        "WANDB_MODE is set) | trackio; not part of the recipe, recorded in the run card",
+        choices=REPORT_TO_CHOICES,
     )
 
 

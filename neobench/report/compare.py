@@ -16,13 +16,15 @@ scores recomputed on them, and a note names the task and how many units were lef
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import dataclasses
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from neobench.core.conditions import RECORD
 from neobench.core.errors import NeobenchError
 from neobench.core.replicates import seed_sd
-from neobench.core.runs import Run, find, find_one
+from neobench.core.runs import NAMES, Run, find, find_one, identity
 from neobench.evaluate import units
 from neobench.evaluate.units import TaskUnits
 from neobench.protocol import overlap
@@ -37,7 +39,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Row:
-    model: str
+    # The compared run: its label, model name, revision, experiment and seeds (core/runs.NAMES),
+    # and its conditions (core/conditions.RECORD), each a field of the JSON and CSV rows.
+    identity: dict[str, Any]
     task: str
     baseline_score: float
     score: float
@@ -52,28 +56,45 @@ class Row:
     # Whether the model trained on the task (on one of the compared tasks, for Avg.); None when
     # its training data is not declared (neobench/protocol/overlap.py).
     in_domain: bool | None = None
-    # A row of seed replicates (report/replicates.py): its seeds, and the standard deviation
-    # of its score over them; absent from the JSON and CSV of other rows.
-    seeds: list[int] | None = None
+    # A row of seed replicates (report/replicates.py): the standard deviation of its score over
+    # the seeds (None for other rows).
     seed_sd: float | None = None
+    conditions: dict[str, Any] = field(default_factory=dict)
 
-    def record(self) -> dict:
+    @property
+    def label(self) -> str:
+        """The run's label, as the table shows it: model [experiment] (N seeds)."""
+        return self.identity["label"]
+
+    @property
+    def seeds(self) -> list[int] | None:
+        return self.identity["seeds"]
+
+    def record(self) -> dict[str, Any]:
+        """The row for a program: the run's names, the statistics, the conditions; one key per
+        field, the same keys in every row."""
         data = asdict(self)
-        return data if self.seeds is not None else {k: data[k] for k in data if k not in SEEDED}
+        run, conditions = data.pop("identity"), data.pop("conditions")
+        return {**run, **data, **conditions}
 
 
-SEEDED = ("seeds", "seed_sd")
+def record_keys() -> list[str]:
+    """The keys of every `Row.record` (the CSV header), in order."""
+    stats = [f.name for f in dataclasses.fields(Row) if f.name not in ("identity", "conditions")]
+    return [*NAMES, *stats, *RECORD]
 
 
 @dataclass
 class Comparison:
-    baseline: str
+    baseline: str  # the baseline's label
     resamples: int
     seed: int
     alpha: float
     rows: list[Row]
     notes: list[str]
     baseline_seeds: list[int] | None = None  # when the baseline is a row of seed replicates
+    # The baseline's names and conditions, as in each row (core/runs.NAMES, conditions.RECORD).
+    baseline_fields: dict[str, Any] = field(default_factory=dict)
 
     def to_pandas(self) -> Any:
         """A row per model and task (or column) compared with the baseline (report/frames.py)."""
@@ -122,10 +143,11 @@ def compare(
         found, dropped = _compare_one(label, base, mine, settings)
         rows += found
         notes += dropped
-    rows = [_with_in_domain(r, labelled[r.model], sorted(base.units)) for r in rows]
+    rows = [_with_in_domain(r, labelled[r.label], sorted(base.units)) for r in rows]
     notes += _overlap_notes(rows)
     seeds = base.run.seeds if base.run.replicated else None
-    return Comparison(base_label, resamples, seed, alpha, rows, notes, seeds)
+    fields = {**identity(base_label, base.run), **base.run.conditions.record()}
+    return Comparison(base_label, resamples, seed, alpha, rows, notes, seeds, fields)
 
 
 def _zero_shot_only(
@@ -148,7 +170,7 @@ def _overlap_notes(rows: list[Row]) -> list[str]:
     trained: dict[str, list[str]] = {}
     for row in rows:
         if row.in_domain and row.task != AVG:
-            trained.setdefault(row.model, []).append(row.task)
+            trained.setdefault(row.label, []).append(row.task)
     if not trained:
         return []
     named = "; ".join(f"{model}: {', '.join(tasks)}" for model, tasks in trained.items())
@@ -247,7 +269,7 @@ def _row(
         count = len(mine.run.seeds)
         sd = seed_sd([[units.main_score(mine.units[t][i]) for t in tasks] for i in range(count)])
     return Row(
-        label, task, test.base_point, test.point, low, high,
+        identity(label, mine.run), task, test.base_point, test.point, low, high,
         pair.delta, pair.low, pair.high, pair.p, test.p_holm, test.significant,
-        seeds=mine.run.seeds if mine.run.replicated else None, seed_sd=sd,
+        seed_sd=sd, conditions=mine.run.conditions.record(),
     )  # fmt: skip

@@ -27,7 +27,7 @@ import yaml
 
 from neobench.core.conditions import RECIPE, groups
 from neobench.core.errors import NeobenchError, unknown
-from neobench.core.runs import Run, find
+from neobench.core.runs import NAMES, Run, find, identity
 from neobench.report.columns import AVG, MEAN_TYPES, SHORT, TYPE_ORDER, ZERO_SHOT
 
 if TYPE_CHECKING:
@@ -74,6 +74,9 @@ class Row:
     zero_shot: int | None = None
     # A row of seed replicates (report/replicates.py): column -> seed standard deviation x100.
     sd: dict[str, float] = field(default_factory=dict)
+    # The row's run in separate fields for JSON and CSV (core/runs.NAMES): label, model name,
+    # revision, experiment, seeds; a quoted row has its model name only.
+    identity: dict[str, Any] = field(default_factory=dict)
 
     def text(self, column: str, value: float | None, partial: str = "") -> str:
         """A cell: value, "†" when in-domain, "±" half the interval's width (with --ci), the
@@ -107,7 +110,7 @@ class Row:
 class LeaderTable:
     benchmark: str
     types: list[tuple[str, int]]
-    task_names: list[str]
+    task_names: list[str]  # the benchmark's tasks; per task, those some computed row holds
     rows: list[Row]
     notes: list[str]
     sources: list[str]
@@ -138,6 +141,15 @@ class LeaderTable:
         from neobench.report.frames import leader_frame
 
         return leader_frame(self)
+
+    def columns_shown(self) -> list[str]:
+        """The score columns before Avg.: the tasks shown (--per-task), else the task types."""
+        return list(self.task_names) if self.per_task else [t for t, _ in self.types]
+
+    @property
+    def benchmark_tasks(self) -> int:
+        """How many tasks the benchmark has (per task, ``task_names`` holds only those shown)."""
+        return sum(n for _, n in self.types)
 
     def header(self) -> list[str]:
         extra = [ZERO_SHOT] if self.zero_shot else []
@@ -205,6 +217,7 @@ def result_row(run: Run, label: str, tasks: list[AbsTask], shared: set[str] | No
         + ")",
         avg_of=(len(names), len(tasks)),
         finetuned=run.finetuned,
+        identity=identity(label, run),
     )
 
 
@@ -231,6 +244,7 @@ def paper_rows(benchmark: str) -> list[Row]:
                 missing=[],
                 source=f"quoted: {data['source']}",
                 avg_of=(sum(counts.values()), sum(counts.values())),
+                identity=dict.fromkeys(NAMES) | {"label": f"{name} (paper)", "model": name},
             )
         )
     return rows
@@ -272,16 +286,34 @@ def build_table(
         "as the paper computes it); Mean(TaskType) = mean of the type columns. Scores x100."
     )
     notes += [f"skipped: {p}" for p in problems or []]
+    shown = [t.metadata.name for t in tasks]
+    if per_task:
+        shown, note = _held_tasks(rows, shown, benchmark)
+        notes += note
     return LeaderTable(
         benchmark,
         benchmark_layout(tasks),
-        [t.metadata.name for t in tasks],
+        shown,
         rows,
         notes,
         [f"{r.label}: {r.source}" for r in rows],
         per_task,
         averaged=sorted(shared) if shared is not None else None,
     )
+
+
+def _held_tasks(rows: list[Row], names: list[str], benchmark: str) -> tuple[list[str], list[str]]:
+    """Per task, the columns are the tasks some computed row holds (in the benchmark's order):
+    two evaluated tasks make two columns, not one per benchmark task. The note says how many
+    tasks no row holds."""
+    held = {task for row in rows if not row.quoted for task in row.tasks}
+    shown = [name for name in names if name in held]
+    if len(shown) == len(names):
+        return shown, []
+    return shown, [
+        f"Per task: the {len(shown)} tasks the rows hold are shown; the other "
+        f"{len(names) - len(shown)} of the {len(names)} tasks of {benchmark} no row holds."
+    ]
 
 
 def _condition_notes(rows: list[Row], strict: bool) -> list[str]:

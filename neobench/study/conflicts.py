@@ -29,13 +29,16 @@ START_OVER = (
 
 
 def recipe_problems(tune: Finetune, problems: list[str]) -> None:
-    """The recipe and the overrides, checked as `neobench finetune` checks them."""
+    """The recipe, the overrides and the tracker, checked as `neobench finetune` checks them."""
     from neobench.protocol.recipe import apply_overrides, load_recipe
+    from neobench.train.inputs import tracker_problems
 
     found: list[str] = []
     recipe = collect(found, load_recipe, tune.recipe)
     if recipe is not None:
         collect(found, apply_overrides, recipe, tune.overrides)
+    # The flag's messages, in the study's words (its key).
+    found += [p.replace("--report-to", "report_to") for p in tracker_problems(tune.report_to)]
     problems += [f"finetune: {p}" for p in found]
 
 

@@ -136,6 +136,7 @@ def _finetune_job(study: Study, model: ResolvedModel, seed: int, problems: list[
     folder = study.output / "finetune" / f"{model.slug}-seed{seed}"
     argv = ["finetune", "--model", model.path, "--output", str(folder), "--recipe", tune.recipe]
     argv += ["--seed", str(seed), "--model-name", row_name(study, model)]
+    argv += ["--report-to", tune.report_to] if tune.report_to != "none" else []
     argv += _common(study, model) + [f"{k}={v}" for k, v in tune.overrides.items()]
     key = f"finetune/{model.slug}-seed{seed}"
     job = Job("finetune", key, argv, folder, _log(study, key), _slurm(study, "finetune"))

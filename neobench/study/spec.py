@@ -36,6 +36,7 @@ class Finetune:
     recipe: str = config.STANDARD_RECIPE
     overrides: dict[str, str] = field(default_factory=dict)  # key -> text, as on the command line
     seeds: list[int] = field(default_factory=lambda: [0])
+    report_to: str = "none"  # finetune --report-to: not part of the recipe, not a conflict
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,7 @@ def _finetune(value: Any, problems: list[str]) -> Finetune | None:
     if value is None or value is False or value == "none":
         return None
     data = mapping("finetune", value, problems)
-    problems += key_problems("finetune", data, ("recipe", "overrides", "seeds"))
+    problems += key_problems("finetune", data, ("recipe", "overrides", "seeds", "report_to"))
     seeds = data.get("seeds", [0])
     seeds = seeds if isinstance(seeds, list) else [seeds]
     bad = [s for s in seeds if not _is_seed(s)]
@@ -250,7 +251,8 @@ def _finetune(value: Any, problems: list[str]) -> Finetune | None:
         problems.append(f"finetune.seeds: {seeds} repeats a seed.")
     overrides = _overrides(data.get("overrides"), problems)
     recipe = str(data.get("recipe", config.STANDARD_RECIPE))
-    return Finetune(recipe, overrides, [s for s in seeds if _is_seed(s)])
+    report_to = str(data.get("report_to", "none"))
+    return Finetune(recipe, overrides, [s for s in seeds if _is_seed(s)], report_to)
 
 
 def _overrides(value: Any, problems: list[str]) -> dict[str, str]:

@@ -95,8 +95,9 @@ def finetune(
     if is_main_process():
         record.write_finetune_card(output / CARD, card)
 
-    # 5. Loss and trainer: stock sentence-transformers parts, extended by our batch sampler.
-    trainer = build_trainer(inputs, loaded.model, built, device, on_step)
+    # 5. Loss and trainer: stock sentence-transformers parts, extended by our batch sampler;
+    #    --report-to: the trainer's tracker, with the recipe and the card as the run's config.
+    trainer = build_trainer(inputs, loaded.model, built, device, on_step, card)
     for callback in extra_callbacks or []:
         trainer.add_callback(callback)
 

@@ -6,13 +6,14 @@ instruction profiles are checked together, so one error lists every problem at o
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
 from neobench.core.errors import NeobenchError, collect, unknown
 from neobench.models import attention
 from neobench.models.load import check_spec, resolve_device
-from neobench.protocol.config import FinetuneConfig
+from neobench.protocol.config import REPORT_TO_CHOICES, TRACKERS, FinetuneConfig
 from neobench.protocol.instructions import (
     InstructionProfile,
     TrainProfile,
@@ -36,6 +37,7 @@ class Inputs:
     train_profile: TrainProfile
     eval_profile: InstructionProfile
     world: int  # processes
+    report_to: str = "none"  # --report-to, checked: installed
 
 
 def resolve_recipe(cfg: FinetuneConfig) -> Recipe:
@@ -53,6 +55,7 @@ def check_inputs(cfg: FinetuneConfig) -> Inputs:
     collect(problems, check_spec, cfg.model)
     collect(problems, resolve_device, cfg.device)
     collect(problems, attention.check, cfg.attn_implementation)
+    problems += tracker_problems(cfg.report_to)
     output = Path(cfg.output).expanduser().resolve()
     problems += run_folder.output_problems(output, cfg.resume)
     if recipe is None:
@@ -80,7 +83,26 @@ def check_inputs(cfg: FinetuneConfig) -> Inputs:
     problems += _negatives_problems(values.batch_size, values.max_hard_negatives, rows)
     if problems:
         raise NeobenchError(problems)
-    return Inputs(recipe, output, manifest, rows, train_profile, eval_profile, world)
+    return Inputs(
+        recipe, output, manifest, rows, train_profile, eval_profile, world, cfg.report_to
+    )
+
+
+def tracker_problems(report_to: str) -> list[str]:
+    """--report-to names a tracker whose package is installed. Checked here, before any data or
+    model loads: the trainer would only fail once training starts."""
+    if report_to == "none":
+        return []
+    if report_to not in TRACKERS:
+        return [unknown("--report-to value", report_to, REPORT_TO_CHOICES)]
+    package = TRACKERS[report_to]
+    if importlib.util.find_spec(package) is None:
+        return [
+            f"--report-to {report_to}: the {package} package is not installed. Install it "
+            f"(pip install {package}), or choose another --report-to "
+            f"({', '.join(c for c in REPORT_TO_CHOICES if c != report_to)})."
+        ]
+    return []
 
 
 def _negatives_problems(batch_size: int, max_hard_negatives: int, rows: list[Row]) -> list[str]:

@@ -18,6 +18,7 @@ CARD = record.FINETUNE_CARD
 CURVE = "neobench_loss_curve.jsonl"
 CURVE_PNG = "neobench_loss_curve.png"
 CHECKPOINTS = "checkpoints"
+TRACKING = "runs"  # TensorBoard events (--report-to tensorboard), transformers' folder name
 
 
 def output_problems(output: Path, resume: bool) -> list[str]:
@@ -47,7 +48,7 @@ def output_problems(output: Path, resume: bool) -> list[str]:
 
 
 # What a run leaves before its first checkpoint: nothing a new run would lose by replacing it.
-_EARLY_FILES = frozenset({CARD, CURVE, CURVE_PNG, CHECKPOINTS})
+_EARLY_FILES = frozenset({CARD, CURVE, CURVE_PNG, CHECKPOINTS, TRACKING})
 
 
 def unfinished_without_checkpoint(output: Path) -> bool:
@@ -101,12 +102,14 @@ def set_aside_partial(output: Path) -> list[Path]:
 
 def clear_failed_start(output: Path) -> None:
     """A folder left by a run that failed before its first checkpoint is started afresh (its
-    loss curve would otherwise be appended to)."""
+    loss curve would otherwise be appended to, and its TensorBoard events shown beside the new
+    run's)."""
     if not unfinished_without_checkpoint(output):
         return
     logger.warning("%s held a run that stopped before any checkpoint; starting it again", output)
     for name in (CURVE, CURVE_PNG):
         (output / name).unlink(missing_ok=True)
+    shutil.rmtree(output / TRACKING, ignore_errors=True)
 
 
 def remove_checkpoints(output: Path) -> None:

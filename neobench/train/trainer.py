@@ -3,6 +3,8 @@
 Nothing here subclasses the trainer: our parts plug into it. The batch sampler (in the training
 arguments) draws one dataset per step, the collator counts tokens, the callback writes the loss
 curve, and the query-side training instructions go in as the arguments' per-dataset prompts.
+`--report-to` is the arguments' report_to: the trainer's own integration logs the run, and
+neobench/train/tracking.py gives it the recipe and run card as config.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from neobench.core.card_io import card_to_dict
+from neobench.core.cards import FinetuneCard
 from neobench.protocol.data import BuiltDataset
 from neobench.protocol.instructions import TrainProfile
 from neobench.protocol.recipe_values import RecipeValues
@@ -29,13 +33,17 @@ def build_trainer(
     built: dict[str, BuiltDataset],
     device: str,
     on_step: Callable | None,
+    card: FinetuneCard,
 ) -> Any:
     """A stock SentenceTransformerTrainer; our parts are the batch sampler (in the arguments),
-    the collator that counts tokens and the callback that writes the loss curve."""
+    the collator that counts tokens and the callback that writes the loss curve. With
+    --report-to, the run (named as the card names the model) is logged to that tracker, with the
+    recipe and ``card`` as its config."""
     from datasets import DatasetDict
     from sentence_transformers import SentenceTransformerTrainer
     from transformers.trainer_callback import PrinterCallback
 
+    from neobench.train import tracking
     from neobench.train.checkpoints import marker
     from neobench.train.sampling import schedule
     from neobench.train.telemetry import LossCurve, TokenCountingCollator
@@ -43,7 +51,9 @@ def build_trainer(
     values, world = inputs.recipe.values, inputs.world
     loss = _loss(model, values, world)
     prompts = _prompts(built, values, inputs.train_profile)
-    args = _training_args(values, inputs.output, device, world, prompts)
+    tracking.prepare(inputs.report_to)
+    tracker = (inputs.report_to, card.output_model.name)
+    args = _training_args(values, inputs.output, device, world, prompts, tracker)
     collator = TokenCountingCollator(preprocess_fn=model.preprocess, prompts=args.prompts)
     keys = list(built)
     sizes = [len(b.dataset) for b in built.values()]
@@ -58,7 +68,16 @@ def build_trainer(
         callbacks=[curve, marker()],
     )
     trainer.remove_callback(PrinterCallback)  # our LossCurve reports each step
+    tracking.attach(trainer, inputs.report_to, inputs.output, _tracker_config(inputs, card))
     return trainer
+
+
+def _tracker_config(inputs: Inputs, card: FinetuneCard) -> dict[str, Any]:
+    """The run's config for the tracker: the recipe's values by name (beside its name and
+    hash), and the whole run card as written when the run started."""
+    recipe = inputs.recipe
+    values = {"name": recipe.name, "sha256": recipe.sha256, **recipe.as_dict()}
+    return {"neobench_recipe": values, "neobench_run_card": card_to_dict(card)}
 
 
 def _loss(model: Any, values: RecipeValues, world: int) -> Any:
@@ -96,8 +115,14 @@ def _prompts(
 
 
 def _training_args(
-    values: RecipeValues, output: Path, device: str, world: int, prompts: dict
+    values: RecipeValues,
+    output: Path,
+    device: str,
+    world: int,
+    prompts: dict,
+    tracker: tuple[str, str] = ("none", ""),
 ) -> Any:
+    """The stock arguments from the recipe; ``tracker`` is (--report-to, the run's name)."""
     from sentence_transformers import SentenceTransformerTrainingArguments
 
     from neobench.train.sampling import AlphaBatchSampler
@@ -132,7 +157,8 @@ def _training_args(
         logging_nan_inf_filter=False,  # a NaN must reach our guard, not be averaged away
         save_strategy="steps",
         save_steps=values.checkpoint_every,
-        report_to="none",
+        report_to=tracker[0],
+        run_name=tracker[1] or None,
         disable_tqdm=True,
         prompts=prompts or None,
         multi_dataset_batch_sampler=sampler,

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from neobench.core.errors import NeobenchError
-from neobench.report.compare import SEEDED, Comparison, Row
+from neobench.report.compare import Comparison, Row, record_keys
 
 COLUMNS = (
     "model",
@@ -27,7 +27,7 @@ def cells(row: Row) -> list[str]:
     mark = ("higher" if row.delta > 0 else "lower") if row.significant else ""
     sd = "" if row.seed_sd is None else f" sd {100 * row.seed_sd:.1f}"
     return [
-        row.model,
+        row.label,
         row.task,
         f"{100 * row.baseline_score:.1f}",
         f"{100 * row.score:.1f}{'†' if row.in_domain else ''} "
@@ -63,19 +63,22 @@ def to_markdown(comparison: Comparison) -> str:
 
 
 def to_csv(comparison: Comparison) -> str:
+    """One line per (model, task) row, every key of `Row.record` a column; the seeds of a
+    replicate row are one cell, space-separated."""
     buffer = io.StringIO()
-    seeded = any(r.seeds is not None for r in comparison.rows)
-    names = [f for f in Row.__dataclass_fields__ if seeded or f not in SEEDED]
-    writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=record_keys(), lineterminator="\n")
     writer.writeheader()
     for row in comparison.rows:
-        writer.writerow(row.record())
+        record = row.record()
+        seeds = record["seeds"]
+        writer.writerow({**record, "seeds": " ".join(map(str, seeds)) if seeds else None})
     return buffer.getvalue()
 
 
 def to_json(comparison: Comparison) -> str:
     body = {
         "baseline": comparison.baseline,
+        "baseline_fields": comparison.baseline_fields,
         "resamples": comparison.resamples,
         "seed": comparison.seed,
         "alpha": comparison.alpha,

@@ -97,7 +97,7 @@ def panels(table: LeaderTable) -> list[Panel]:
 
 def _columns(table: LeaderTable) -> list[tuple[str, str]]:
     """(column key, panel title): each type (or each task holding a score) and Avg."""
-    avg = (AVG, f"Avg. ({_tasks(len(table.task_names))})")
+    avg = (AVG, f"Avg. ({_tasks(table.benchmark_tasks)})")
     if not table.per_task:
         return [(t, f"{SHORT.get(t, t)} ({_tasks(n)})") for t, n in table.types] + [avg]
     held = [t for t in table.task_names if any(t in row.tasks for row in table.rows)]

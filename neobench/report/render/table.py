@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from neobench.core.conditions import FIELDS as CONDITION_FIELDS
+from neobench.core.conditions import RECORD, Conditions
 from neobench.core.errors import NeobenchError, check_choice, collect, writable_folder_problems
+from neobench.core.runs import NAMES
 from neobench.report.columns import AVG, DOWN, UP
 from neobench.report.table import LeaderTable, Row
 
@@ -51,12 +53,14 @@ def to_csv(table: LeaderTable) -> str:
 
 
 def _csv_header(table: LeaderTable, extra: _CsvExtra) -> list[str]:
+    """The run's names first (label, model, revision, ...), its conditions last."""
     if table.per_task:
         scores = [h for t in table.task_names for h in extra.header(t)]
-        return ["model", *scores, *extra.header("avg"), "missing_tasks", "quoted"]
+        tail = [*extra.header("avg"), "missing_tasks", "quoted", "zero_shot", "in_domain"]
+        return [*NAMES, *scores, *tail, *RECORD]
     types = [t for t, _ in table.types]
     return [
-        "model",
+        *NAMES,
         *(h for t in types for h in extra.header(t)),
         *(f"{t}_tasks" for t in types),
         *extra.header("avg"),
@@ -64,21 +68,24 @@ def _csv_header(table: LeaderTable, extra: _CsvExtra) -> list[str]:
         "mean_task_type",
         "missing_tasks",
         "quoted",
-        "finetuned",
         "zero_shot",
         "in_domain",
-        *CONDITION_FIELDS,
+        *RECORD,
     ]
 
 
 def _csv_row(table: LeaderTable, row: Row, extra: _CsvExtra) -> list[object]:
     avg = extra.cells(row, AVG, row.avg)
+    run = [_cell(row.identity.get(k)) for k in NAMES]
+    conditions = [_cell(v) for v in _conditions(row).values()]
+    in_domain = " ".join(_in_domain(row))
     if table.per_task:
         scores = [c for t in table.task_names for c in extra.cells(row, t, row.tasks.get(t))]
-        return [row.label, *scores, *avg, len(row.missing), row.quoted]
+        tail = [len(row.missing), row.quoted, row.zero_shot_text(), in_domain]
+        return [*run, *scores, *avg, *tail, *conditions]
     types = [t for t, _ in table.types]
     return [
-        row.label,
+        *run,
         *(c for t in types for c in extra.cells(row, t, row.types[t].value)),
         *(f"{row.types[t].present}/{row.types[t].total}" for t in types),
         *avg,
@@ -86,11 +93,27 @@ def _csv_row(table: LeaderTable, row: Row, extra: _CsvExtra) -> list[object]:
         _num(row.mean_types),
         len(row.missing),
         row.quoted,
-        row.finetuned,
         row.zero_shot_text(),
-        " ".join(sorted(c for c in row.in_domain if c in row.tasks)),
-        *(row.conditions.get(k, "") for k in CONDITION_FIELDS),
+        in_domain,
+        *conditions,
     ]
+
+
+def _conditions(row: Row) -> dict[str, object]:
+    """The row's conditions (core/conditions.RECORD); a quoted row's are unknown (None)."""
+    return Conditions(row.conditions).record()
+
+
+def _in_domain(row: Row) -> list[str]:
+    """The tasks the row's model trained on, of those it holds."""
+    return sorted(c for c in row.in_domain if c in row.tasks)
+
+
+def _cell(value: object) -> object:
+    """A CSV cell of a names or conditions field: a list (seeds) space-separated, None empty."""
+    if isinstance(value, list):
+        return " ".join(map(str, value))
+    return "" if value is None else value
 
 
 @dataclass(frozen=True)
@@ -125,6 +148,51 @@ _MARK_WORDS = {UP: "above", DOWN: "below"}
 def _has_intervals(table: LeaderTable) -> bool:
     """Whether the table was built with --ci: its legend note says what ± is."""
     return any(row.ci for row in table.rows) or any(n.startswith("±") for n in table.notes)
+
+
+def to_json(table: LeaderTable) -> str:
+    """The table for a program: one object per row with the run's names and conditions as
+    separate keys and, per column, its score (x100, unrounded), interval, mark and seed sd."""
+    body = {
+        "benchmark": table.benchmark,
+        "per_task": table.per_task,
+        "columns": [*table.columns_shown(), AVG],
+        "baseline": table.baseline,
+        "rows": [_json_row(table, row) for row in table.rows],
+        "notes": table.notes,
+        "sources": table.sources,
+    }
+    return json.dumps(body, indent=1, ensure_ascii=False) + "\n"
+
+
+def _json_row(table: LeaderTable, row: Row) -> dict[str, object]:
+    def column(name: str, value: float | None, tasks: tuple[int, int] | None) -> dict:
+        low_high = row.ci.get(name) if value is not None else None
+        return {
+            "score": value,
+            "ci": list(low_high) if low_high else None,
+            "mark": _MARK_WORDS.get(row.marks.get(name, "")) if value is not None else None,
+            "seed_sd": row.sd.get(name),
+            **({"tasks": list(tasks)} if tasks else {}),
+        }
+
+    if table.per_task:
+        cells = {t: column(t, row.tasks.get(t), None) for t in table.task_names}
+    else:
+        cells = {
+            t: column(t, row.types[t].value, (row.types[t].present, row.types[t].total))
+            for t in table.columns_shown()
+        }
+    return {
+        **row.identity,
+        "quoted": row.quoted,
+        "columns": cells | {AVG: column(AVG, row.avg, row.avg_of)},
+        "mean_task_type": row.mean_types,
+        "missing_tasks": row.missing,
+        "zero_shot": row.zero_shot,
+        "in_domain": _in_domain(row),
+        **_conditions(row),
+    }
 
 
 def to_latex(table: LeaderTable) -> str:
@@ -190,7 +258,12 @@ _TEX = {
 
 # The file formats of a table: name -> (file suffix, writer). A new format is its writer above
 # and one line here: --format, the --out suffix and the messages all read this.
-FORMATS = {"md": (".md", to_markdown), "csv": (".csv", to_csv), "latex": (".tex", to_latex)}
+FORMATS = {
+    "md": (".md", to_markdown),
+    "csv": (".csv", to_csv),
+    "latex": (".tex", to_latex),
+    "json": (".json", to_json),
+}
 RICH = "rich"  # the terminal: printed, never written to a file
 
 

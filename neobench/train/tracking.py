@@ -1,0 +1,90 @@
+"""Experiment tracking (`finetune --report-to`): the stock trainer's own integrations, given the
+run's config.
+
+`--report-to` goes to the trainer as its ``report_to``: transformers' TensorBoardCallback,
+WandbCallback or TrackioCallback log every step's loss, learning rate and gradient norm (the
+values of the loss curve, neobench_loss_curve.jsonl) and the TrainingArguments as config. What
+the trainer does not know, the recipe (name, hash, values) and the run card, `RunConfig` adds
+when training begins, after the integration has opened its run:
+
+- tensorboard: two text summaries, ``neobench/recipe`` and ``neobench/run_card`` (JSON), as the
+  integration logs its ``args``. Events go to ``<output>/runs/<date>_<host>/`` (a resumed run
+  adds a folder), or under $TENSORBOARD_LOGGING_DIR: the trainer's default, under its
+  output_dir, is the checkpoints folder, removed when the run completes.
+- wandb, trackio: ``config.update`` with the keys ``neobench_recipe`` and ``neobench_run_card``.
+
+wandb logs offline unless WANDB_MODE is set: a fine-tune should not depend on the network
+(compute nodes are often cut off from it, and a connection lost mid-run would stop the run),
+and an offline run is whole on disk (./wandb, or $WANDB_DIR) for `wandb sync` to upload.
+WANDB_MODE=online logs live. trackio logs locally unless told of a Space.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from neobench.train.output import TRACKING
+
+logger = logging.getLogger(__name__)
+
+
+def prepare(report_to: str) -> None:
+    """Before the trainer is built: wandb offline unless the user chose its mode."""
+    if report_to == "wandb" and "WANDB_MODE" not in os.environ:
+        os.environ["WANDB_MODE"] = "offline"
+        logger.warning(
+            "wandb logs offline (WANDB_MODE is not set): the run is written under %s; "
+            "`wandb sync` uploads it. Set WANDB_MODE=online to log live.",
+            os.environ.get("WANDB_DIR", "./wandb"),
+        )
+
+
+def logdir(output: Path) -> Path:
+    """Where TensorBoard events of a run in ``output`` go (one folder per start, below it)."""
+    given = os.environ.get("TENSORBOARD_LOGGING_DIR")
+    return Path(given).expanduser() if given else output / TRACKING
+
+
+def attach(trainer: Any, report_to: str, output: Path, config: dict[str, Any]) -> None:
+    """Give the trainer's integration for ``report_to`` the run's ``config`` (and, for
+    TensorBoard, a folder that outlives the checkpoints)."""
+    if report_to == "none":
+        return
+    from transformers.integrations.integration_utils import (
+        INTEGRATION_TO_CALLBACK,
+        default_logdir,
+    )
+
+    kind = INTEGRATION_TO_CALLBACK[report_to]
+    integration = next(c for c in trainer.callback_handler.callbacks if isinstance(c, kind))
+    if report_to == "tensorboard" and integration.logging_dir is None:
+        integration.logging_dir = str(logdir(output) / Path(default_logdir()).name)
+    trainer.add_callback(RunConfig(report_to, integration, config))
+
+
+class RunConfig(TrainerCallback):
+    """Adds neobench's config to the tracker's run; added after the integration, so its run is
+    open when this runs."""
+
+    def __init__(self, report_to: str, integration: Any, config: dict[str, Any]) -> None:
+        self.report_to, self.integration, self.config = report_to, integration, config
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not state.is_world_process_zero:
+            return  # the integrations log from the main process only
+        if self.report_to == "tensorboard":
+            writer = self.integration.tb_writer
+            for key, value in self.config.items():
+                writer.add_text(key.replace("_", "/", 1), json.dumps(value, default=str))
+            writer.flush()
+        else:  # wandb and trackio: the module-level config of the run the integration opened
+            import importlib
+
+            tracker = importlib.import_module(self.report_to)
+            tracker.config.update(self.config, allow_val_change=True)
