@@ -298,6 +298,12 @@ def test_the_page_in_a_browser(page, browser, tmp_path, capsys):
     assert float(cell.get_attribute("data-delta")) == round(expected["delta"], 6)
     shots.append(shoot(chrome, tmp_path, "sts-drilldown-ab-1400px"))
 
+    # Zero-shot only: the view without the rows whose training is not declared, nor the paper's.
+    chrome.find_element(By.ID, "f-zs").click()
+    assert set(rows(chrome)) == set(data["views"]["zero_shot"]["computed"])
+    assert "STS16" not in [th.text for th in chrome.find_elements(By.CSS_SELECTOR, "#board th")]
+    chrome.find_element(By.ID, "f-zs").click()
+
     # The address reopens the same view; then the phone width.
     again = chrome.execute_script("return location.href")
     chrome.get("about:blank")

@@ -332,7 +332,7 @@
     }
     const list = h("table", { class: "detail-table" },
       h("thead", {}, h("tr", {}, ["Task", "Type", "Score", "95% interval, seeds as dots", "sd",
-        "vs baseline"].map((text, i) => h("th", { scope: "col", class: i === 1 ? "c-type" :
+        "▲▼"].map((text, i) => h("th", { scope: "col", class: i === 1 ? "c-type" :
         i === 3 ? "c-plot" : "" }, text)))));
     const body = h("tbody");
     for (const t of tasks) {
