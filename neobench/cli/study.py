@@ -49,13 +49,13 @@ def cmd_study_status(cfg: commands.StudyStatusCommand) -> int:
 def cmd_study_table(cfg: commands.StudyTableCommand) -> int:
     """the study's table (with intervals where units were saved)"""
     from neobench.core import layout
-    from neobench.study.plan import PAGE_FILE, TABLE_FILE, build_plan, table_inputs
+    from neobench.study.plan import PAGE_FILE, build_plan, table_inputs
 
     plan = build_plan(cfg.file, cfg.output)
     given = table_inputs(plan.study, plan.jobs)
     units = any(layout.has_units(folder) for folder in layout.run_folders(plan.study.output))
-    # The page goes beside the table file (the study's table.md when no --out is given).
-    beside = Path(cfg.out) if cfg.out else plan.study.output / TABLE_FILE
-    page = cfg.html or str(beside.with_name(PAGE_FILE))
+    # The page goes beside the table: --out's name as .html, else the study's table.html.
+    beside = Path(cfg.out).with_suffix(".html") if cfg.out else plan.study.output / PAGE_FILE
+    page = cfg.html or str(beside)
     table = commands.TableCommand(**given, ci=units, format=cfg.format, out=cfg.out, html=page)
     return cmd_table(table)

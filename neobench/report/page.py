@@ -104,7 +104,12 @@ def _sides(
     refused: dict[str, str] = {}
     for label, run in chosen.items():
         if not ci:
-            sides[label], refused[label] = stats.Side(run, run.scores), "no per-item units"
+            sides[label] = stats.Side(run, run.scores)
+            refused[label] = (
+                "none of the results has per-item predictions (evaluated before neobench saved "
+                "them, or with --no-predictions), so no paired test can be computed; re-run "
+                "the same `neobench eval` to add them."
+            )
             continue
         try:
             sides[label] = compare.side(run, label, settings)

@@ -262,7 +262,7 @@
       onclick: () => update({ open: open ? "" : label }) }, open ? "▾" : "▸");
     const badge = row.quoted ? h("span", { class: "badge", title: row.source }, "quoted") : null;
     return h("th", { scope: "row", class: "model" }, toggle,
-      h("span", { class: "name" }, row.name), badge);
+      h("span", { class: "name", title: row.source }, row.name), badge);
   }
 
   function otherCell(v, label, col) {
