@@ -98,7 +98,9 @@
     const types = Object.fromEntries(v.types.map(([t, s, n]) => [t, [s, n]]));
     const typeCol = (t) => ({ key: t, label: `${types[t][0]} (${types[t][1]})`, kind: "type",
       title: `${t}: mean over its ${types[t][1]} tasks of this view` });
-    const taskCol = (t) => ({ key: t, label: t, kind: "task", title: `${t} (${TASK_TYPE[t]})` });
+    // A task's header may break where its name's words meet (CQADupstack|Retrieval).
+    const taskCol = (t) => ({ key: t, label: t.replace(/([a-z0-9])([A-Z])/g, "$1\u200b$2"),
+      kind: "task", title: `${t} (${TASK_TYPE[t]})` });
     const avgCol = { key: AVG, label: AVG, kind: "avg", title: "Mean over the tasks " +
       "(as the paper computes it, not the mean of the type means)" };
     if (state.task && v.tasks.includes(state.task)) {
@@ -219,9 +221,8 @@
   function whisker(cell, span) {
     if (!span || cell.lo === undefined) return null;
     const [low, high] = span;
-    const x = (value) => (100 * (value - low)) / (high - low);
-    const box = svg("svg", { class: "whisker", viewBox: "0 0 100 8", preserveAspectRatio: "none",
-      "aria-hidden": "true" });
+    const x = (value) => `${2 + (96 * (value - low)) / (high - low)}%`;
+    const box = svg("svg", { class: "whisker", "aria-hidden": "true" });
     box.append(svg("line", { x1: x(cell.lo), x2: x(cell.hi), y1: 4, y2: 4 }));
     box.append(svg("line", { x1: x(cell.lo), x2: x(cell.lo), y1: 1, y2: 7 }));
     box.append(svg("line", { x1: x(cell.hi), x2: x(cell.hi), y1: 1, y2: 7 }));
@@ -306,9 +307,10 @@
     }
     table.tBodies[0].replaceChildren(...body);
     const hidden = DATA.rows.length - labels.length;
+    const sorted = cols.find((c) => c.key === state.sort);
     document.getElementById("board-caption").textContent = `${DATA.benchmark}: ` +
-      `${labels.length} rows` + (hidden ? ` (${hidden} hidden by the filters)` : "") +
-      (state.sort ? `, sorted by ${state.sort} ${state.dir === "asc" ? "ascending" :
+      `${labels.length} rows` + (hidden ? ` (${hidden} not shown in this view)` : "") +
+      (sorted ? `, sorted by ${sorted.label} ${state.dir === "asc" ? "ascending" :
         "descending"}` : ", in table order");
     return { v, cols, labels };
   }
@@ -361,18 +363,17 @@
 
   function seedPlot(cell, seeds, low, high) {
     if (!(low < high)) return null;
-    const x = (value) => 2 + (96 * (value - low)) / (high - low);
-    const box = svg("svg", { class: "seedplot", viewBox: "0 0 100 12",
-      preserveAspectRatio: "none", role: "img" });
+    const x = (value) => `${2 + (96 * (value - low)) / (high - low)}%`;
+    const box = svg("svg", { class: "seedplot", role: "img" });
     const named = [`${fixed(cell.v)}`];
     if (cell.lo !== undefined) {
-      box.append(svg("line", { x1: x(cell.lo), x2: x(cell.hi), y1: 6, y2: 6, class: "ci" }));
+      box.append(svg("line", { x1: x(cell.lo), x2: x(cell.hi), y1: 7, y2: 7, class: "ci" }));
       named.push(`interval ${fixed(cell.lo)} to ${fixed(cell.hi)}`);
     }
-    box.append(svg("rect", { x: x(cell.v) - 0.8, y: 1.5, width: 1.6, height: 9, class: "pt" }));
+    box.append(svg("line", { x1: x(cell.v), x2: x(cell.v), y1: 1, y2: 13, class: "pt" }));
     for (const seed of seeds || []) {
       if (seed === null) continue;
-      box.append(svg("circle", { cx: x(seed), cy: 6, r: 1.6, class: "seed" }));
+      box.append(svg("circle", { cx: x(seed), cy: 7, r: 3, class: "seed" }));
     }
     if (seeds) {
       named.push(`seeds ${seeds.filter((s) => s !== null).map((s) => fixed(s)).join(", ")}`);
@@ -515,12 +516,11 @@
 
   function deltaPlot(delta, low, high, reach) {
     if (!(reach > 0)) return null;
-    const x = (value) => 50 + (48 * value) / reach;
-    const box = svg("svg", { class: "seedplot", viewBox: "0 0 100 12",
-      preserveAspectRatio: "none", "aria-hidden": "true" });
-    box.append(svg("line", { x1: 50, x2: 50, y1: 0, y2: 12, class: "zero" }));
-    box.append(svg("line", { x1: x(low), x2: x(high), y1: 6, y2: 6, class: "ci" }));
-    box.append(svg("rect", { x: x(delta) - 0.8, y: 1.5, width: 1.6, height: 9, class: "pt" }));
+    const x = (value) => `${50 + (48 * value) / reach}%`;
+    const box = svg("svg", { class: "seedplot", "aria-hidden": "true" });
+    box.append(svg("line", { x1: "50%", x2: "50%", y1: 0, y2: 14, class: "zero" }));
+    box.append(svg("line", { x1: x(low), x2: x(high), y1: 7, y2: 7, class: "ci" }));
+    box.append(svg("line", { x1: x(delta), x2: x(delta), y1: 1, y2: 13, class: "pt" }));
     return box;
   }
 
