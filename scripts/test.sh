@@ -5,8 +5,19 @@ source "$(dirname "$0")/venv.sh" test
 cd "$ROOT"
 # The Slurm tests run a real one-node cluster (Debian's slurm-wlm and munge): install them when
 # missing. That needs root; elsewhere those tests are skipped (in CI, CI=true, they fail instead).
+# The leaderboard page's test drives a real browser: Debian's chromium, headless, through
+# chromium-driver (selenium is in the test extra). Installed the same way, when missing.
+install_browser() {
+    command -v chromium >/dev/null && command -v chromedriver >/dev/null && return 0
+    echo "test.sh: installing chromium chromium-driver (apt-get)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    # A fresh machine may have no package lists yet: update once, only when the install fails.
+    apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 ||
+        { apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null; }
+}
 if [ "$(id -u)" -eq 0 ] || [ -n "${CI:-}" ]; then
     bash scripts/slurm-local.sh install
+    install_browser
 fi
 ruff check neobench tests benchmarks
 # The layers of pyproject.toml ([tool.importlinter]): imports only downward, stages independent.

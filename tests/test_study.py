@@ -214,6 +214,10 @@ def test_tiny_study_runs_locally_then_only_what_is_missing(tiny):
     table = (out / "table.md").read_text()
     assert "| tiny/tiny-bert |" in table and "| tiny/MiniLM |" in table
     assert "Conditions differ" not in table  # both rows under identical conditions
+    # The leaderboard page beside the table, from the job and from `study table --out`.
+    assert "tiny/tiny-bert" in (out / "table.html").read_text()
+    code = main(["study", "table", str(path), "--output", str(out), "--out", str(out / "t.md")])
+    assert code == 0 and "tiny/MiniLM" in (out / "t.html").read_text()
 
     again = build_plan(path, str(out))
     assert run_local(again) == [] and all(state(again, j) == "done" for j in again.jobs)

@@ -49,6 +49,11 @@ class TableCommand:
         "also write a PNG forest plot: a panel per type (or task) and Avg., each row a point "
         "with its 95% interval (--ci), paper rows as grey diamonds",
     )
+    html: str | None = opt(
+        None,
+        "also write the leaderboard as one self-contained HTML page (sortable, filters, "
+        "per-task drill-down, A/B of two rows; opens offline): docs/leaderboard-page.md",
+    )
     strict: bool = opt(False, "refuse rows produced under different conditions")
     ci: bool = opt(False, "show each cell's 95% bootstrap interval (needs per-item predictions)")
     baseline: str | None = opt(
@@ -165,3 +170,7 @@ class StudyTableCommand:
     output: str | None = like(StudyRunCommand, "output")
     format: str | None = like(TableCommand, "format")
     out: str | None = like(TableCommand, "out")
+    html: str | None = opt(
+        None, "where the HTML page goes (default: --out's name as .html, else table.html in "
+        "the study's output)"
+    )

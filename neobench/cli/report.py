@@ -16,7 +16,7 @@ def cmd_table(cfg: commands.TableCommand) -> int:
     from neobench.report.render import table as render
     from neobench.report.render import terminal
 
-    fmt = render.output_format(cfg.format, cfg.out, cfg.plot)
+    fmt = render.output_format(cfg.format, cfg.out, cfg.plot, cfg.html)
     table = tables.leaderboard(
         cfg.results,
         cfg.benchmark,
@@ -42,7 +42,30 @@ def cmd_table(cfg: commands.TableCommand) -> int:
     if cfg.plot:
         render.plot(table, Path(cfg.plot))
         say(f"wrote {cfg.plot}", markup=False)
+    if cfg.html:
+        _write_page(cfg)
     return 0
+
+
+def _write_page(cfg: commands.TableCommand) -> None:
+    """The leaderboard page: the table's rows with every view and pair computed for it."""
+    from neobench.core.card_io import write_text_atomic
+    from neobench.report.page import page_data
+    from neobench.report.render import html
+
+    data = page_data(
+        cfg.results,
+        cfg.benchmark,
+        models=cfg.models,
+        reference=cfg.reference,
+        baseline=cfg.baseline,
+        resamples=cfg.resamples,
+        seed=cfg.seed,
+        over=cfg.over,
+    )
+    text = html.to_html(data)
+    write_text_atomic(Path(cfg.html), text)
+    say(f"wrote {cfg.html} ({len(text.encode()) / 1024:,.0f} KiB)", markup=False)
 
 
 def cmd_compare(cfg: commands.CompareCommand) -> int:

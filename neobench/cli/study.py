@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from neobench.cli import commands
 from neobench.cli.output import print_listing, say
 from neobench.cli.report import cmd_table
@@ -47,10 +49,13 @@ def cmd_study_status(cfg: commands.StudyStatusCommand) -> int:
 def cmd_study_table(cfg: commands.StudyTableCommand) -> int:
     """the study's table (with intervals where units were saved)"""
     from neobench.core import layout
-    from neobench.study.plan import build_plan, table_inputs
+    from neobench.study.plan import PAGE_FILE, build_plan, table_inputs
 
     plan = build_plan(cfg.file, cfg.output)
     given = table_inputs(plan.study, plan.jobs)
     units = any(layout.has_units(folder) for folder in layout.run_folders(plan.study.output))
-    table = commands.TableCommand(**given, ci=units, format=cfg.format, out=cfg.out)
+    # The page goes beside the table: --out's name as .html, else the study's table.html.
+    beside = Path(cfg.out).with_suffix(".html") if cfg.out else plan.study.output / PAGE_FILE
+    page = cfg.html or str(beside)
+    table = commands.TableCommand(**given, ci=units, format=cfg.format, out=cfg.out, html=page)
     return cmd_table(table)

@@ -128,6 +128,10 @@ def _read_cards(run: Run, problems: list[str]) -> None:
         for task, entry in card.tasks.items():  # cards in time order: the newest write wins
             if isinstance(entry, dict) and entry.get("units_sha256"):
                 run.units_digests[task] = (str(entry["units_sha256"]), path.name)
+            # A task found already done ("cached") was written by an earlier card.
+            cached = isinstance(entry, dict) and entry.get("status") == "cached"
+            if card.started and not (cached and task in run.evaluated):
+                run.evaluated[task] = card.started
     merged = Conditions()
     for key in FIELDS:
         # One value keeps its type (a length stays an int in JSON); several read "mixed: a, b".

@@ -47,6 +47,9 @@ class Run:
     finetune: Finetune | None = None
     # task -> (sha256[:16] of its units file, the card that recorded it when it wrote the file)
     units_digests: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # task -> when the eval that wrote its result started (its run card's ISO time), for the
+    # provenance the leaderboard page shows per cell
+    evaluated: dict[str, str] = field(default_factory=dict)
     # Seed replicates: one run per seed, in seed order (empty for a single run); the tasks only
     # some seeds hold, left out of ``scores``: task -> the seeds that hold it.
     members: list[Run] = field(default_factory=list)

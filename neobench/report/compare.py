@@ -136,18 +136,40 @@ def compare(
     if zero_shot_only:
         chosen, labelled, note = _zero_shot_only(results, chosen, labelled, [base_label, *others])
         notes.append(note)
-    base = _side(labelled[base_label], base_label, settings)
-    rows = []
+    found = compare_runs(labelled, base_label, others, settings)
+    found.notes = notes + found.notes
+    return found
+
+
+def compare_runs(
+    labelled: dict[str, Run],
+    base_label: str,
+    others: list[str],
+    settings: stats.Settings,
+    sides: dict[str, stats.Side] | None = None,
+) -> Comparison:
+    """`compare` on runs already read (label -> run): every one of ``others`` against
+    ``base_label``. ``sides`` (label -> the run's units and draws) are used where given and
+    filled where missing, so that a caller comparing many pairs (the leaderboard page) draws
+    each run once; a side may hold fewer tasks than its run, which compares on those only."""
+    _check_conditions(labelled, base_label, others)
+    sides = {} if sides is None else sides
+    for label in [base_label, *others]:
+        if label not in sides:
+            sides[label] = side(labelled[label], label, settings)
+    base = sides[base_label]
+    rows, notes = [], []
     for label in others:
-        mine = _side(labelled[label], label, settings)
-        found, dropped = _compare_one(label, base, mine, settings)
+        found, dropped = _compare_one(label, base, sides[label], settings)
         rows += found
         notes += dropped
     rows = [_with_in_domain(r, labelled[r.label], sorted(base.units)) for r in rows]
     notes += _overlap_notes(rows)
     seeds = base.run.seeds if base.run.replicated else None
     fields = {**identity(base_label, base.run), **base.run.conditions.record()}
-    return Comparison(base_label, resamples, seed, alpha, rows, notes, seeds, fields)
+    return Comparison(
+        base_label, settings.resamples, settings.seed, settings.alpha, rows, notes, seeds, fields
+    )
 
 
 def _zero_shot_only(
@@ -198,7 +220,7 @@ def _check_conditions(labelled: dict[str, Run], base: str, others: list[str]) ->
         )
 
 
-def _side(run: Run, label: str, settings: stats.Settings) -> stats.Side:
+def side(run: Run, label: str, settings: stats.Settings) -> stats.Side:
     """The run's units and draws on every task it holds; a task saved without units is
     refused with the command that adds them."""
     missing = [

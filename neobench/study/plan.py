@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
 TABLE_FILE = "table.md"
+PAGE_FILE = "table.html"  # the leaderboard page, beside the table
 
 
 @dataclass
@@ -210,7 +211,7 @@ def _table_job(study: Study, jobs: list[Job]) -> Job:
     out = study.output / TABLE_FILE
     given = table_inputs(study, jobs)
     argv = ["table", "--results", str(study.output), "--benchmark", study.eval.benchmark]
-    argv += ["--out", str(out), "--ci"]
+    argv += ["--out", str(out), "--html", str(out.with_name(PAGE_FILE)), "--ci"]
     for flag in ("reference", "baseline"):
         argv += [f"--{flag}", given[flag]] if given[flag] else []
     evals = [j.key for j in jobs if j.kind == "eval"]

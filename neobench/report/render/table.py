@@ -272,10 +272,12 @@ def write(table: LeaderTable, fmt: str) -> str:
     return FORMATS[fmt][1](table)
 
 
-def output_format(fmt: str | None, out: str | None, plot: str | None) -> str:
+def output_format(
+    fmt: str | None, out: str | None, plot: str | None, html: str | None = None
+) -> str:
     """The format `neobench table` writes: --format, else the --out suffix, else rich; refuses a
-    rich --out, a --plot that is not PNG and an --out/--plot folder that cannot be written,
-    all at once."""
+    rich --out, a --plot that is not PNG, an --html that is not .html and an --out/--plot/--html
+    folder that cannot be written, all at once."""
     problems: list[str] = []
     if fmt is not None:
         collect(problems, check_choice, "--format", fmt, [RICH, *FORMATS])
@@ -289,7 +291,9 @@ def output_format(fmt: str | None, out: str | None, plot: str | None) -> str:
         )
     if plot and Path(plot).suffix.lower() != ".png":
         problems.append(f"--plot {plot}: the chart is written as PNG; name it *.png.")
-    for flag, target in (("--out", out), ("--plot", plot)):
+    if html and Path(html).suffix.lower() not in (".html", ".htm"):
+        problems.append(f"--html {html}: the page is one HTML file; name it *.html.")
+    for flag, target in (("--out", out), ("--plot", plot), ("--html", html)):
         if target:
             problems += writable_folder_problems(
                 Path(target).parent, f"{flag} {target}: its folder", "Write it somewhere else."

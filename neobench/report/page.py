@@ -1,0 +1,375 @@
+"""The data of the leaderboard page (`neobench table --html`; laid out by render/html.py).
+
+Every number the page shows is computed here by the report's own engines, so that its script
+only lays numbers out, sorts and filters; it computes no statistic.
+
+- The table: `leaderboard` with intervals and the baseline's marks (the Table 4 layout).
+- Each task's cell: its score, its interval (`stats.interval` of the draws `stats.side` gives,
+  as `table --per-task --ci` shows it), each seed's score and the seed sd (seed replicates).
+- Every ordered pair (A, B) of computed rows: `compare_runs`, the rows that `neobench compare
+  --baseline A --models B` writes. The baseline's pairs give the task cells their ▲/▼ (the
+  same test as the table's); the pairs of the best row give the rank groups: the rows its
+  paired test on Avg. cannot tell apart from the best.
+- All of it again over the tasks that no row trained on (the zero-shot view, as `table
+  --zero-shot-only`), among the rows that declare their training data.
+- Each row's provenance: model, revisions, recipe and instruction hashes, dtype, max length,
+  mteb version, seeds and when each task was evaluated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from neobench._version import __version__
+from neobench.core import layout
+from neobench.core.conditions import EVAL, RECIPE
+from neobench.core.errors import NeobenchError
+from neobench.core.replicates import seed_sd
+from neobench.core.runs import Run, find
+from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, RESAMPLES
+from neobench.report import compare, stats
+from neobench.report.columns import AVG, DOWN, MEAN_TYPES, SHORT, UP
+from neobench.report.leaderboard import leaderboard
+from neobench.report.load import load
+from neobench.report.table import LeaderTable, Row
+
+FORMAT = 1
+# A pair's rows, one per task of the view and Avg. last: these fields of compare's Row, in
+# compare's own units (scores in [0, 1]), rounded to DIGITS (1e-4 points, finer than shown).
+PAIR_FIELDS = ("baseline_score", "score", "delta", "ci_low", "ci_high", "p", "p_holm")
+DIGITS = 6
+MARKS = {1: UP, -1: DOWN}
+
+
+def page_data(
+    results: list[str | Path],
+    benchmark: str,
+    *,
+    models: list[str] | None = None,
+    reference: str | None = None,
+    baseline: str | None = None,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    over: str = "items",
+) -> dict[str, Any]:
+    """The page's data (JSON-ready) for the runs under ``results``: the table with intervals
+    wherever units were saved, marks against ``baseline``, ``reference`` rows quoted."""
+    from neobench.protocol.tasks import load_benchmark, select_tasks
+
+    stats.check(stats.Settings(resamples, seed, over))
+    tasks = select_tasks(load_benchmark(benchmark))
+    runs, _, _ = load(results, tasks)
+    chosen = dict(find(runs, models))
+    ci = any(layout.has_units(m.folder) for run in chosen.values() for m in run.each())
+    given = {"models": models, "resamples": resamples, "seed": seed, "over": over}
+    given |= {"ci": ci, "baseline": baseline if ci else None}
+    table = leaderboard(results, benchmark, reference=reference, **given)
+    given["baseline"] = table.baseline  # the label it names, for the zero-shot view's rows
+    names = [t.metadata.name for t in tasks]
+    settings = stats.Settings(resamples, seed, "items", ALPHA)  # compare's
+    sides, refused = _sides(chosen, settings, ci)
+    labels = [r.label for r in table.rows]
+    views = {"all": _view(table, chosen, names, sides, refused, settings)}
+    views["zero_shot"] = _zero_shot_view(
+        results, benchmark, chosen, labels, given, (sides, refused, settings)
+    )
+    return {
+        "format": FORMAT,
+        "benchmark": table.benchmark,
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "neobench": __version__,
+        "settings": {"resamples": resamples, "seed": seed, "over": over, "alpha": ALPHA},
+        "intervals": ci,
+        "baseline": table.baseline,
+        "types": [[t, SHORT.get(t, t), n] for t, n in table.types],
+        "tasks": [[t.metadata.name, t.metadata.type] for t in tasks],
+        "rows": [_row(r, chosen.get(r.label), names) for r in table.rows],
+        "views": views,
+        "pair_fields": list(PAIR_FIELDS),
+        "notes": table.notes,
+        "sources": table.sources,
+    }
+
+
+def _sides(
+    chosen: dict[str, Run], settings: stats.Settings, ci: bool
+) -> tuple[dict[str, stats.Side], dict[str, str]]:
+    """Each computed row's units and draws, drawn once for every pair: compare's side where
+    compare accepts the run; else the table's (intervals where units exist) and the reason
+    compare gives, which its pairs then show."""
+    sides: dict[str, stats.Side] = {}
+    refused: dict[str, str] = {}
+    for label, run in chosen.items():
+        if not ci:
+            sides[label] = stats.Side(run, run.scores)
+            refused[label] = (
+                "none of the results has per-item predictions (evaluated before neobench saved "
+                "them, or with --no-predictions), so no paired test can be computed; re-run "
+                "the same `neobench eval` to add them."
+            )
+            continue
+        try:
+            sides[label] = compare.side(run, label, settings)
+        except NeobenchError as error:
+            refused[label] = str(error)
+            sides[label] = stats.side(run, set(run.scores), settings)
+    return sides, refused
+
+
+def _view(
+    table: LeaderTable,
+    chosen: dict[str, Run],
+    names: list[str],
+    sides: dict[str, stats.Side],
+    refused: dict[str, str],
+    settings: stats.Settings,
+) -> dict[str, Any]:
+    """One view of the page: its tasks, each row's cells, every pair and the rank groups."""
+    computed = [r.label for r in table.rows if r.label in chosen]
+    # compare over the view's tasks only: the sides cut to them (the zero-shot view's pairs are
+    # `compare` on runs read over those tasks, as `--zero-shot-only` reads them)
+    kept = {
+        label: replace(side, units=_only(side.units, names), draws=_only(side.draws, names))
+        for label, side in sides.items()
+    }
+    pairs = _pairs(chosen, computed, kept, refused, settings)
+    index = {label: i for i, label in enumerate(computed)}
+    base = index.get(table.baseline) if table.baseline else None
+    rows = {}
+    for row in table.rows:
+        i = index.get(row.label)
+        against = pairs.get(f"{base}-{i}") if base is not None and i != base else None
+        run = chosen.get(row.label)
+        rows[row.label] = _cells(row, table) | {
+            "tasks": _task_cells(row, run, kept.get(row.label), names, against, settings)
+        }
+    avg = {r.label: r.avg for r in table.rows if r.label in chosen}
+    return {
+        "types": [[t, SHORT.get(t, t), n] for t, n in table.types],
+        "tasks": names,
+        "rows": rows,
+        "pairs": pairs,
+        "computed": computed,
+        "groups": _groups(computed, avg, pairs),
+        "notes": [],
+    }
+
+
+def _only(found: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    return {k: v for k, v in found.items() if k in names}
+
+
+def _pairs(
+    chosen: dict[str, Run],
+    computed: list[str],
+    sides: dict[str, stats.Side],
+    refused: dict[str, str],
+    settings: stats.Settings,
+) -> dict[str, Any]:
+    """Every ordered pair "i-j" (indices into ``computed``): compare's rows of j against i,
+    or why compare refuses the pair."""
+    out: dict[str, Any] = {}
+    for i, a in enumerate(computed):
+        for j, b in enumerate(computed):
+            if i == j:
+                continue
+            problem = refused.get(a) or refused.get(b)
+            if problem is not None:
+                out[f"{i}-{j}"] = {"refused": problem}
+                continue
+            try:
+                found = compare.compare_runs(chosen, a, [b], settings, sides)
+            except NeobenchError as error:
+                out[f"{i}-{j}"] = {"refused": str(error)}
+                continue
+            out[f"{i}-{j}"] = _pair(found)
+    return out
+
+
+def _pair(found: compare.Comparison) -> dict[str, Any]:
+    """compare's rows as lists of PAIR_FIELDS (tasks in order, Avg. last) and its notes."""
+    rows = {r.task: [_num(getattr(r, f)) for f in PAIR_FIELDS] for r in found.rows}
+    significant = {r.task: int(r.significant) for r in found.rows}
+    in_domain = {r.task: r.in_domain for r in found.rows}
+    return {
+        "tasks": [r.task for r in found.rows],
+        "rows": [rows[t] for t in rows],
+        "significant": [significant[t] for t in rows],
+        "in_domain": [int(bool(in_domain[t])) for t in rows],
+        "notes": found.notes,
+    }
+
+
+def _groups(
+    computed: list[str], avg: dict[str, float | None], pairs: dict[str, Any]
+) -> dict[str, int | None]:
+    """Rank groups on Avg.: group 1 is the best row and every row compare's paired test on
+    Avg. cannot tell apart from it (not significant); group 2 the same among the rest; a row
+    whose pair with the group's best is refused gets none."""
+    index = {label: i for i, label in enumerate(computed)}
+    remaining = [label for label in computed if avg.get(label) is not None]
+    out: dict[str, int | None] = dict.fromkeys(computed)
+    group = 1
+    while remaining:
+        best = max(remaining, key=lambda label: avg[label] or 0.0)
+        out[best] = group
+        left = []
+        for label in remaining:
+            if label == best:
+                continue
+            pair = pairs.get(f"{index[best]}-{index[label]}", {})
+            if "refused" in pair:
+                continue
+            if not pair["significant"][-1]:  # Avg. is the pair's last row
+                out[label] = group
+            else:
+                left.append(label)
+        remaining, group = left, group + 1
+    return out
+
+
+def _cells(row: Row, table: LeaderTable) -> dict[str, Any]:
+    """The row's cells of the Table 4 layout: types, Avg., Mean(TaskType)."""
+    cells = {
+        t: _cell(row, t, row.types[t].value, (row.types[t].present, row.types[t].total))
+        for t, _ in table.types
+    }
+    cells[AVG] = _cell(row, AVG, row.avg, row.avg_of)
+    cells[MEAN_TYPES] = _cell(row, MEAN_TYPES, row.mean_types, None)
+    return {
+        "cells": cells,
+        "zero_shot": row.zero_shot_text(),
+        "missing": None if row.quoted else len(row.missing),
+    }
+
+
+def _cell(row: Row, column: str, value: float | None, of: tuple[int, int] | None) -> dict:
+    if value is None:
+        return {}
+    cell: dict[str, Any] = {"v": _num(value, 4)}
+    if column in row.ci:
+        cell["lo"], cell["hi"] = (_num(x, 4) for x in row.ci[column])
+    if column in row.sd:
+        cell["sd"] = _num(row.sd[column], 4)
+    if column in row.marks:
+        cell["m"] = row.marks[column]
+    if column in row.in_domain:
+        cell["d"] = 1
+    if of is not None and of[0] < of[1]:
+        cell["of"] = list(of)
+    return cell
+
+
+def _task_cells(
+    row: Row,
+    run: Run | None,
+    side: stats.Side | None,
+    names: list[str],
+    against: dict[str, Any] | None,
+    settings: stats.Settings,
+) -> list[dict | None]:
+    """Each task of the view (in order): score, interval, seed sd, mark against the baseline
+    (from compare's rows of the pair baseline-row), in-domain dagger; None where not held."""
+    if run is None:
+        return []
+    marks = {}
+    if against is not None and "refused" not in against:
+        for task, values, significant in zip(
+            against["tasks"], against["rows"], against["significant"], strict=True
+        ):
+            if significant:
+                marks[task] = MARKS[1 if values[2] > 0 else -1]
+    out: list[dict | None] = []
+    for task in names:
+        if task not in run.scores:
+            out.append(None)
+            continue
+        cell: dict[str, Any] = {"v": _num(100 * run.scores[task], 4)}
+        if side is not None and task in side.draws:
+            low, high = stats.interval(side.draws[task], settings.alpha)
+            cell["lo"], cell["hi"] = _num(100 * low, 4), _num(100 * high, 4)
+        if run.replicated:
+            cell["sd"] = _num(100 * seed_sd([[m.scores[task]] for m in run.members]), 4)
+        if task in marks:
+            cell["m"] = marks[task]
+        if task in row.in_domain:
+            cell["d"] = 1
+        out.append(cell)
+    return out
+
+
+def _row(row: Row, run: Run | None, names: list[str]) -> dict[str, Any]:
+    """What a row is, whatever the view: its label, kind, seeds and provenance."""
+    out: dict[str, Any] = {
+        "label": row.label,
+        "name": row.name,
+        "quoted": row.quoted,
+        "finetuned": row.finetuned,
+        "source": row.source,
+    }
+    if run is None:
+        return out
+    out["conditions"] = {key: run.conditions.value(key) for key in (RECIPE, *EVAL)}
+    out["model"] = run.model
+    out["members"] = [_member(m, names) for m in run.each()]
+    if run.replicated:
+        out["seeds"] = [
+            [_num(100 * m.scores[t], 4) if t in run.scores else None for m in run.members]
+            for t in names
+        ]
+    return out
+
+
+def _member(run: Run, names: list[str]) -> dict[str, Any]:
+    """One evaluated run: seed, revision, folder and when each task was evaluated (date ->
+    the indices of its tasks, most runs evaluate all at one date)."""
+    dates: dict[str, list[int]] = {}
+    for i, task in enumerate(names):
+        if task in run.evaluated:
+            dates.setdefault(run.evaluated[task], []).append(i)
+    return {
+        "seed": run.finetune.seed if run.finetune else None,
+        "revision": run.revision,
+        "folder": str(run.folder),
+        "dates": dates,
+    }
+
+
+def _zero_shot_view(
+    results: list[str | Path],
+    benchmark: str,
+    chosen: dict[str, Run],
+    labels: list[str],
+    given: dict[str, Any],
+    drawn: tuple[dict[str, stats.Side], dict[str, str], stats.Settings],
+) -> dict[str, Any]:
+    """The view over the tasks no row trained on, among the rows that declare their training
+    data (as `table --zero-shot-only --models <those>`), or why there is none."""
+    declared = [label for label in labels if label in chosen and chosen[label].training_datasets
+                is not None]  # fmt: skip
+    left_out = [label for label in chosen if label not in declared]
+    if not declared:
+        return {"refused": "no row declares its training data, so no task is known zero-shot."}
+    baseline = given["baseline"]
+    given = given | {"models": declared, "baseline": baseline if baseline in declared else None}
+    try:
+        table = leaderboard(results, benchmark, zero_shot_only=True, **given)
+    except NeobenchError as error:
+        return {"refused": str(error)}
+    sides, refused, settings = drawn
+    runs = {label: chosen[label] for label in declared}
+    view = _view(table, runs, table.task_names, sides, refused, settings)
+    view["notes"] = [n for n in table.notes if n.startswith("--zero-shot-only")]
+    if left_out:
+        view["notes"].append(
+            f"Left out of this view: {', '.join(left_out)} (training data not declared, so its "
+            "zero-shot tasks are unknown)."
+        )
+    return view
+
+
+def _num(value: float | None, digits: int = DIGITS) -> float | None:
+    return None if value is None else round(float(value), digits)

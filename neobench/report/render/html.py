@@ -1,0 +1,47 @@
+"""The leaderboard page: one self-contained HTML file (`neobench table --html`).
+
+The page's data (report/page.py: every number already computed) is embedded as JSON in a
+``<script type="application/json">``; the script and the style sheet (leaderboard.js and
+leaderboard.css, package files beside this module) are inlined. Nothing is fetched: a
+Content-Security-Policy forbids it, so the file opens from ``file://`` offline, can be mailed,
+and shows the same thing in ten years. The layout is documented in docs/leaderboard-page.md.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from importlib import resources
+from typing import Any
+
+# Inline script and style only; no request of any kind leaves the page.
+POLICY = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "img-src data:; base-uri 'none'; form-action 'none'"
+)
+
+# Characters that must not appear raw inside a <script> element's JSON: "</script>" would end it,
+# "<!--" would open an HTML comment, and U+2028/U+2029 end lines in older JavaScript parsers.
+_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+            "\u2029": "\\u2029"}  # fmt: skip
+
+
+def to_html(data: dict[str, Any]) -> str:
+    """The page for ``data`` (report/page.page_data) as one HTML document."""
+    files = resources.files("neobench.report.render")
+    script = files.joinpath("leaderboard.js").read_text(encoding="utf-8")
+    style = files.joinpath("leaderboard.css").read_text(encoding="utf-8")
+    template = files.joinpath("leaderboard.html").read_text(encoding="utf-8")
+    for name, text in (("leaderboard.js", script), ("leaderboard.css", style)):
+        if "</script" in text.lower() or "</style" in text.lower():
+            raise ValueError(f"{name} holds a closing tag that would end its inline element")
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    for char, escaped in _ESCAPES.items():
+        body = body.replace(char, escaped)
+    title = f"neobench leaderboard: {data['benchmark']}"
+    parts = {"TITLE": html.escape(title), "POLICY": POLICY, "STYLE": style, "DATA": body,
+             "SCRIPT": script}  # fmt: skip
+    # One pass over the template: what is put in is never searched again (a model name that
+    # reads "@@SCRIPT@@" stays a name), and no str.format (the script is full of braces).
+    return re.sub(r"@@([A-Z]+)@@", lambda m: parts[m.group(1)], template)
