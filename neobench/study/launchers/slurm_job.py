@@ -90,7 +90,10 @@ def progress(kind: str, output: Path) -> int:
             return sys.maxsize
         last = last_checkpoint(output)
         return int(last.rsplit("-", 1)[-1]) if last else 0
-    return sum(1 for _ in output.rglob("*.json")) if output.is_dir() else 0
+    # os.walk, not rglob: other jobs of the study write into this folder while it is read, and
+    # a folder that vanishes meanwhile (an eval's staging folder, removed when it ends) is
+    # skipped instead of failing the job before its command starts.
+    return sum(name.endswith(".json") for _, _, names in os.walk(output) for name in names)
 
 
 def _requeue(key: str, before: int, after: int) -> None:
