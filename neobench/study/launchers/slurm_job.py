@@ -17,6 +17,7 @@ what it can on SIGTERM in any case.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -97,9 +98,28 @@ def progress(kind: str, output: Path) -> int:
 
 
 def _requeue(key: str, before: int, after: int) -> None:
-    """Put this job back in the queue (same id, same dependants) and end this window."""
+    """Put this job back in the queue (same id, same dependants) and end this window; not when
+    Slurm was told to cancel it meanwhile (a scancel while it stopped at the notice): Slurm
+    requeues even a cancelled job, and stop must mean stop."""
     job = os.environ.get("SLURM_ARRAY_JOB_ID")
     job_id = f"{job}_{os.environ['SLURM_ARRAY_TASK_ID']}" if job else os.environ["SLURM_JOB_ID"]
+    if slurm_state(job_id) == "CANCELLED":
+        raise JobFailed(
+            f"{key}: cancelled while it stopped for its time limit (progress {before} -> "
+            f"{after}); not requeued. Run the study again to continue from where it stopped."
+        )
     print(f"neobench: {key}: progress {before} -> {after} in this window; requeued", flush=True)
     subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=60)
     sys.exit(-1)  # as submitit's own requeue does: Slurm ends this run of the job
+
+
+def slurm_state(job_id: str) -> str | None:
+    """Slurm's state of the job now (RUNNING, CANCELLED, ...); None when it does not say."""
+    try:
+        done = subprocess.run(
+            ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"\bJobState=(\S+)", done.stdout)
+    return found.group(1) if found else None
