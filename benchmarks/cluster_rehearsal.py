@@ -297,6 +297,8 @@ class Fault:
     node: str = ""  # slurmd: the node's state after the restart
     survived: bool | None = None
     outcome: str = ""
+    at_epoch: float = field(default_factory=time.time)
+    undone: bool = False  # scancel: the job ran again under the same id (it requeued itself)
 
 
 class Watcher(threading.Thread):
@@ -936,6 +938,14 @@ def survival(faults: list[Fault], faulted: dict[str, Any], watcher: Watcher, pla
         )
         if fault.kind == "time-limit" and fault.id:
             fault.outcome += "; " + _time_limit_outcome(Path(faulted["output"]), fault.id)
+        if fault.kind == "scancel":
+            again = [w for w in after if w.id == fault.id and w.start > fault.at_epoch]
+            fault.undone = bool(again)
+            if again:
+                fault.outcome += (
+                    "; UNDONE: the job ran again under the same Slurm id after the scancel "
+                    f"({len(again)} more start(s)): it requeued itself"
+                )
 
 
 def _time_limit_outcome(output: Path, slurm_id: str) -> str:
@@ -989,7 +999,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="comma-separated mteb tasks (default: the mirror's MTEB(eng, v1) tasks)",
     )
-    p.add_argument("--steps", type=int, default=300, help="fine-tuning steps (default 300)")
+    p.add_argument("--steps", type=int, default=120, help="fine-tuning steps (default 120)")
     p.add_argument("--checkpoint-every", type=int, default=50)
     p.add_argument(
         "--finetune-time",
@@ -1089,7 +1099,10 @@ def rehearse(args: argparse.Namespace, report: dict[str, Any]) -> None:
     with cluster(env) as info:
         report["cluster"] = {**info, "node": node_state(env)}
         injector = Injector(args, env, plan)
-        faulted = one_run("faulted", faulted_path, env, args, injector, deadline)
+        try:
+            faulted = one_run("faulted", faulted_path, env, args, injector, deadline)
+        finally:  # what was injected, also when the run was cut short
+            report["faults"] = [asdict(f) for f in injector.faults]
         watcher = faulted.pop("_watcher")
         final = plan_of(faulted_path)
         survival(injector.faults, faulted, watcher, final)
@@ -1171,6 +1184,8 @@ def summary(report: dict[str, Any]) -> None:
     faults = report.get("faults", [])
     survived = sum(bool(f["survived"]) for f in faults)
     say(f"faults: {len(faults)} injected, {survived} survived")
+    for fault in faults:
+        say(f"  {fault['kind']} {fault['key'] or ''} ({fault['detail']}): {fault['outcome']}")
     tunes = report.get("finetune_windows", {})
     several = sum(v["starts"] > 1 for v in tunes.values())
     itself = sum(v["self_requeues"] > 0 for v in tunes.values())
