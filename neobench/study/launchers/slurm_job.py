@@ -17,6 +17,7 @@ what it can on SIGTERM in any case.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -92,16 +93,36 @@ def progress(kind: str, output: Path, tasks: list[str]) -> int:
             return sys.maxsize
         last = last_checkpoint(output)
         return int(last.rsplit("-", 1)[-1]) if last else 0
-    results = output / "results"
-    if not results.is_dir():
-        return 0
-    return sum(1 for task in tasks for _ in results.rglob(f"{task}.json"))
+    # os.walk, not rglob: other jobs of the study write into this folder while it is read, and
+    # a folder that vanishes meanwhile (an eval's staging folder, removed when it ends) is
+    # skipped instead of failing the job before its command starts. Only this job's tasks count.
+    wanted = {f"{task}.json" for task in tasks}
+    return sum(name in wanted for _, _, names in os.walk(output / "results") for name in names)
 
 
 def _requeue(key: str, before: int, after: int) -> None:
-    """Put this job back in the queue (same id, same dependants) and end this window."""
+    """Put this job back in the queue (same id, same dependants) and end this window; not when
+    Slurm was told to cancel it meanwhile (a scancel while it stopped at the notice): Slurm
+    requeues even a cancelled job, and stop must mean stop."""
     job = os.environ.get("SLURM_ARRAY_JOB_ID")
     job_id = f"{job}_{os.environ['SLURM_ARRAY_TASK_ID']}" if job else os.environ["SLURM_JOB_ID"]
+    if slurm_state(job_id) == "CANCELLED":
+        raise JobFailed(
+            f"{key}: cancelled while it stopped for its time limit (progress {before} -> "
+            f"{after}); not requeued. Run the study again to continue from where it stopped."
+        )
     print(f"neobench: {key}: progress {before} -> {after} in this window; requeued", flush=True)
     subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=60)
     sys.exit(-1)  # as submitit's own requeue does: Slurm ends this run of the job
+
+
+def slurm_state(job_id: str) -> str | None:
+    """Slurm's state of the job now (RUNNING, CANCELLED, ...); None when it does not say."""
+    try:
+        done = subprocess.run(
+            ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"\bJobState=(\S+)", done.stdout)
+    return found.group(1) if found else None

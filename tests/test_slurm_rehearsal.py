@@ -1,0 +1,71 @@
+"""The cluster rehearsal (benchmarks/cluster_rehearsal.py), reduced to a test: one backbone, two
+seeds, two eval shards, one scancel of a random running job and one `scontrol requeue` of a
+fine-tune mid-training, on the session's local Slurm cluster. `study run` repeated until done gives
+the table; the faults are survived; every loss and score equals a fault-free run of the same plan.
+The full size (136 jobs, every kind of fault) is the script itself: too long for the suite."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+# The two smallest STS tasks of the mirror, one per shard; 30 steps under a limit the fine-tunes
+# never reach (the limit's own requeue is the full rehearsal's).
+REDUCED = [
+    "--backbones", "BERT", "--seeds", "2", "--shards", "2",
+    "--tasks", "BIOSSES,STS16",
+    "--steps", "30", "--finetune-time", "0:05:00",
+    "--scancel", "1", "--requeue", "1", "--slurmd-kills", "0", "--time-limits", "0",
+    "--fault-gap", "5", "--timeout-min", "9",
+]  # fmt: skip
+
+
+def test_a_reduced_rehearsal_survives_its_faults_with_the_reference_numbers(
+    slurm_cluster, mirror, tmp_path
+):
+    out = tmp_path / "report.json"
+    argv = [sys.executable, str(REPO / "benchmarks" / "cluster_rehearsal.py"), *REDUCED]
+    argv += ["--data-dir", str(mirror), "--work", str(tmp_path / "work"), "--out", str(out)]
+    done = subprocess.run(argv, env=slurm_cluster.env, capture_output=True, text=True, timeout=660)
+    said = done.stdout[-4000:] + done.stderr[-4000:]
+    assert out.is_file(), said
+    report = json.loads(out.read_text())
+    assert done.returncode == 0 and report["ok"], (report["problems"], said)
+
+    for run in (report["faulted"], report["reference"]):
+        assert run["jobs"] == run["done"] == 7 and not run["not_done"]  # 2 + 2 x 2 + table
+        assert run["table"] and Path(run["table"]).is_file()
+    assert 2 <= len(report["faulted"]["rounds"]) <= 4  # the submission, then --wait rounds
+
+    faults = {f["kind"]: f for f in report["faults"]}
+    assert sorted(faults) == ["requeue", "scancel"] and len(report["faults"]) == 2
+    assert all(f["rc"] == 0 and f["survived"] for f in report["faults"]), report["faults"]
+    requeued = faults["requeue"]["key"]
+    assert requeued.startswith("finetune/")
+    assert report["finetune_windows"][requeued]["starts"] >= 2  # it ran again after the requeue
+    # The scancelled job ended CANCELLED; a later round ran it again unless its output was whole
+    # already (a fine-tune cancelled while it saved its model, say): done either way.
+    cancelled = [w for w in report["faulted"]["failed_windows"] if w["fault"] == "scancel"]
+    assert [w["key"] for w in cancelled] == [faults["scancel"]["key"]]
+    assert cancelled[0]["state"] == "CANCELLED"
+    assert not report["reference"]["failed_windows"]  # the reference ran without a fault
+
+    compare = report["compare"]
+    assert compare["finetunes_equal"] and len(compare["finetunes"]) == 2
+    for tune in compare["finetunes"].values():
+        assert tune["final_loss_equal"] and tune["curve_max_abs_diff"] <= 1e-6
+        assert tune["faulted"]["steps"] == tune["reference"]["steps"] == 30
+    scores = compare["scores"]
+    assert compare["scores_equal"] and scores["task_results_expected"] == 2 * 2
+    assert not scores["missing"] and scores["beyond_tolerance"] == 0
+    assert scores["numbers_compared"] > 8  # every number of each task's scores, not one
+
+    overhead = report["faulted"]["overhead"]
+    assert overhead["submission_s_per_job"] > 0 and overhead["startup_s"]["n"] >= 7
