@@ -34,9 +34,13 @@ def test_the_leaderboard_frame_holds_the_csv_numbers(golden_runs, tmp_path, caps
     assert main(["table", "--results", str(runs), "--ci", "--baseline", GOLDEN_BASELINE,
                  "--out", str(out)]) == 0  # fmt: skip
     lines = [line for line in out.read_text().splitlines() if not line.startswith("#")]
-    written = {row["model"]: row for row in csv.DictReader(io.StringIO("\n".join(lines)))}
+    written = {row["label"]: row for row in csv.DictReader(io.StringIO("\n".join(lines)))}
     computed = frame[~frame["quoted"]]
     assert sorted(computed["label"]) == sorted(written)
+    for _, row in computed.iterrows():  # the run named in separate fields, as in the CSV
+        assert (row["model"], row["revision"]) == (
+            written[row["label"]]["model"], written[row["label"]]["revision"]
+        )
     for _, row in computed.iterrows():
         # the CSV rounds to one decimal; the frame keeps the computed value
         assert row["Avg."] == pytest.approx(float(written[row["label"]]["avg"]), abs=0.051)

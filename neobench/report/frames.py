@@ -27,7 +27,8 @@ def leader_frame(table: LeaderTable) -> pd.DataFrame:
 
 
 def _leader_record(table: LeaderTable, row: Row) -> dict[str, Any]:
-    record: dict[str, Any] = {"label": row.label, "quoted": row.quoted,
+    # The run's names as the CSV and JSON give them (core/runs.NAMES), label first.
+    record: dict[str, Any] = {"label": row.label, **row.identity, "quoted": row.quoted,
                               "finetuned": row.finetuned}  # fmt: skip
     columns = table.task_names if table.per_task else [t for t, _ in table.types]
     for column in columns:
