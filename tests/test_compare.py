@@ -1,6 +1,7 @@
 """neobench compare on results folders written through mteb's ResultCache, with per-item units
 files whose values are known (no model needed)."""
 
+import csv
 import json
 
 import mteb
@@ -12,6 +13,7 @@ from mteb.results import TaskResult
 from neobench.cli.main import main
 from neobench.evaluate import units
 from neobench.evaluate.units import Part, TaskUnits, TypeSpec
+from neobench.report.compare import record_keys
 
 TASKS = ["SciFact", "ArguAna", "NFCorpus"]
 
@@ -93,6 +95,18 @@ def test_a_copy_is_never_different_and_a_worse_model_is(root, tmp_path):
     assert (first["model"], first["seeds"], first["seed_sd"]) == ("org/base-copy", None, None)
     assert first["revision"] and first["finetuned"] is False and first["recipe_sha256"] is None
     assert found["baseline_fields"]["model"] == "org/base"
+
+
+def test_csv_rows_carry_the_fields_of_the_json_rows(root, tmp_path):
+    out = tmp_path / "out.csv"
+    assert main(["compare", "--results", str(root), "--baseline", "org/base", "--tasks",
+                 ",".join(TASKS), "--resamples", "100", "--out", str(out)]) == 0  # fmt: skip
+    rows = list(csv.DictReader(out.open()))
+    assert all(list(row) == record_keys() for row in rows)
+    worse = next(r for r in rows if r["model"] == "org/worse" and r["task"] == "Avg.")
+    assert (worse["label"], worse["seeds"], worse["significant"]) == ("org/worse", "", "True")
+    assert (worse["revision"], worse["finetuned"], worse["recipe_sha256"]) == ("r1", "False", "")
+    assert worse["instructions"] == ""  # no run card here: not recorded is empty
 
 
 def test_same_inputs_and_seed_give_byte_identical_output(root, tmp_path):

@@ -37,7 +37,7 @@ class Inputs:
     train_profile: TrainProfile
     eval_profile: InstructionProfile
     world: int  # processes
-    report_to: str = "none"  # --report-to, checked: installed
+    report_to: str = "none"  # --report-to (its package checked: installed)
 
 
 def resolve_recipe(cfg: FinetuneConfig) -> Recipe:
