@@ -75,7 +75,7 @@ def test_every_pair_is_compares_own_rows(page, golden_runs):
             if a == b:
                 continue
             mine = pair(data, "all", a, b)
-            rows = [r for r in found.rows if r.model == b]
+            rows = [r for r in found.rows if r.label == b]
             assert mine["tasks"] == [r.task for r in rows]
             for values, significant, row in zip(mine["rows"], mine["significant"], rows,
                                                 strict=True):  # fmt: skip
@@ -83,7 +83,7 @@ def test_every_pair_is_compares_own_rows(page, golden_runs):
                 assert significant == int(row.significant)
     base = written["baseline"]
     for row in written["rows"]:
-        mine = pair(data, "all", base, row["model"])
+        mine = pair(data, "all", base, row["label"])
         values = mine["rows"][mine["tasks"].index(row["task"])]
         assert values[PAIR_FIELDS.index("delta")] == round(row["delta"], 6)
 
@@ -289,10 +289,10 @@ def test_the_page_in_a_browser(page, browser, tmp_path, capsys):
     assert len(detail.find_elements(By.CSS_SELECTOR, "circle.seed")) == 2 * len(lines)
 
     # A/B: the baseline against the fine-tune; the page's delta is compare --out's.
-    tuned = next(r["model"] for r in written["rows"] if "MiniLM-ft" in r["model"])
+    tuned = next(r["label"] for r in written["rows"] if "MiniLM-ft" in r["label"])
     Select(chrome.find_element(By.ID, "ab-a")).select_by_value(written["baseline"])
     Select(chrome.find_element(By.ID, "ab-b")).select_by_value(tuned)
-    expected = next(r for r in written["rows"] if r["model"] == tuned and r["task"] == "STS16")
+    expected = next(r for r in written["rows"] if r["label"] == tuned and r["task"] == "STS16")
     cell = chrome.find_element(By.CSS_SELECTOR, '#ab-table tr[data-task="STS16"] td.delta')
     assert cell.text.split(" ")[0] == f"{100 * expected['delta']:+.1f}"
     assert float(cell.get_attribute("data-delta")) == round(expected["delta"], 6)

@@ -42,7 +42,7 @@ def test_a_job_reads_the_caches_of_the_jobs_finished_before_it(tmp_path):
     assert finished_caches(plan, {"41": "RUNNING"}) == [readable]
     assert finished_caches(plan, {}) == [readable, job_cache(plan, running) / CACHE_FILE]
 
-    script = _command(plan, pending, [readable, own]).command[2]
+    script = _command(plan, pending, [readable, own]).argv[2]
     assert f"export {CACHE_ENV}={shlex.quote(str(own.parent))};" in script
     assert f"export {READ_ENV}={shlex.quote(str(readable))};" in script
 

@@ -18,7 +18,7 @@ def test_eval_progress_skips_a_folder_that_vanishes_while_it_is_read(tmp_path, m
     results.mkdir(parents=True)
     for task in ("BIOSSES", "STS16"):
         (results / f"{task}.json").write_text("{}")
-    staging = tmp_path / ".neobench-staging" / "123" / "results"
+    staging = tmp_path / "results" / ".neobench-staging" / "123"
     staging.mkdir(parents=True)
     (staging / "SICK-R.json").write_text("{}")
     real = os.scandir
@@ -29,8 +29,10 @@ def test_eval_progress_skips_a_folder_that_vanishes_while_it_is_read(tmp_path, m
         return real(path)
 
     monkeypatch.setattr(os, "scandir", scandir)
-    assert progress("eval", tmp_path) == 2
-    assert progress("eval", tmp_path / "missing") == 0
+    tasks = ["BIOSSES", "STS16", "SICK-R"]  # the shard's tasks: two of them written
+    assert progress("eval", tmp_path, tasks) == 2
+    assert progress("eval", tmp_path, ["SciFact"]) == 0  # other jobs' results do not count
+    assert progress("eval", tmp_path / "missing", tasks) == 0
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import yaml
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-STEPS = 240  # a few windows of a one-minute limit at MiniLM's pace on 2 CPU cores
+STEPS = 160  # two or three windows of a one-minute limit at MiniLM's pace on 2 idle CPU cores
 
 
 def _study(folder, mirror):
