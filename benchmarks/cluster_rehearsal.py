@@ -1150,7 +1150,9 @@ def verdict(report: dict[str, Any], args: argparse.Namespace) -> list[str]:
     if report.get("faults_owed"):
         problems.append(f"faults not injected (no fitting running job): {report['faults_owed']}")
     for fault in report.get("faults", []):
-        if not fault["survived"]:
+        if fault["survived"] is None:
+            problems.append(f"fault {fault['kind']} on {fault['key']}: not assessed (cut short)")
+        elif not fault["survived"]:
             problems.append(
                 f"fault {fault['kind']} on {fault['key']}: not survived ({fault['outcome']})"
             )
