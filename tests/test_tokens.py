@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from neobench.core.stages import StageClock, stage
-from neobench.encoder import tokens
+from neobench.encoder import feed, tokens
 
 
 @pytest.fixture(scope="module")
@@ -78,11 +78,11 @@ def test_a_preprocess_without_processing_kwargs_takes_the_stock_path(model, text
     assert torch.equal(chunk.features(rows)["input_ids"], stock["input_ids"])
 
 
-def test_chunks_are_tokenised_in_a_worker_one_ahead(model, texts):
-    """Several chunks: tokenised in another thread, handed over in order; the clock counts the
-    worker's time as tokenisation (busy) and the consumer's waiting apart."""
+def test_batches_are_prepared_in_the_feeder_thread(model, texts):
+    """Several chunks: tokenised and padded in another thread, handed over in order; the clock
+    counts the feeder's time as tokenisation and batching (busy), the consumer's waiting apart."""
     seen_threads = set()
-    original = tokens.tokenize
+    original = feed.tokenize
 
     def spy(model_, batch, prompt):
         seen_threads.add(threading.get_ident())
@@ -91,18 +91,39 @@ def test_chunks_are_tokenised_in_a_worker_one_ahead(model, texts):
     pieces = [texts[0:20], texts[20:40], texts[40:]]
     clock = StageClock()
     with pytest.MonkeyPatch.context() as patch, clock.running():
-        patch.setattr(tokens, "tokenize", spy)
+        patch.setattr(feed, "tokenize", spy)
         with stage("consumer"):
-            chunks = list(tokens.Tokenizer(model, None, 2048).chunks(pieces))
-    for chunk, piece in zip(chunks, pieces, strict=True):  # every text in exactly one batch
-        rows = np.concatenate([rows for rows, _ in chunk.batches])
+            items = list(feed.feed(model, pieces, None, 2048))
+    ends = [item for item in items if isinstance(item, feed.ChunkEnd)]
+    assert [(e.chunk, e.texts) for e in ends] == [(0, 20), (1, 20), (2, len(texts) - 40)]
+    for index, piece in enumerate(pieces):  # every text in exactly one batch of its chunk
+        batches = [i for i in items if isinstance(i, feed.Batch) and i.chunk == index]
+        rows = np.concatenate([b.rows for b in batches])
         assert sorted(rows.tolist()) == list(range(len(piece)))
-        for rows, features in chunk.batches:  # padded to the batch's longest, within budget
-            assert features["input_ids"].shape[0] == len(rows)
-            assert features["input_ids"].numel() <= 2048 or len(rows) == 1
-    assert threading.get_ident() not in seen_threads
+        for batch in batches:  # padded to the batch's longest, within budget
+            assert batch.features["input_ids"].shape[0] == len(batch.rows)
+            assert batch.features["input_ids"].numel() <= 2048 or len(batch.rows) == 1
+    assert threading.get_ident() not in seen_threads and len(seen_threads) == 1
     assert clock.busy_seconds["tokenize"] > 0 and "tokenize" not in clock.seconds
     assert clock.busy_seconds["batching"] > 0 and "batching" not in clock.seconds
-    assert clock.counts["tokenize wait"] == 3
-    single = list(tokens.Tokenizer(model, None, 2048).chunks([texts[:5]]))  # one chunk: inline
-    assert len(single) == 1 and sum(len(r) for r, _ in single[0].batches) == 5
+    assert clock.counts["tokenize wait"] == len(items) + 1  # and the end
+
+
+def test_a_failure_in_the_feeder_reaches_the_consumer(model, texts, monkeypatch):
+    def broken(*args):
+        raise ValueError("tokenizer broke")
+
+    monkeypatch.setattr(feed, "tokenize", broken)
+    with pytest.raises(ValueError, match="tokenizer broke"):
+        list(feed.feed(model, [texts[:5]], None, 2048))
+    assert not any(t.name == "neobench-feed" for t in threading.enumerate())  # it ended
+
+
+def test_pieces_split_by_characters():
+    texts = ["a" * n for n in range(1, 400)]
+    pieces = feed.split(texts, 3)
+    assert [t for p in pieces for t in p] == texts and len(pieces) == 3
+    chars = [sum(map(len, p)) for p in pieces]
+    assert max(chars) < 1.1 * min(chars)  # balanced by characters, not by count
+    assert len(feed.split(texts[:128], 4)) == 2  # at least MIN_PIECE (64) texts a piece
+    assert feed.split(texts[:10], 4) == [texts[:10]]

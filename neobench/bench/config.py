@@ -27,6 +27,7 @@ class BenchEncodeCommand:
     token_budget: int | None = like(EvalConfig, "token_budget")
     dtype: str = like(EvalConfig, "dtype")
     unpadded: str = like(EvalConfig, "unpadded")
+    tokenize_workers: int | str = like(EvalConfig, "tokenize_workers")
 
 
 HOST_BENCH_TASKS = [
@@ -56,6 +57,7 @@ class BenchHostCommand:
     device: str = like(EvalConfig, "device")
     instructions: str = like(EvalConfig, "instructions")
     max_seq_length: int | str = like(EvalConfig, "max_seq_length")
+    tokenize_workers: int | str = like(EvalConfig, "tokenize_workers")
     stock: bool = opt(
         False, "also run the tasks through stock mteb.evaluate + SentenceTransformer.encode"
     )

@@ -16,9 +16,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from neobench.encoder.encode import DTYPES, FastEncoder, auto_unpadded, resolve_dtype
+from neobench.encoder.tokenpool import resolve_workers
 from neobench.models.load import load_model, resolve_device
 from neobench.protocol import mirror
-from neobench.protocol.config import BATCH_SIZE, DTYPE_CHOICES, default_token_budget
+from neobench.protocol.config import (
+    BATCH_SIZE,
+    DTYPE_CHOICES,
+    TOKENIZE_WORKERS,
+    default_token_budget,
+)
 from neobench.protocol.tasks import load_benchmark, select_tasks
 
 # Columns that hold the texts mteb encodes (retrieval corpus/queries, STS pairs, classification).
@@ -137,6 +143,7 @@ def compare(
     repeats: int = 2,
     dtype: str = "auto",
     unpadded: str = "auto",
+    tokenize_workers: int | str = TOKENIZE_WORKERS,
 ) -> Comparison:
     """Stock SentenceTransformer.encode and neobench's encoder (cache off), same texts, same
     autocast dtype; best of ``repeats`` alternating runs each."""
@@ -162,6 +169,7 @@ def compare(
         autocast=autocast or False,
         token_budget=token_budget or default_token_budget(device),
         packed=loaded.packed,
+        tokenize_workers=tokenize_workers,
     )
 
     def stock(some: list[str] = texts) -> object:
@@ -183,6 +191,7 @@ def compare(
             rate = _measure(label, run, texts, lengths, model, device)
             if label not in best or rate.seconds < best[label].seconds:
                 best[label] = rate
+    fast.close()
     return Comparison(list(best.values()), loaded.packed)
 
 
@@ -230,6 +239,7 @@ def encode_report(cmd: BenchEncodeCommand) -> str:
     problems: list[str] = []
     collect(problems, check_choice, "--dtype", cmd.dtype, DTYPE_CHOICES)
     collect(problems, check_choice, "--unpadded", cmd.unpadded, ["auto", "on", "off"])
+    collect(problems, resolve_workers, cmd.tokenize_workers)
     max_seq_length = collect(problems, parse_max_seq_length, cmd.max_seq_length)
     for flag, value in (
         ("--token-budget", cmd.token_budget),
@@ -252,5 +262,6 @@ def encode_report(cmd: BenchEncodeCommand) -> str:
         token_budget=cmd.token_budget,
         dtype=cmd.dtype,
         unpadded=cmd.unpadded,
+        tokenize_workers=cmd.tokenize_workers,
     )
     return report(compared.rates, describe_device(cmd.device, cmd.dtype, compared.packed))

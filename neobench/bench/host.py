@@ -228,6 +228,7 @@ def _eval_config(cmd: BenchHostCommand, results: Path, no_cache: bool) -> Any:
         device=cmd.device,
         instructions=cmd.instructions,
         max_seq_length=cmd.max_seq_length,
+        tokenize_workers=cmd.tokenize_workers,
     )
 
 

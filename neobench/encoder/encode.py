@@ -11,15 +11,17 @@ thread pool), and the embedding from the model's own forward, so the numbers are
 from __future__ import annotations
 
 import logging
+import weakref
 
 import numpy as np
 import torch
 
 from neobench.core.stages import stage
 from neobench.encoder.cache import EmbeddingCache
-from neobench.encoder.tokens import Prepared, Tokenizer
+from neobench.encoder.feed import ChunkEnd, feed
+from neobench.encoder.tokenpool import TokenizePool, resolve_workers
 from neobench.models.unpad import unpadded
-from neobench.protocol.config import DTYPE_ALIASES, default_token_budget
+from neobench.protocol.config import DTYPE_ALIASES, TOKENIZE_WORKERS, default_token_budget
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +58,7 @@ class FastEncoder:
         autocast: bool | torch.dtype = False,
         token_budget: int | None = None,
         packed: bool = False,
+        tokenize_workers: int | str = TOKENIZE_WORKERS,
     ) -> None:
         self.model = model
         self.fingerprint = fingerprint
@@ -65,6 +68,9 @@ class FastEncoder:
         # Padded tokens per forward batch; left out, the default of the model's device.
         self.token_budget = token_budget or default_token_budget(str(model.device))
         self.packed = packed  # real tokens only, variable-length attention (unpad.py)
+        # Tokenizer processes (tokenpool.py); 1: tokenise in a thread of this process.
+        self.tokenize_workers = resolve_workers(tokenize_workers)
+        self._pool: TokenizePool | None = None
         self.texts_encoded = 0  # texts that went through the network (not served by the cache)
         self.texts_requested = 0
         self.tokens_encoded = 0  # real (unpadded) tokens of the encoded texts
@@ -112,44 +118,71 @@ class FastEncoder:
             return matrix[where]
 
     def _encode(self, texts: list[str], prompt: str) -> np.ndarray:
-        """(len(texts), dim) float32 embeddings; a worker tokenises and batches a chunk ahead."""
+        """(len(texts), dim) float32 embeddings. A feeder thread (and the tokenizer processes)
+        prepare the batches ahead; this thread runs the forward pass and assembles."""
         model = self.model
         model.eval()
         # Padded features of a chunk take (texts x max length) ids: bound that for 8k models.
         step = max(64, min(TOKENIZE_CHUNK, 4_194_304 // max(1, int(model.max_seq_length))))
         pieces = [texts[start : start + step] for start in range(0, len(texts), step)]
-        out = []
+        out: list[np.ndarray] = []
+        done: list[torch.Tensor] = []
+        rows: list[np.ndarray] = []
+        pin = model.device.type == "cuda"
+        pool = self._tokenize_pool()
         with unpadded(model, self.packed):
-            for prepared in Tokenizer(model, prompt or None, self.token_budget).chunks(pieces):
-                out.append(self._forward(prepared))
+            for item in feed(model, pieces, prompt or None, self.token_budget, pool, pin):
+                if isinstance(item, ChunkEnd):
+                    self.tokens_encoded += item.tokens
+                    out.append(self._chunk_vectors(done, rows))
+                    done, rows = [], []
+                    continue
+                done.append(self._forward(item.features))
+                rows.append(item.rows)
+                self.texts_encoded += len(item.rows)
         with stage("copy to host"):
             return np.concatenate(out) if len(out) > 1 else out[0]
 
-    def _forward(self, prepared: Prepared) -> np.ndarray:
-        """The chunk's embeddings in its own order, from its length-sorted token-budget batches."""
+    def _forward(self, features: dict[str, object]) -> torch.Tensor:
+        """One batch's embeddings, (batch, dim) float32, left on the model's device."""
         model, dtype = self.model, self.autocast_dtype
         device = model.device
-        self.tokens_encoded += prepared.tokens
-        done: list[torch.Tensor] = []
-        for rows, features in prepared.batches:
-            with stage("copy to device"):
-                features = {k: _to_device(v, device) for k, v in features.items()}
-            with (
-                stage("forward"),
-                torch.inference_mode(),
-                torch.autocast(device.type, dtype or torch.float32, enabled=dtype is not None),
-            ):
-                embeddings = model(features)["sentence_embedding"]
-            # Kept on the device until the chunk is done: no host sync per batch, so the host
-            # prepares the next batch while the device computes.
-            done.append(embeddings.float())
-            self.forward_calls += 1
-            self.texts_encoded += len(rows)
+        with stage("copy to device"):
+            features = {k: _to_device(v, device) for k, v in features.items()}
+        with (
+            stage("forward"),
+            torch.inference_mode(),
+            torch.autocast(device.type, dtype or torch.float32, enabled=dtype is not None),
+        ):
+            embeddings = model(features)["sentence_embedding"]
+        self.forward_calls += 1
+        # Kept on the device until the chunk is done: no host sync per batch, so the device
+        # computes while the host hands over the next batch.
+        return embeddings.float()
+
+    def _chunk_vectors(self, done: list[torch.Tensor], rows: list[np.ndarray]) -> np.ndarray:
+        """A chunk's embeddings in its own order, from its length-sorted batches'."""
         with stage("copy to host"):
             vectors = torch.cat(done).cpu().numpy()
             result = np.empty_like(vectors)
-            result[np.concatenate([rows for rows, _ in prepared.batches])] = vectors
+            result[np.concatenate(rows)] = vectors
             return result
+
+    def _tokenize_pool(self) -> TokenizePool | None:
+        """The tokenizer processes (started at the first request, kept for the next), or None
+        for tokenising in this process."""
+        if self.tokenize_workers < 2:
+            return None
+        if self._pool is None or self._pool.closed:
+            self._pool = TokenizePool(self.model, self.tokenize_workers)
+            weakref.finalize(self, self._pool.close)  # an encoder nobody closed
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the tokenizer processes, if any (a later request starts them again)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
 
 def _to_device(value: object, device: torch.device) -> object:

@@ -1,17 +1,17 @@
-"""Texts -> the features of any batch of them, tokenised once per chunk, off the main thread.
+"""Texts -> the features of any batch of them: sentence-transformers' tokens, padded per batch.
 
 The features are sentence-transformers' own (``model.preprocess``: the model's prompt handling,
 truncation and special tokens), so embeddings stay those of ``SentenceTransformer.encode``. Two
 things are done differently, both for speed, neither changing a token:
 
-- preprocess is asked for unpadded Python lists (``return_tensors=None, padding=False``) and the
-  padding is done here, per forward batch, with numpy. transformers' own tensor conversion first
-  flattens every id of the chunk in Python to test for emptiness, then builds the tensor from
-  nested lists: about half of a chunk's tokenisation time, and all of it holding the GIL. Padding
-  per batch also skips the chunk-wide pad to its longest text.
-- ``Tokenizer`` runs chunks in a background thread, one chunk ahead of the forward pass, so the
-  GPU (or the rest of the host path) is not kept waiting while the next chunk is tokenised. The
-  fast tokenizer's batch call runs across every core in its own thread pool, without the GIL.
+- preprocess is asked for unpadded Python lists (``return_tensors=None, padding=False``), which
+  are turned into flat int64 arrays at once (``Flat``: what a tokenizer process sends back, cheap
+  to pickle) and padded here, per forward batch, with numpy. transformers' own tensor conversion
+  first flattens every id of the chunk in Python to test for emptiness, then builds the tensor
+  from nested lists: about half of a chunk's tokenisation time, all of it holding the GIL.
+- Texts are tokenised independently of each other (no padding, per-text truncation), so a chunk
+  may be tokenised in pieces, in several processes, and joined: the same tokens, byte for byte.
+  Where that runs is neobench/encoder/feed.py; the processes are neobench/encoder/tokenpool.py.
 
 Anything but the plain case (a processor that returns tensors anyway, flattened flash-attention
 inputs, keys of unknown padding) takes the stock path: padded tensors from preprocess, cut per
@@ -20,10 +20,9 @@ batch.
 
 from __future__ import annotations
 
-import contextvars
 import itertools
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +60,86 @@ def token_budget_batches(
 
 
 @dataclass
+class Flat:
+    """Texts' tokens as preprocess gave them, unpadded, one array entry per real token: what a
+    tokenizer process sends back (a few arrays pickle fast; lists of lists do not)."""
+
+    lengths: np.ndarray  # (n,) int64: real tokens per text
+    keys: list[str]  # the per-token keys, in preprocess's order
+    # key -> (sum(lengths),) int64, or one int when every token has that value (the attention
+    # mask's ones, BERT's token type 0): nothing to send, and padding is a comparison.
+    values: dict[str, np.ndarray | int]
+    rest: dict[str, Any]  # per-call values, e.g. modality, prompt_length
+    seconds: float = 0.0  # the tokenizer's time, wherever it ran
+
+    @property
+    def tokens(self) -> int:
+        return int(self.lengths.sum())
+
+
+def flat_tokens(model: Any, texts: list[str], prompt: str | None) -> Flat | None:
+    """``texts`` through preprocess as unpadded lists, flattened; None unless the plain case."""
+    start = time.perf_counter()
+    try:
+        out = model.preprocess(texts, prompt=prompt or None, processing_kwargs=UNPADDED_LISTS)
+    except TypeError:  # an input module whose preprocess takes no processing_kwargs
+        return None
+    flat = _flatten(out, len(texts))
+    if flat is not None:
+        flat.seconds = time.perf_counter() - start
+    return flat
+
+
+def _flatten(out: dict[str, Any], n: int) -> Flat | None:
+    per_row = {k: v for k, v in out.items() if isinstance(v, list) and len(v) == n}
+    if (
+        n == 0
+        or "input_ids" not in per_row
+        or set(per_row) - set(PAD_KEYS)
+        or not all(isinstance(v[0], list) for v in per_row.values())
+    ):
+        return None
+    lengths = np.fromiter(map(len, per_row["input_ids"]), dtype=np.int64, count=n)
+    total = int(lengths.sum())
+    values: dict[str, np.ndarray | int] = {}
+    for key, rows in per_row.items():
+        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64)
+        if flat.shape[0] != total:  # rows of another length than the ids: not the plain case
+            return None
+        values[key] = int(flat[0]) if total and (flat == flat[0]).all() else flat
+    mask = values.get("attention_mask", 1)
+    if total and not (isinstance(mask, int) and mask == 1):
+        return None  # an unpadded mask holds ones only
+    rest = {k: v for k, v in out.items() if k not in per_row}
+    return Flat(lengths, list(per_row), values, rest)
+
+
+def join(pieces: list[Flat]) -> Flat | None:
+    """Pieces of one chunk as one, in order; None if they disagree on keys or per-call values."""
+    first = pieces[0]
+    if len(pieces) == 1:
+        return first
+    try:
+        if any(p.keys != first.keys or p.rest != first.rest for p in pieces):
+            return None
+    except (RuntimeError, ValueError):  # values that do not compare to one bool (tensors)
+        return None
+    values: dict[str, np.ndarray | int] = {}
+    for key in first.keys:
+        parts = [p.values[key] for p in pieces]
+        if all(isinstance(v, int) for v in parts) and len(set(parts)) == 1:
+            values[key] = parts[0]
+            continue
+        arrays = [
+            np.full(p.tokens, v, np.int64) if isinstance(v, int) else v
+            for p, v in zip(pieces, parts, strict=True)
+        ]
+        values[key] = np.concatenate(arrays)
+    lengths = np.concatenate([p.lengths for p in pieces])
+    return Flat(lengths, first.keys, values, first.rest, sum(p.seconds for p in pieces))
+
+
+@dataclass
 class Chunk:
     """A chunk of texts, tokenised: real tokens per text, and the features of any rows of it."""
 
@@ -74,75 +153,56 @@ class Chunk:
 
 
 def tokenize(model: Any, texts: list[str], prompt: str | None) -> Chunk:
-    """``texts`` tokenised as sentence-transformers would, ready to cut into batches."""
+    """``texts`` tokenised as sentence-transformers would, in this thread, ready to cut."""
     with stage("tokenize"):
-        try:
-            out = model.preprocess(texts, prompt=prompt or None, processing_kwargs=UNPADDED_LISTS)
-        except TypeError:  # an input module whose preprocess takes no processing_kwargs
-            return _stock(model, texts, prompt)
-        chunk = _ragged(model.tokenizer, out, len(texts))
-        if chunk is None:
-            chunk = _stock(model, texts, prompt)
-    return chunk
+        flat = flat_tokens(model, texts, prompt)
+        chunk = chunk_of(model.tokenizer, flat) if flat is not None else None
+        return chunk if chunk is not None else stock_chunk(model, texts, prompt)
 
 
-def _ragged(tokenizer: Any, out: dict[str, Any], n: int) -> Chunk | None:
-    """Flat int64 arrays of every per-token key, padded per batch; None unless plain lists."""
-    per_row = {k: v for k, v in out.items() if isinstance(v, list) and len(v) == n}
+def chunk_of(tokenizer: Any, flat: Flat) -> Chunk | None:
+    """The chunk whose batches are padded from ``flat``; None without a pad token."""
     pad = {
         "input_ids": getattr(tokenizer, "pad_token_id", None),
         "attention_mask": 0,
         "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0),
         "special_tokens_mask": 1,
     }
-    if (
-        n == 0
-        or "input_ids" not in per_row
-        or set(per_row) - set(PAD_KEYS)
-        or pad["input_ids"] is None
-        or not all(isinstance(v[0], list) for v in per_row.values())
-    ):
+    if pad["input_ids"] is None:
         return None
-    lengths = np.fromiter(map(len, per_row["input_ids"]), dtype=np.int64, count=n)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    flat = {}
-    for key, rows in per_row.items():
-        values = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64)
-        if values.shape[0] != total:  # rows of another length than the ids: not the plain case
-            return None
-        flat[key] = values
-    if "attention_mask" in flat and total and flat["attention_mask"].min() != 1:
-        return None  # an unpadded mask holds ones only
-    rest = {k: v for k, v in out.items() if k not in per_row}
+    lengths = flat.lengths
+    offsets = np.cumsum(lengths) - lengths  # where each text's tokens start
+    # transformers adds the mask when the tokenizer gives none; unpadded, it is all ones.
+    keys = [*flat.keys, *(["attention_mask"] if "attention_mask" not in flat.keys else [])]
+    values = {"attention_mask": 1, **flat.values}
     left = getattr(tokenizer, "padding_side", "right") == "left"
 
     def features(rows: np.ndarray) -> dict[str, Any]:
         rows = np.asarray(rows, dtype=np.int64)
         sizes = lengths[rows]
         width = int(sizes.max())
-        # For every real token of the batch: its row, its position in the text, its source.
-        starts = np.cumsum(sizes) - sizes
-        within = np.arange(int(sizes.sum())) - np.repeat(starts, sizes)
-        row = np.repeat(np.arange(len(rows)), sizes)
-        column = within + np.repeat(width - sizes, sizes) if left else within
-        source = np.repeat(offsets[rows], sizes) + within
+        # (batch, width): True at real tokens; row-major order is each text's token order.
+        positions = np.arange(width)
+        real = positions >= (width - sizes)[:, None] if left else positions < sizes[:, None]
+        source = None  # each real token's index in the flat arrays, in the order of ``real``
         batch: dict[str, Any] = {}
-        for key, values in flat.items():
-            padded = np.full((len(rows), width), pad[key], dtype=np.int64)
-            padded[row, column] = values[source]
+        for key in keys:
+            value = values[key]
+            if isinstance(value, int):
+                padded = np.where(real, value, pad[key]).astype(np.int64, copy=False)
+            else:
+                if source is None:
+                    starts = np.cumsum(sizes) - sizes
+                    source = np.arange(int(sizes.sum())) + np.repeat(offsets[rows] - starts, sizes)
+                padded = np.full((len(rows), width), pad[key], dtype=np.int64)
+                padded[real] = value[source]
             batch[key] = torch.from_numpy(padded)
-        if "attention_mask" not in batch:  # transformers' default when the tokenizer gives none
-            batch["attention_mask"] = torch.from_numpy(
-                (np.arange(width) < sizes[:, None]).astype(np.int64)
-            )
-        return batch | rest
+        return batch | flat.rest
 
     return Chunk(lengths, features)
 
 
-def _stock(model: Any, texts: list[str], prompt: str | None) -> Chunk:
+def stock_chunk(model: Any, texts: list[str], prompt: str | None) -> Chunk:
     """preprocess's padded tensors for the chunk, cut to each batch's longest row (right
     padding), or tokenised again per batch (left padding: cutting would drop real tokens)."""
     features = model.preprocess(texts, prompt=prompt or None)
@@ -170,49 +230,3 @@ def _rows(features: dict, rows: np.ndarray, length: int) -> dict:
                 value = value[:, :length]
         picked[key] = value
     return picked
-
-
-@dataclass
-class Prepared:
-    """A chunk ready for the forward pass: its token-budget batches, each (rows, features)."""
-
-    batches: list[tuple[np.ndarray, dict[str, Any]]]
-    tokens: int
-
-
-def prepare(model: Any, texts: list[str], prompt: str | None, budget: int) -> Prepared:
-    """Tokenise ``texts``, cut them into length-sorted token-budget batches, pad each."""
-    chunk = tokenize(model, texts, prompt)
-    with stage("batching"):
-        batches = []
-        for batch in token_budget_batches(chunk.lengths, budget):
-            rows = np.asarray(batch, dtype=np.int64)
-            batches.append((rows, chunk.features(rows)))
-    return Prepared(batches, chunk.tokens)
-
-
-@dataclass
-class Tokenizer:
-    """Prepares chunks one ahead of the consumer, in one background thread (the clock's stages
-    follow it: its work counts as busy time, the consumer's waiting as ``tokenize wait``)."""
-
-    model: Any
-    prompt: str | None
-    budget: int
-
-    def chunks(self, pieces: list[list[str]]) -> Iterator[Prepared]:
-        if len(pieces) == 1:  # nothing to overlap with: no thread
-            yield prepare(self.model, pieces[0], self.prompt, self.budget)
-            return
-        with ThreadPoolExecutor(1, thread_name_prefix="neobench-tokenize") as pool:
-            pending = self._submit(pool, pieces[0])
-            for i in range(len(pieces)):
-                with stage("tokenize wait"):
-                    chunk = pending.result()
-                if i + 1 < len(pieces):
-                    pending = self._submit(pool, pieces[i + 1])
-                yield chunk
-
-    def _submit(self, pool: ThreadPoolExecutor, texts: list[str]) -> Future[Prepared]:
-        context = contextvars.copy_context()  # the stage clock, if one runs
-        return pool.submit(context.run, prepare, self.model, texts, self.prompt, self.budget)

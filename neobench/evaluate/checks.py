@@ -17,6 +17,7 @@ from neobench.core.errors import (
     collect,
     writable_folder_problems,
 )
+from neobench.encoder.tokenpool import resolve_workers
 from neobench.models import attention
 from neobench.models.load import check_spec, parse_max_seq_length, resolve_device
 from neobench.protocol import config, mirror
@@ -44,6 +45,7 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], InstructionProfile]:
     collect(problems, check_choice, "--dtype", cfg.dtype, config.DTYPE_CHOICES)
     collect(problems, check_choice, "--unpadded", cfg.unpadded, list(UNPADDED_CHOICES))
     collect(problems, attention.check, cfg.attn_implementation)
+    collect(problems, resolve_workers, cfg.tokenize_workers)
     collect(problems, check_spec, cfg.model)
     if cfg.batch_size < 1:
         problems.append(f"--batch-size {cfg.batch_size}: must be a positive number of texts.")

@@ -64,6 +64,7 @@ def encoder(
         if cfg.token_budget is not None
         else default_token_budget(model.device),
         packed=loaded.packed,
+        tokenize_workers=cfg.tokenize_workers,
     )
     return MtebEncoder(
         loaded.model,

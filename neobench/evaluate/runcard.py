@@ -96,6 +96,7 @@ def end_card(
         "texts_encoded": fast.texts_encoded,
         "tokens_encoded": fast.tokens_encoded,
         "token_budget": fast.token_budget,
+        "tokenize_workers": fast.tokenize_workers,
     }
     if embedding_cache:
         embedding_cache.close()

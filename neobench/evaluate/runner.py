@@ -170,6 +170,7 @@ def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSumma
             card.status = "failed"
         raise
     finally:
+        run.encoder.fast.close()  # the tokenizer processes, if any
         end_card(card, run.card_path, run.encoder.fast, run.embedding_cache, summary)
     return summary
 

@@ -21,6 +21,8 @@ STANDARD_RECIPE = "neobert-mteb-2k"
 # Padded tokens per forward batch when --token-budget is not given: small enough for CPU
 # caches, large enough to fill a GPU (docs/performance.md).
 TOKEN_BUDGET = {"cpu": 2_048, "cuda": 32_768}
+# Tokenizer processes: auto is one per core this process may use (docs/performance.md).
+TOKENIZE_WORKERS = "auto"
 # Bootstrap defaults (report/bootstrap.py): resamples of each task's units, their seed, and the
 # level of the intervals (95%) and of "significant".
 RESAMPLES = 1_000
@@ -143,6 +145,11 @@ class EvalConfig(ModelInputs):
         None,
         f"padded tokens per forward batch (default {TOKEN_BUDGET['cpu']} on CPU, "
         f"{TOKEN_BUDGET['cuda']} on CUDA)",
+    )
+    tokenize_workers: int | str = opt(
+        TOKENIZE_WORKERS,
+        "processes that tokenise: auto (one per core available) | N (1: a thread of this "
+        "process); same tokens either way",
     )
     dtype: str = opt(
         "auto",

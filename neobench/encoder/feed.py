@@ -1,0 +1,200 @@
+"""A request's texts -> its forward batches, prepared in a thread ahead of the forward pass.
+
+The consumer (the encoder's forward loop, on the main thread) only takes ready batches: their
+features padded, pinned for the GPU where there is one, and hands them to the model. Everything
+else happens in one feeder thread: tokenising (itself, or through the tokenizer processes of
+neobench/encoder/tokenpool.py), sorting each chunk into token-budget batches and padding them. So
+on a GPU the host prepares batch k+1 while the device runs batch k, for a request of one chunk
+too (a request under 8,192 texts: before, its batches were cut and padded on the main thread).
+
+Batches keep the order and composition they had: chunks are sorted as wholes (8,192 texts), so
+splitting a chunk across processes changes no batch and no embedding.
+
+With processes, the chunks' pieces are submitted ``AHEAD`` chunks ahead, so the workers never
+wait for the feeder; the feeder itself waits for the consumer when ``QUEUED`` batches are ready.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import queue
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from neobench.core.stages import busy, stage
+from neobench.encoder.tokenpool import TokenizePool
+from neobench.encoder.tokens import (
+    Chunk,
+    Flat,
+    chunk_of,
+    join,
+    stock_chunk,
+    token_budget_batches,
+    tokenize,
+)
+
+QUEUED = 64  # batches ready and waiting for the forward pass, at most
+AHEAD = 2  # chunks submitted to the tokenizer processes ahead of the one being batched
+MIN_PIECE = 64  # texts per process's piece, at least (smaller pieces cost more than they save)
+
+
+@dataclass
+class Batch:
+    """One forward batch: rows of its chunk (the chunk's own order) and their features."""
+
+    chunk: int
+    rows: np.ndarray  # (batch,) int64
+    features: dict[str, Any]
+
+
+@dataclass
+class ChunkEnd:
+    """Every batch of chunk ``chunk`` was handed over."""
+
+    chunk: int
+    texts: int
+    tokens: int
+
+
+@dataclass
+class _Raised:
+    error: BaseException
+
+
+_DONE = object()
+
+
+def feed(
+    model: Any,
+    pieces: list[list[str]],
+    prompt: str | None,
+    budget: int,
+    pool: TokenizePool | None = None,
+    pin: bool = False,
+) -> Iterator[Batch | ChunkEnd]:
+    """Each chunk's batches, then its ChunkEnd, chunk after chunk, in order. The consumer's
+    waiting counts as ``tokenize wait``; the feeder's work is busy time (its stages)."""
+    items: queue.Queue[Any] = queue.Queue(maxsize=QUEUED)
+    stop = threading.Event()
+    chunks = _pooled(model, pieces, prompt, pool) if pool else _inline(model, pieces, prompt)
+    context = contextvars.copy_context()  # the stage clock, if one runs
+    thread = threading.Thread(
+        target=context.run,
+        args=(_produce, chunks, budget, pin, items, stop),
+        name="neobench-feed",
+        daemon=True,
+    )
+    thread.start()
+    try:
+        while True:
+            with stage("tokenize wait"):
+                item = items.get()
+            if item is _DONE:
+                return
+            if isinstance(item, _Raised):
+                raise item.error
+            yield item
+    finally:
+        stop.set()  # a consumer that stops early (an exception) stops the feeder too
+        thread.join()
+        if pool is not None:
+            pool.forget()
+
+
+def _produce(
+    chunks: Iterator[Chunk],
+    budget: int,
+    pin: bool,
+    items: queue.Queue[Any],
+    stop: threading.Event,
+) -> None:
+    """The feeder thread: every chunk cut into batches, padded (and pinned), queued."""
+    try:
+        for index, chunk in enumerate(chunks):
+            with stage("batching"):
+                batches = token_budget_batches(chunk.lengths, budget)
+            for batch in batches:
+                with stage("batching"):
+                    rows = np.asarray(batch, dtype=np.int64)
+                    features = chunk.features(rows)
+                    if pin:  # pinned memory: the consumer's copy to the GPU does not block
+                        features = {k: _pinned(v) for k, v in features.items()}
+                if not _put(items, Batch(index, rows, features), stop):
+                    return
+            if not _put(items, ChunkEnd(index, len(chunk.lengths), chunk.tokens), stop):
+                return
+        _put(items, _DONE, stop)
+    except BaseException as error:  # handed to the consumer, raised there
+        _put(items, _Raised(error), stop)
+
+
+def _put(items: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
+    """Queue ``item`` unless the consumer has stopped; False when it has."""
+    while not stop.is_set():
+        try:
+            items.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _pinned(value: Any) -> Any:
+    return value.pin_memory() if isinstance(value, torch.Tensor) else value
+
+
+def _inline(model: Any, pieces: list[list[str]], prompt: str | None) -> Iterator[Chunk]:
+    """Chunks tokenised in the feeder thread (the fast tokenizer's own Rust pool across cores)."""
+    for piece in pieces:
+        yield tokenize(model, piece, prompt)
+
+
+def _pooled(
+    model: Any, pieces: list[list[str]], prompt: str | None, pool: TokenizePool
+) -> Iterator[Chunk]:
+    """Chunks tokenised by the processes, each split into one piece per process, AHEAD chunks
+    submitted ahead; the workers' own seconds count as ``tokenize``."""
+    workers = len(pool.processes)
+    pending: deque[tuple[list[str], list[int]]] = deque()
+    upcoming = iter(pieces)
+    for piece in upcoming:
+        pending.append((piece, [pool.submit(p, prompt) for p in split(piece, workers)]))
+        if len(pending) >= AHEAD:
+            break
+    while pending:
+        piece, jobs = pending.popleft()
+        following = next(upcoming, None)
+        if following is not None:
+            pending.append((following, [pool.submit(p, prompt) for p in split(following, workers)]))
+        flats = [pool.result(job) for job in jobs]
+        busy("tokenize", sum(f.seconds for f in flats if f is not None))
+        yield _chunk(model, piece, prompt, flats)
+
+
+def _chunk(model: Any, texts: list[str], prompt: str | None, flats: list[Flat | None]) -> Chunk:
+    """The pieces joined; anything but the plain case: the stock path, here."""
+    flat = None if any(f is None for f in flats) else join(flats)  # type: ignore[arg-type]
+    chunk = chunk_of(model.tokenizer, flat) if flat is not None else None
+    if chunk is None:
+        with stage("tokenize"):
+            chunk = stock_chunk(model, texts, prompt)
+    return chunk
+
+
+def split(texts: list[str], parts: int) -> list[list[str]]:
+    """``texts`` in at most ``parts`` consecutive pieces of about equal characters (tokenising
+    time follows them), none under MIN_PIECE texts unless there is only one."""
+    parts = max(1, min(parts, len(texts) // MIN_PIECE))
+    if parts == 1:
+        return [texts]
+    chars = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+    cuts = np.searchsorted(chars, chars[-1] * np.arange(1, parts) / parts).tolist()
+    bounds = [0, *cuts, len(texts)]
+    return [texts[a:b] for a, b in itertools.pairwise(bounds) if b > a]
