@@ -70,6 +70,39 @@ def test_fingerprint_tracks_weights_not_run_files(tiny_bert, tmp_path):
     assert fingerprint(copy) != fingerprint(tiny_bert)
 
 
+def test_fingerprint_is_remembered_until_a_file_changes(tiny_bert, tmp_path):
+    """The hash is kept beside the files; a file rewritten with its old size and mtime put
+    back is hashed again (its ctime moved), and a damaged memo is only a slower load."""
+    import json
+    import os
+    import shutil
+
+    from neobench.models.fingerprint import MEMO
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_bert, copy)
+    (copy / MEMO).unlink(missing_ok=True)
+    first = fingerprint(copy)
+    memo = json.loads((copy / MEMO).read_text())
+    assert memo["fingerprint"] == first and any(f[0] == "config.json" for f in memo["files"])
+    assert fingerprint(copy) == first
+    config = copy / "config.json"
+    before = config.stat()
+    text = config.read_text()
+    config.write_text(text.replace('"', "'", 1))  # same size
+    os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))  # same mtime
+    assert (config.stat().st_size, config.stat().st_mtime_ns) == (
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    changed = fingerprint(copy)
+    assert changed != first
+    config.write_text(text)
+    assert fingerprint(copy) == first  # the content decides, not the memo
+    (copy / MEMO).write_text("{not json")
+    assert fingerprint(copy) == first
+
+
 def test_unloadable_folder_is_a_clear_error_not_a_traceback(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "bert", "architectures": ["BertModel"]}')
     with pytest.raises(NeobenchError, match="could not load it"):

@@ -24,6 +24,7 @@ get SIGTERM from the kernel if the parent dies without cleaning up.
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import multiprocessing as mp
 import os
@@ -104,8 +105,14 @@ class TokenizePool:
             # Python 3.12+ warns about forking a threaded process; the children run only the
             # tokenizer and numpy (see the module's docstring).
             warnings.simplefilter("ignore", DeprecationWarning)
-            for process in self.processes:
-                process.start()
+            # The parent's objects frozen while forking: a child's garbage collector then never
+            # writes to them, so their pages stay shared instead of being copied per worker.
+            gc.freeze()
+            try:
+                for process in self.processes:
+                    process.start()
+            finally:
+                gc.unfreeze()
 
     def submit(self, texts: list[str], prompt: str | None) -> int:
         with self._lock:

@@ -8,7 +8,6 @@ revision, length, attention kernel) is returned so the run card can record it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -20,15 +19,12 @@ from safetensors import SafetensorError
 from neobench.core.errors import NeobenchError
 from neobench.models import attention
 from neobench.models.backbone import check_weights, settle_tokenizer
+from neobench.models.fingerprint import fingerprint
 from neobench.protocol.config import standard
 
 logger = logging.getLogger(__name__)
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-# Files that describe a run rather than the weights: excluded from a local folder's fingerprint.
-_NOT_WEIGHTS = re.compile(
-    r"(^|/)(README\.md|neobench_[^/]*|checkpoint-[^/]+/.*|[^/]*\.(png|csv|jsonl))$"
-)
 
 
 @dataclass
@@ -137,20 +133,6 @@ def _download(repo_id: str, revision: str | None) -> tuple[Path, str, str]:
         raise NeobenchError(f"--model {repo_id}: revision {revision!r} does not exist.") from None
     folder = Path(folder)
     return folder, "hub", folder.name  # the cache snapshot folder is named by the commit sha
-
-
-def fingerprint(folder: Path) -> str:
-    """Content hash of a local model folder (weights, configs, tokenizer), 'local-<16 hex>'."""
-    digest = hashlib.sha256()
-    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = file.relative_to(folder).as_posix()
-        if rel.startswith(".") or "/." in rel or _NOT_WEIGHTS.search(rel):
-            continue
-        digest.update(rel.encode())
-        with file.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return "local-" + digest.hexdigest()[:16]
 
 
 def transformer_folder(folder: Path) -> Path:
