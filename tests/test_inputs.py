@@ -65,6 +65,13 @@ def test_non_positive_token_budget_is_refused(capsys, eval_args, tmp_path, budge
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("workers", ["0", "several"])
+def test_bad_tokenize_workers_are_refused(capsys, eval_args, tmp_path, workers):
+    code, text = run(capsys, *eval_args, "--tokenize-workers", workers, "--results", tmp_path / "r")
+    assert code == 2 and f"--tokenize-workers {workers}: must be auto or a positive" in text
+    assert not (tmp_path / "r").exists()
+
+
 def test_profile_key_that_is_no_task_suggests_the_task(capsys, eval_args, tmp_path):
     profile = tmp_path / "typo.yaml"
     profile.write_text('instructions:\n  BIOSSESS: "typo"\n  STS12: "fine"\n')
