@@ -70,20 +70,26 @@ def test_fingerprint_tracks_weights_not_run_files(tiny_bert, tmp_path):
     assert fingerprint(copy) != fingerprint(tiny_bert)
 
 
-def test_fingerprint_is_remembered_until_a_file_changes(tiny_bert, tmp_path):
-    """The hash is kept beside the files; a file rewritten with its old size and mtime put
-    back is hashed again (its ctime moved), and a damaged memo is only a slower load."""
+def test_fingerprint_is_remembered_until_a_file_changes(tiny_bert, tmp_path, monkeypatch):
+    """The hash is kept in neobench's folder, never in the model folder; a file rewritten with
+    its old size and mtime put back is hashed again (its ctime moved), and a damaged memo is
+    only a slower load."""
     import json
     import os
     import shutil
 
-    from neobench.models.fingerprint import MEMO
+    from neobench.core.home import CACHE_ENV
+    from neobench.models.fingerprint import _memo_path
 
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "home"))
     copy = tmp_path / "copy"
     shutil.copytree(tiny_bert, copy)
-    (copy / MEMO).unlink(missing_ok=True)
+    files = sorted(p.name for p in copy.rglob("*"))
     first = fingerprint(copy)
-    memo = json.loads((copy / MEMO).read_text())
+    assert sorted(p.name for p in copy.rglob("*")) == files  # the model folder is not written
+    memo_file = _memo_path(copy)
+    assert memo_file.parent == tmp_path / "home" / "fingerprints"
+    memo = json.loads(memo_file.read_text())
     assert memo["fingerprint"] == first and any(f[0] == "config.json" for f in memo["files"])
     assert fingerprint(copy) == first
     config = copy / "config.json"
@@ -99,7 +105,7 @@ def test_fingerprint_is_remembered_until_a_file_changes(tiny_bert, tmp_path):
     assert changed != first
     config.write_text(text)
     assert fingerprint(copy) == first  # the content decides, not the memo
-    (copy / MEMO).write_text("{not json")
+    memo_file.write_text("{not json")
     assert fingerprint(copy) == first
 
 

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 
 from neobench.core.errors import NeobenchError
+from neobench.core.home import neobench_home
 
-CACHE_ENV = "NEOBENCH_CACHE"
 READ_ENV = "NEOBENCH_CACHE_READ"  # other jobs' finished caches, read-only
 CACHE_FILE = "embeddings.sqlite"
 LOCATION_FIX = (
@@ -22,8 +22,7 @@ NO_EFFECT = "scores do not depend on the cache"
 
 def default_cache_path() -> Path:
     """$NEOBENCH_CACHE/embeddings.sqlite, else ~/.cache/neobench/embeddings.sqlite."""
-    root = os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "neobench"
-    return Path(root).expanduser() / CACHE_FILE
+    return neobench_home() / CACHE_FILE
 
 
 def cache_path(cache_dir: str | None) -> Path:

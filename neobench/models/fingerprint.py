@@ -1,13 +1,15 @@
-"""A local model folder's content hash, remembered beside its files while they are unchanged.
+"""A local model folder's content hash, remembered while its files are unchanged.
 
 The hash (sha256 of every weight, config and tokenizer file) names the weights in the run card
 and in the embedding cache's keys, so it must follow the content. Hashing is most of loading a
 small model (MiniLM's 91 MB: ~0.6 of 1.4 s of `load_model` on 2 busy cores; a BERT-base folder is
-five times that), and a run, a study's every job, pays it again. The result is kept in the
-folder's ``.neobench-fingerprint.json`` with each file's size, modification and change times and
-inode: the same test git's index uses to trust a file unchanged. The change time (ctime) cannot
-be set back by any tool, so a rewritten file, even one given its old mtime, is hashed again.
-A folder that cannot be written is hashed every time, as before.
+five times that), and a run, a study's every job, pays it again. The result is kept in
+neobench's own folder (``<$NEOBENCH_CACHE or ~/.cache/neobench>/fingerprints/``, one file per
+model folder, named by a hash of its resolved path; the model folder itself is never written)
+with each file's size, modification and change times and inode: the same test git's index uses
+to trust a file unchanged. The change time (ctime) cannot be set back by any tool, so a rewritten
+file, even one given its old mtime, is hashed again. Where the memo cannot be written the folder
+is hashed every time, as before.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ import os
 import re
 from pathlib import Path
 
+from neobench.core.home import neobench_home
+
 # Files that describe a run rather than the weights: excluded from a local folder's fingerprint.
 NOT_WEIGHTS = re.compile(
     r"(^|/)(README\.md|neobench_[^/]*|checkpoint-[^/]+/.*|[^/]*\.(png|csv|jsonl))$"
 )
-MEMO = ".neobench-fingerprint.json"  # hidden: not part of the hash itself
+MEMOS = "fingerprints"  # the memos' folder in neobench's home
 VERSION = 1
 
 
@@ -30,7 +34,7 @@ def fingerprint(folder: Path) -> str:
     """Content hash of a local model folder (weights, configs, tokenizer), 'local-<16 hex>'."""
     files = _weight_files(folder)
     stats = [_stat(folder / rel, rel) for rel in files]
-    memo = folder / MEMO
+    memo = _memo_path(folder)
     try:
         kept = json.loads(memo.read_text())
         if kept.get("version") == VERSION and kept.get("files") == stats:
@@ -40,6 +44,12 @@ def fingerprint(folder: Path) -> str:
     value = _hash(folder, files)
     _remember(memo, {"version": VERSION, "files": stats, "fingerprint": value})
     return value
+
+
+def _memo_path(folder: Path) -> Path:
+    """The memo of ``folder``: one file per resolved path (symlinks to one folder share it)."""
+    name = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:32]
+    return neobench_home() / MEMOS / f"{name}.json"
 
 
 def _weight_files(folder: Path) -> list[str]:
@@ -63,9 +73,10 @@ def _hash(folder: Path, files: list[str]) -> str:
 
 
 def _remember(memo: Path, record: dict) -> None:
-    """Write the memo atomically; a folder we may not write is simply not remembered."""
+    """Write the memo atomically; where we may not write, the folder is simply not remembered."""
     temporary = memo.with_name(f"{memo.name}.{os.getpid()}.tmp")
     try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
         temporary.write_text(json.dumps(record))
         os.replace(temporary, memo)
     except OSError:

@@ -1,0 +1,18 @@
+"""neobench's own folder on this machine: $NEOBENCH_CACHE, else ~/.cache/neobench.
+
+It holds what only saves time and can be deleted at any moment: the embedding cache
+(neobench/encoder/cache_location.py) and the model folders' remembered fingerprints
+(neobench/models/fingerprint.py). Nothing in it can change a score.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CACHE_ENV = "NEOBENCH_CACHE"
+
+
+def neobench_home() -> Path:
+    """$NEOBENCH_CACHE, else ~/.cache/neobench (not created here)."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "neobench").expanduser()
