@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -122,7 +123,7 @@ def _settings(cmd: BenchGpuCommand, device: str, dtype: str, data_dir: Path | No
         "score_tasks": list(cmd.score_tasks),
         "data_dir": str(data_dir) if data_dir else None,
         "seed": cmd.seed,
-        "budgets_s": dict(GPU_SECTIONS),
+        "budgets_s": dict(GPU_SECTIONS) if GPU_SCALES[cmd.size].budgeted else None,
         "scale": dict(vars(GPU_SCALES[cmd.size])),
     }
 
@@ -143,7 +144,7 @@ def _run_sections(
     wanted = set(cmd.sections)
     if wanted & {"encode", "unpadded"}:
         wanted |= {"encode", "unpadded"}
-    out = {name: _entry(_skipped("not in --sections"), name, 0.0) for name in GPU_SECTIONS}
+    out = {name: _entry(_skipped("not in --sections"), name, 0.0, scale) for name in GPU_SECTIONS}
     models, texts = [], BenchTexts([], "none", [])
     if wanted & set(NEED_MODELS):
         models = prepare_models(cmd.models, scale.shapes, folder, cmd.seed)
@@ -159,14 +160,14 @@ def _run_sections(
     }
     for name in (n for n in work if n in wanted):
         start = time.perf_counter()
-        found = _guarded(name, work[name], Budget(GPU_SECTIONS[name]))
+        found = _guarded(name, work[name], Budget(_budget(name, scale)))
         seconds = time.perf_counter() - start
         if name == "encode":  # (encode, unpadded); the second did no work of its own
             encode, unpadded = found if isinstance(found, tuple) else (found, found)
-            out["encode"] = _entry(encode, "encode", seconds)
-            out["unpadded"] = _entry(unpadded, "unpadded", 0.0)
+            out["encode"] = _entry(encode, "encode", seconds, scale)
+            out["unpadded"] = _entry(unpadded, "unpadded", 0.0, scale)
         else:
-            out[name] = _entry(found, name, seconds)
+            out[name] = _entry(found, name, seconds, scale)
         _free(device)
     return out
 
@@ -191,11 +192,15 @@ def _skipped(reason: str, status: str = "skipped") -> Section:
     return section
 
 
-def _entry(section: Section, name: str, seconds: float) -> dict[str, Any]:
+def _budget(name: str, scale: GpuScale) -> float:
+    return GPU_SECTIONS[name] if scale.budgeted else math.inf
+
+
+def _entry(section: Section, name: str, seconds: float, scale: GpuScale) -> dict[str, Any]:
     return {
         "status": section.status,
         "reason": section.reason,
-        "budget_s": GPU_SECTIONS[name],
+        "budget_s": GPU_SECTIONS[name] if scale.budgeted else None,
         "seconds": round(seconds, 2),
         "rows": section.rows,
     }

@@ -42,7 +42,7 @@ def scores_section(
         section.mark(
             "skipped",
             "no --data-dir: the tasks' data is not on this machine. Copy the mirror's "
-            f"{SCORE_DATA} (about 4 MB) to it and pass that folder as --data-dir",
+            f"{SCORE_DATA} (3.2 MB) to it and pass that folder as --data-dir",
         )
         return section
     if not device.startswith("cuda") and dtype == "float32":

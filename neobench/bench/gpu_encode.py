@@ -6,7 +6,8 @@ The three paths, on the same texts under the same autocast dtype, cache off:
   unpadded  the same encoder with the real tokens of a batch packed into one row and
             variable-length attention (neobench/models/unpad.py; NeoBERT's own packed path)
   stock     SentenceTransformer.encode, batches of 32, padded
-Each path is warmed up on the first 256 texts, then timed ``repeats`` times; the best pass counts.
+Each path is warmed up on the first 256 texts (a quarter of them, when fewer), then timed
+``repeats`` times; the best pass counts.
 Tokens are real tokens (no padding), so the % of the GPU's peak is of useful work: FLOPs from the
 model's size and the texts' lengths (neobench/bench/encode.py's text_flops) over the nominal dense
 half-precision peak of the card (PEAK_FLOPS); none for a CPU or an unknown card.
@@ -92,7 +93,7 @@ def encode_model(
         if native:  # stock and padded run NeoBERT padded, as a stock user would
             backbone.config.unpadded_attention = "on" if path == "unpadded" else "off"
         kernel = loaded.attn_implementation if path == "unpadded" else _padded_kernel(loaded)
-        run(texts[:WARM_UP])
+        run(texts[: min(WARM_UP, max(1, len(texts) // 4))])
         best: Rate | None = None
         for _ in range(scale.repeats):
             out: dict[str, np.ndarray] = {}

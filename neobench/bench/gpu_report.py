@@ -35,7 +35,8 @@ def markdown(record: dict[str, Any]) -> str:
             lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     for name, section in record["sections"].items():
-        spent = f"{section['seconds']:.0f} s of {section['budget_s']} s"
+        budget = section["budget_s"]
+        spent = f"{section['seconds']:.0f} s" + (f" of {budget} s" if budget is not None else "")
         why = f": {section['reason']}" if section["reason"] else ""
         lines.append(f"- {name}: {section['status']} ({spent}){why}")
     return "\n".join(lines) + "\n"
