@@ -180,7 +180,7 @@ def test_a_spent_budget_marks_the_section_partial_and_starts_nothing():
 
 def test_bad_values_are_named_at_once_without_a_traceback(capsys):
     code = main([
-        "bench", "gpu", "--device", "cpu", "--size", "huge", "--sections", "trian,topk",
+        "bench", "gpu", "--device", "cpu", "--size", "huge", "--sections", "trian,scores",
         "--models", "bert", "--dtype", "fp8", "--seed", "-1", "--score-tasks", "BIOSES",
     ])  # fmt: skip
     err = " ".join(capsys.readouterr().err.split())
@@ -210,3 +210,15 @@ def test_full_run_on_one_gpu(tmp_path):
     assert all(r["precision"] == "bf16 autocast" and r["loss_finite"] for r in train)
     if record["device"]["peak_flops"]:
         assert all(r["peak_fraction"] > 0 for r in record["sections"]["encode"]["rows"])
+
+
+def test_flags_are_the_config_fields_and_their_defaults(capsys):
+    from neobench.bench.config import BenchGpuCommand
+    from neobench.cli.main import flags, parse_args
+
+    args = parse_args(["bench", "gpu"])
+    assert flags.config_from_args(BenchGpuCommand, args) == BenchGpuCommand()
+    with pytest.raises(SystemExit):
+        main(["bench", "gpu", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "neobench bench gpu" in text and "--score-tasks" in text and "(default full)" in text
