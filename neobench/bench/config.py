@@ -1,13 +1,24 @@
-"""The configs of `neobench bench encode` and `bench host`: which texts, which model, which
-settings, each field with its default and the one-line doc that is also its flag's help."""
+"""The configs of `neobench bench encode`, `bench host` and `bench gpu`: which texts, which model,
+which settings, each field with its default and the one-line doc that is also its flag's help;
+and the two scales `bench gpu` runs at (full on a GPU, tiny for plumbing on a CPU)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from neobench.protocol.config import DEFAULT_BENCHMARK, EvalConfig, like, opt
+from neobench.protocol.config import DEFAULT_BENCHMARK, DTYPE_CHOICES, EvalConfig, like, opt
 
-__all__ = ["HOST_BENCH_TASKS", "BenchEncodeCommand", "BenchHostCommand"]
+__all__ = [
+    "GPU_MODELS",
+    "GPU_SCALES",
+    "GPU_SCORE_TASKS",
+    "GPU_SECTIONS",
+    "HOST_BENCH_TASKS",
+    "BenchEncodeCommand",
+    "BenchGpuCommand",
+    "BenchHostCommand",
+    "GpuScale",
+]
 
 
 @dataclass(kw_only=True)
@@ -62,3 +73,86 @@ class BenchHostCommand:
         False, "also run the tasks through stock mteb.evaluate + SentenceTransformer.encode"
     )
     json: str | None = opt(None, "also write the figures to this JSON file", metavar="FILE")
+
+
+# `bench gpu`'s sections, in the order they run, with the seconds each may start new work in
+# (docs/performance.md): 540 s in all, so that with start-up and one item overrunning its
+# section the whole stays under 10 minutes on one H100. "unpadded" compares the embeddings the
+# encode section produced: it has no work, and no budget, of its own.
+GPU_SECTIONS = {"train": 150, "encode": 180, "unpadded": 0, "scores": 150, "topk": 60}
+# The models built from configs (neobench/bench/gpu_models.py holds their shapes) and the
+# packaged all-MiniLM-L6-v2, by the names `--models` takes.
+GPU_MODELS = ["minilm", "bert-base", "modernbert-base", "neobert"]
+# The mteb tasks whose main scores are compared (half precision on the device against CPU
+# float32), and whose texts are encoded when the mirror holds them.
+GPU_SCORE_TASKS = ["BIOSSES", "STS16", "SciFact"]
+
+
+@dataclass(frozen=True)
+class GpuScale:
+    """How much `bench gpu` does: model shapes and the amount of work of each section."""
+
+    shapes: str  # "base": the real models' sizes; "tiny": 2 layers x 64, for plumbing
+    texts: int  # texts encoded per model (and cut into training pairs)
+    max_seq_length: int  # tokens per text, for encoding and training
+    train_steps: int  # optimisation steps per trainer (after one untimed warm-up step)
+    train_batch: int  # pairs per step (in-batch negatives: the rest of the batch)
+    train_length: int  # max tokens per text in training
+    repeats: int  # timed passes of each encode path; the best is kept
+    queries: int  # top-k: query vectors
+    docs: int  # top-k: document vectors
+    k: int  # top-k: list length (mteb's retrieval default is 1,000)
+    dim: int  # top-k: vector width (all-MiniLM-L6-v2's)
+    # Whether the sections' time budgets apply: at full size they keep a GPU run under 10
+    # minutes; a tiny run exists to exercise every path, however slow or loaded the CPU.
+    budgeted: bool
+
+
+GPU_SCALES = {
+    "full": GpuScale(
+        shapes="base", texts=8_192, max_seq_length=512, train_steps=30, train_batch=64,
+        train_length=128, repeats=2, queries=4_096, docs=500_000, k=1_000, dim=384,
+        budgeted=True,
+    ),
+    "tiny": GpuScale(
+        shapes="tiny", texts=48, max_seq_length=128, train_steps=2, train_batch=8,
+        train_length=32, repeats=1, queries=64, docs=4_096, k=100, dim=384,
+        budgeted=False,
+    ),
+}  # fmt: skip
+
+
+@dataclass(kw_only=True)
+class BenchGpuCommand:
+    """`neobench bench gpu`: everything the GPU path claims, measured in one run."""
+
+    device: str = like(EvalConfig, "device")
+    size: str = opt(
+        "full",
+        "full (the real models' shapes, minutes on a GPU) | tiny (2-layer shapes and a few "
+        "texts: the plumbing, on a CPU in seconds)",
+        choices=tuple(GPU_SCALES),
+    )
+    models: list[str] = opt(
+        GPU_MODELS, f"comma-separated models of: {', '.join(GPU_MODELS)}", csv=True
+    )
+    sections: list[str] = opt(
+        list(GPU_SECTIONS), f"comma-separated sections of: {', '.join(GPU_SECTIONS)}", csv=True
+    )
+    data_dir: str | None = opt(
+        None,
+        "offline mirror holding the score tasks: their texts are encoded and their scores "
+        "compared (without it: seeded synthetic texts, and the score section is skipped)",
+    )
+    score_tasks: list[str] = opt(
+        GPU_SCORE_TASKS, "comma-separated mteb tasks whose main scores are compared", csv=True
+    )
+    dtype: str = opt(
+        "auto",
+        "half precision of encoding and the scores: auto (float16 on CUDA; on a CPU float32, "
+        "and the score section not applicable) | float16 | bfloat16 | float32",
+        choices=DTYPE_CHOICES,
+    )
+    seed: int = opt(0, "seed of the built weights, the synthetic texts and the top-k vectors")
+    json: str | None = opt(None, "also write the figures to this JSON file", metavar="FILE")
+    markdown: str | None = opt(None, "also write the Markdown table to this file", metavar="FILE")

@@ -29,8 +29,18 @@ from neobench.protocol.tasks import load_benchmark, select_tasks
 
 # Columns that hold the texts mteb encodes (retrieval corpus/queries, STS pairs, classification).
 TEXT_COLUMNS = ("text", "sentence1", "sentence2", "sentences", "query")
-# Dense bf16/fp16 tensor-core peaks (spec sheets), FLOP/s.
-PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
+# Nominal dense bf16/fp16 tensor-core peaks (spec sheets, without sparsity), FLOP/s, matched
+# against torch.cuda.get_device_name() in this order: the more specific names first ("A100"
+# before "A10", the H100 PCIe and NVL cards before the SXM part's plain "H100").
+PEAK_FLOPS = (
+    ("H100 PCIe", 756e12),
+    ("H100 NVL", 835e12),
+    ("H100", 989e12),
+    ("H200", 989e12),
+    ("A100", 312e12),
+    ("L40S", 362e12),
+    ("A10", 125e12),
+)
 
 
 @dataclass
@@ -86,21 +96,67 @@ def _collect_strings(node: Any, out: list[str], limit: int) -> None:
             _collect_strings(value, out, limit)
 
 
-def forward_flops(model: Any, lengths: list[int]) -> float:
-    """~2 x non-embedding params per token + 4 x hidden x layers x context (docs/performance.md)."""
-    backbone = model[0].auto_model
-    params = sum(
+def peak_flops(device_name: str) -> float | None:
+    """The nominal dense half-precision peak of a GPU by its name; None for an unknown one."""
+    return next((peak for name, peak in PEAK_FLOPS if name in device_name), None)
+
+
+def non_embedding_parameters(backbone: Any) -> int:
+    """Weights every token is multiplied by: all but the embedding tables (token, position and
+    token type rows are looked up, not multiplied) and a pooler (once per text, on [CLS]).
+    NeoBERT names its token embedding ``encoder``, so the input embedding is also found by
+    identity, not only by name."""
+    try:
+        embedding = backbone.get_input_embeddings()
+    except (NotImplementedError, AttributeError):
+        embedding = None
+    skip = {id(p) for p in embedding.parameters()} if embedding is not None else set()
+    return sum(
         p.numel()
         for name, p in backbone.named_parameters()
-        if "embed" not in name and not name.startswith("encoder.")
+        if id(p) not in skip and "embed" not in name and not name.startswith("pooler.")
     )
-    config = backbone.config
+
+
+def attention_keys(config: Any, length: float) -> float:
+    """Keys one query attends to, summed over the layers, in a text of ``length`` tokens: all of
+    them, except in sliding-window layers (ModernBERT's local layers: ``local_attention`` keys)."""
+    layers = int(getattr(config, "num_hidden_layers", 0))
+    kinds = getattr(config, "layer_types", None) or ["full_attention"] * layers
+    window = getattr(config, "local_attention", None) or getattr(config, "sliding_window", None)
+    return float(sum(min(length, window) if window and "sliding" in k else length for k in kinds))
+
+
+def text_flops(params: int, config: Any, length: float) -> float:
+    """Forward FLOPs of one text (docs/performance.md, "The ceiling"): 2 x non-embedding
+    parameters per token, plus 4 x hidden x (keys attended, over the layers) per token."""
     hidden = getattr(config, "hidden_size", 0)
-    layers = getattr(config, "num_hidden_layers", 0)
-    return float(sum(2 * params * n + 4 * hidden * layers * n * n for n in lengths))
+    return 2 * params * length + 4 * hidden * length * attention_keys(config, length)
 
 
-def _measure(
+def forward_flops(model: Any, lengths: list[int]) -> float:
+    """Forward FLOPs of a SentenceTransformer on texts of these token lengths."""
+    backbone = model[0].auto_model
+    params = non_embedding_parameters(backbone)
+    return float(sum(text_flops(params, backbone.config, n) for n in lengths))
+
+
+def reset_peak_memory(device: str) -> None:
+    """Start a new peak-memory reading on CUDA (on a CPU the process's peak cannot be reset)."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_memory_mb(device: str) -> float:
+    """MiB: on CUDA the most allocated since reset_peak_memory; on a CPU the process's peak
+    resident set so far (all earlier work included)."""
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure(
     label: str,
     run: Any,
     texts: list[str],
@@ -108,23 +164,19 @@ def _measure(
     model: Any,
     device: str,
 ) -> Rate:
+    """Time ``run()`` (device work included), with its peak memory and, on a GPU whose peak is
+    known, the fraction of that peak the forward FLOPs of ``lengths`` reached."""
     cuda = device.startswith("cuda")
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+    reset_peak_memory(device)
     start = time.perf_counter()
     run()
     if cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    if cuda:
-        memory = torch.cuda.max_memory_allocated() / 2**20
-        peak = next((v for k, v in PEAK_FLOPS.items() if k in torch.cuda.get_device_name()), None)
-        fraction = forward_flops(model, lengths) / seconds / peak if peak else None
-    else:
-        memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # process peak RSS
-        fraction = None
-    return Rate(label, seconds, len(texts), sum(lengths), memory, fraction)
+    fraction = None
+    if cuda and (peak := peak_flops(torch.cuda.get_device_name())):
+        fraction = forward_flops(model, lengths) / seconds / peak
+    return Rate(label, seconds, len(texts), sum(lengths), peak_memory_mb(device), fraction)
 
 
 @dataclass
@@ -188,7 +240,7 @@ def compare(
             ("stock SentenceTransformer.encode", stock),
             ("neobench encoder", lambda: fast.embed(texts, None)),
         ):
-            rate = _measure(label, run, texts, lengths, model, device)
+            rate = measure(label, run, texts, lengths, model, device)
             if label not in best or rate.seconds < best[label].seconds:
                 best[label] = rate
     fast.close()

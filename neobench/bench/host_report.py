@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from neobench.bench.encode import default_model
+from neobench.bench.encode import default_model, non_embedding_parameters, text_flops
 
 if TYPE_CHECKING:
     from neobench.bench.config import BenchHostCommand
@@ -45,8 +45,8 @@ STAGE_ORDER = (
 
 
 def forward_ceiling(config: Any, context: float) -> float:
-    """Tokens/s of an H100 forward at H100_FLOPS for a model of this config at this mean length:
-    2 x non-embedding parameters + 4 x hidden x layers x context FLOPs per token."""
+    """Tokens/s of an H100 forward at H100_FLOPS for a model of this config at this mean length
+    (FLOPs per token: neobench/bench/encode.py's text_flops, the one formula)."""
     from transformers import AutoModel
 
     from neobench.models import register
@@ -54,13 +54,8 @@ def forward_ceiling(config: Any, context: float) -> float:
     register()
     with torch.device("meta"):
         model = AutoModel.from_config(config)
-    params = sum(
-        p.numel()
-        for name, p in model.named_parameters()
-        if "embed" not in name and not name.startswith("pooler")
-    )
-    flops = 2 * params + 4 * config.hidden_size * config.num_hidden_layers * context
-    return H100_FLOPS / flops
+    per_token = text_flops(non_embedding_parameters(model), config, context) / context
+    return H100_FLOPS / per_token
 
 
 def report(runs: list[HostRun]) -> str:

@@ -1,10 +1,10 @@
-"""`neobench bench encode` and `neobench bench host`: throughput measurements."""
+"""`neobench bench encode`, `bench host` and `bench gpu`: throughput measurements."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from neobench.bench.config import BenchEncodeCommand, BenchHostCommand
+from neobench.bench.config import BenchEncodeCommand, BenchGpuCommand, BenchHostCommand
 from neobench.cli.output import out, say
 
 
@@ -29,3 +29,21 @@ def cmd_bench_host(cfg: BenchHostCommand) -> int:
         write_text_atomic(Path(cfg.json), host_report.to_json(runs, cfg))
         say(f"wrote {cfg.json}", markup=False)
     return 0
+
+
+def cmd_bench_gpu(cfg: BenchGpuCommand) -> int:
+    """everything the GPU path claims (training, encoding, unpadding, scores, top-k) in one run"""
+    from neobench.bench import gpu, gpu_report
+    from neobench.core.card_io import write_text_atomic
+
+    record = gpu.run_gpu_bench(cfg)
+    table = gpu_report.markdown(record)
+    out.print(table, highlight=False, markup=False, soft_wrap=True)
+    for path, text in ((cfg.json, gpu_report.to_json(record)), (cfg.markdown, table)):
+        if path:
+            write_text_atomic(Path(path), text)
+            say(f"wrote {path}", markup=False)
+    failed = gpu.failed(record)
+    if failed:
+        say(f"[bold red]bench gpu:[/] {', '.join(failed)} did not pass (see the table)")
+    return 1 if failed else 0

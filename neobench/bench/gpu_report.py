@@ -1,0 +1,133 @@
+"""`neobench bench gpu`'s output: the record as JSON, and one Markdown table of every row with a
+line naming the device, the texts and each section's status.
+
+The record itself is built by neobench/bench/gpu.py; its keys are listed in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+HEAD = (
+    "| section | model / task | variant | tokens/s | % of peak | peak memory (MiB) | result |",
+    "|---|---|---|---:|---:|---:|---|",
+)
+
+
+def to_json(record: dict[str, Any]) -> str:
+    return json.dumps(record, indent=2, default=str) + "\n"
+
+
+def markdown(record: dict[str, Any]) -> str:
+    """The caption, the table (one line per row of every section), each section's status."""
+    lines = [_caption(record), "", *HEAD]
+    render = {
+        "train": _train,
+        "encode": _encode,
+        "unpadded": _unpadded,
+        "scores": lambda r: _scores(r, record["settings"]),
+        "topk": _topk,
+    }
+    for name, section in record["sections"].items():
+        for row in section["rows"]:
+            cells = [name, *render[name](row)]
+            lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for name, section in record["sections"].items():
+        budget = section["budget_s"]
+        spent = f"{section['seconds']:.0f} s" + (f" of {budget} s" if budget is not None else "")
+        why = f": {section['reason']}" if section["reason"] else ""
+        lines.append(f"- {name}: {section['status']} ({spent}){why}")
+    return "\n".join(lines) + "\n"
+
+
+def _caption(record: dict[str, Any]) -> str:
+    device, settings, texts = record["device"], record["settings"], record["texts"]
+    where = device["name"] if device["type"] == "cuda" else f"CPU, {device['threads']} threads"
+    peak = (
+        f", nominal peak {device['peak_flops'] / 1e12:.0f} TFLOP/s" if device["peak_flops"] else ""
+    )
+    about = "no texts needed"
+    if texts:
+        origin = f"the mirror's {', '.join(texts['tasks'])}" if texts["tasks"] else "synthetic"
+        about = (
+            f"{texts['count']:,} texts ({origin}), {texts['mean_tokens']:.0f} tokens each on "
+            f"average, at most {texts['max_seq_length']}"
+        )
+    return (
+        f"`neobench bench gpu --size {settings['size']}` on {where}{peak}; encoding and scores "
+        f"in {settings['dtype']}; {about}; {record['seconds']:.0f} s in all."
+    )
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _ok(flag: bool) -> str:
+    return "ok" if flag else "FAIL"
+
+
+def _train(row: dict) -> list[str]:
+    loss = f"loss {_num(row['first_loss'], 3)} -> {_num(row['final_loss'], 3)}"
+    result = f"{loss}, {'finite' if row['loss_finite'] else 'NOT finite'}, {row['precision']}"
+    return [
+        row["model"],
+        f"{row['trainer']} ({row['steps_timed']} steps)",
+        _num(row["tokens_per_s"]),
+        "–",
+        _num(row["peak_memory_mb"]),
+        result + (f"; {row['error']}" if row["error"] else ""),
+    ]
+
+
+def _encode(row: dict) -> list[str]:
+    fraction = row["peak_fraction"]
+    return [
+        row["model"],
+        f"{row['path']} ({row['attention']})",
+        _num(row["tokens_per_s"]),
+        "–" if fraction is None else f"{100 * fraction:.1f}%",
+        _num(row["peak_memory_mb"]),
+        f"{row['texts']:,} texts, {row['tokens']:,} tokens in {row['seconds']:.2f} s",
+    ]
+
+
+def _unpadded(row: dict) -> list[str]:
+    return [
+        row["model"],
+        f"unpadded vs padded ({row['architecture']})",
+        "–",
+        "–",
+        "–",
+        f"max abs diff {row['max_abs_diff']:.2e} (values up to {row['max_abs_value']:.2f}), "
+        f"lowest cosine {row['min_cosine']:.6f} (floor {row['cosine_floor']}) "
+        f"{_ok(row['within'])}; stock vs padded {row['stock_max_abs_diff']:.2e}",
+    ]
+
+
+def _scores(row: dict, settings: dict) -> list[str]:
+    return [
+        row["task"],
+        f"{row['model']}: {settings['dtype']} on {settings['device']} vs CPU float32",
+        "–",
+        "–",
+        "–",
+        f"{row['device_score']:.5f} vs {row['cpu_float32_score']:.5f}, diff "
+        f"{row['abs_diff']:.5f} (tolerance {row['tolerance']}) {_ok(row['within'])}",
+    ]
+
+
+def _topk(row: dict) -> list[str]:
+    size = f"{row['queries']:,} x {row['docs']:,}, dim {row['dim']}, k {row['k']}"
+    return [
+        size,
+        "device vs CPU exact",
+        "–",
+        "–",
+        "–",
+        f"identical {row['identical']:,}, near-ties {row['near_ties']:,}, differing "
+        f"{row['differing']:,} {_ok(row['differing'] == 0)}; {row['device_seconds']:.2f} s vs "
+        f"{row['cpu_seconds']:.2f} s",
+    ]

@@ -1,0 +1,224 @@
+"""`neobench bench gpu`: every section's plumbing on the CPU (tiny shapes, a few real texts), the
+JSON's keys, the skipped and not-applicable cases, bad flags; and, opt-in, the full run on CUDA."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from conftest import MIRROR
+
+from neobench.bench.config import GPU_SECTIONS
+from neobench.cli.main import main
+
+TOP = {"schema", "device", "settings", "texts", "sections", "seconds", "environment"}
+DEVICE_CPU = {"type", "name", "peak_flops", "threads"}
+SETTINGS = {
+    "size", "device", "dtype", "models", "sections", "score_tasks", "data_dir", "seed",
+    "budgets_s", "scale",
+}  # fmt: skip
+TEXTS = {"source", "tasks", "count", "tokens", "mean_tokens", "max_seq_length"}
+SECTION = {"status", "reason", "budget_s", "seconds", "rows"}
+ROWS = {
+    "train": {
+        "model", "trainer", "steps_timed", "tokens", "seconds", "tokens_per_s", "peak_memory_mb",
+        "first_loss", "final_loss", "loss_finite", "precision", "error",
+    },
+    "encode": {
+        "model", "path", "attention", "texts", "tokens", "seconds", "tokens_per_s",
+        "peak_fraction", "peak_memory_mb",
+    },
+    "unpadded": {
+        "model", "architecture", "dtype", "max_abs_diff", "max_abs_value", "min_cosine",
+        "stock_max_abs_diff", "cosine_floor", "within",
+    },
+    "scores": {
+        "task", "model", "device_score", "cpu_float32_score", "abs_diff", "tolerance", "within",
+    },
+    "topk": {
+        "queries", "docs", "dim", "k", "device_seconds", "cpu_seconds", "identical",
+        "near_ties", "differing", "max_score_diff", "tie_tolerance",
+    },
+}  # fmt: skip
+MODELS = ["bert-base", "neobert"]  # one packed by neobench/models/unpad.py, one native
+
+
+def run(*argv: str) -> tuple[int, dict]:
+    import tempfile
+    from pathlib import Path
+
+    out = Path(tempfile.mkdtemp(prefix="bench-gpu-")) / "gpu.json"
+    code = main(["bench", "gpu", *argv, "--json", str(out)])
+    return code, (json.loads(out.read_text()) if out.is_file() else {})
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory, mirror):
+    """Every section on the CPU at --size tiny, half-precision autocast, BIOSSES' real texts."""
+    folder = tmp_path_factory.mktemp("bench-gpu")
+    code = main([
+        "bench", "gpu", "--device", "cpu", "--size", "tiny", "--dtype", "float16",
+        "--models", ",".join(MODELS), "--score-tasks", "BIOSSES", "--data-dir", str(mirror),
+        "--json", str(folder / "gpu.json"), "--markdown", str(folder / "gpu.md"),
+    ])  # fmt: skip
+    return code, json.loads((folder / "gpu.json").read_text()), (folder / "gpu.md").read_text()
+
+
+def test_every_section_runs_and_passes_on_cpu(quick):
+    code, record, _ = quick
+    assert code == 0
+    assert list(record["sections"]) == list(GPU_SECTIONS)
+    # A tiny run exercises every path whatever the CPU's load: no section is cut short.
+    assert record["settings"]["budgets_s"] is None
+    assert all(s["budget_s"] is None for s in record["sections"].values())
+    assert {n: s["status"] for n, s in record["sections"].items()} == dict.fromkeys(
+        GPU_SECTIONS, "ok"
+    )
+
+
+def test_json_keys_are_the_documented_ones(quick):
+    _, record, _ = quick
+    assert set(record) == TOP and record["schema"] == "neobench-bench-gpu/1"
+    assert set(record["device"]) == DEVICE_CPU and record["device"]["peak_flops"] is None
+    assert set(record["settings"]) == SETTINGS and set(record["texts"]) == TEXTS
+    for name, section in record["sections"].items():
+        assert set(section) == SECTION, name
+        assert section["rows"], name
+        for row in section["rows"]:
+            assert set(row) == ROWS[name], name
+
+
+def test_figures_are_measured_on_the_models_and_texts_asked_for(quick):
+    _, record, _ = quick
+    sections = record["sections"]
+    assert record["texts"]["source"] == "mirror" and record["texts"]["tasks"] == ["BIOSSES"]
+    assert record["texts"]["tokens"] > record["texts"]["count"] > 0
+    train = sections["train"]["rows"]
+    assert [(r["model"], r["trainer"]) for r in train] == [
+        (m, t) for m in MODELS for t in ("neobench", "stock")
+    ]
+    for row in train:
+        assert row["steps_timed"] == 2 and row["tokens_per_s"] > 0 and row["peak_memory_mb"] > 0
+        assert row["loss_finite"] and math.isfinite(row["final_loss"])
+        assert row["precision"] == "float32"  # the recipe's bf16 is for CUDA only
+    encode = sections["encode"]["rows"]
+    assert [(r["model"], r["path"]) for r in encode] == [
+        (m, p) for m in MODELS for p in ("padded", "unpadded", "stock")
+    ]
+    assert all(r["tokens"] == record["texts"]["tokens"] and r["tokens_per_s"] > 0 for r in encode)
+    assert all(r["peak_fraction"] is None for r in encode)  # no nominal peak for a CPU
+    assert all("varlen" in r["attention"] for r in encode if r["path"] == "unpadded")
+    unpadded = {r["model"]: r for r in sections["unpadded"]["rows"]}
+    assert set(unpadded) == set(MODELS)
+    assert all(
+        0 <= r["max_abs_diff"] < r["max_abs_value"] and r["within"] for r in unpadded.values()
+    )
+    (score,) = sections["scores"]["rows"]
+    assert score["task"] == "BIOSSES" and score["within"]
+    assert 0 < score["device_score"] < 1 and 0 < score["cpu_float32_score"] < 1
+    assert score["abs_diff"] == pytest.approx(
+        abs(score["device_score"] - score["cpu_float32_score"])
+    )
+    (topk,) = sections["topk"]["rows"]
+    assert topk["identical"] + topk["near_ties"] == topk["queries"] and topk["differing"] == 0
+
+
+def test_markdown_has_one_line_per_row_and_every_status(quick):
+    _, record, table = quick
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 1 + sum(len(s["rows"]) for s in record["sections"].values())
+    for name in GPU_SECTIONS:
+        assert f"- {name}: ok" in table
+    assert "FAIL" not in table and "the mirror's BIOSSES" in table
+
+
+def test_scores_are_skipped_without_data_and_not_applicable_in_cpu_float32(mirror):
+    code, record = run("--device", "cpu", "--size", "tiny", "--sections", "scores")
+    scores = record["sections"]["scores"]
+    assert code == 0 and scores["status"] == "skipped" and "--data-dir" in scores["reason"]
+    assert scores["rows"] == [] and record["texts"] is None  # no section that needed texts ran
+    others = [s for n, s in record["sections"].items() if n != "scores"]
+    assert all(s["status"] == "skipped" and s["reason"] == "not in --sections" for s in others)
+    code, record = run("--device", "cpu", "--size", "tiny", "--sections", "scores",
+                       "--data-dir", str(mirror))  # fmt: skip
+    scores = record["sections"]["scores"]
+    assert code == 0 and scores["status"] == "not applicable" and "float16" in scores["reason"]
+
+
+def test_a_config_model_is_built_seeded_and_loads(tmp_path, minilm):
+    """A study's config: entry and bench gpu's shapes share one builder (models/build.py)."""
+    from conftest import REPO
+    from safetensors.torch import load_file
+
+    from neobench.models.load import load_model
+    from neobench.study.models import ResolvedModel, build
+
+    def built(name: str, seed: int) -> dict:
+        entry = ResolvedModel(name, str(tmp_path / name), False, REPO / "studies/tiny-bert.json",
+                              str(minilm), seed)  # fmt: skip
+        assert build(entry) and not build(entry)  # built once; a second call finds the folder
+        assert not (tmp_path / f"{name}.building").exists()
+        return load_file(tmp_path / name / "model.safetensors")
+
+    a, b, c = built("a", 0), built("b", 0), built("c", 1)
+    assert all(torch.equal(a[k], b[k]) for k in a)  # same seed, same weights
+    assert any(not torch.equal(a[k], c[k]) for k in a)
+    assert load_model(str(tmp_path / "a")).architecture == "BertModel"
+
+
+def test_a_spent_budget_marks_the_section_partial_and_starts_nothing():
+    from neobench.bench.config import GPU_SCALES
+    from neobench.bench.gpu_checks import topk_section
+    from neobench.bench.gpu_inputs import Budget
+
+    section = topk_section(GPU_SCALES["tiny"], "cpu", 0, Budget(0))
+    assert section.status == "partial" and section.rows == []
+    assert section.reason == "top-k: not started, the section's 0 s were spent"
+
+
+def test_bad_values_are_named_at_once_without_a_traceback(capsys):
+    code = main([
+        "bench", "gpu", "--device", "cpu", "--size", "huge", "--sections", "trian,scores",
+        "--models", "bert", "--dtype", "fp8", "--seed", "-1", "--score-tasks", "BIOSES",
+    ])  # fmt: skip
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "Traceback" not in err
+    assert "--size value 'huge'" in err and "Valid: full, tiny" in err
+    assert "--sections value 'trian'" in err and "Did you mean 'train'" in err
+    assert "--models value 'bert'" in err and "bert-base" in err
+    assert "--dtype value 'fp8'" in err
+    assert "--seed -1" in err
+    assert "BIOSES" in err and "BIOSSES" in err
+
+
+@pytest.mark.gpu
+def test_full_run_on_one_gpu(tmp_path):
+    """Opt-in (-m gpu): the whole command at --size full, under its 10 minutes; the scores when
+    the mirror is beside the checkout (else that section says why it was skipped)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    data = ["--data-dir", str(MIRROR)] if MIRROR.is_dir() else []
+    code, record = run(*data)
+    statuses = {n: s["status"] for n, s in record["sections"].items()}
+    assert code == 0, statuses
+    assert record["device"]["type"] == "cuda" and record["seconds"] < 600
+    expected = dict.fromkeys(GPU_SECTIONS, "ok") | ({} if data else {"scores": "skipped"})
+    assert statuses == expected
+    train = record["sections"]["train"]["rows"]
+    assert all(r["precision"] == "bf16 autocast" and r["loss_finite"] for r in train)
+    if record["device"]["peak_flops"]:
+        assert all(r["peak_fraction"] > 0 for r in record["sections"]["encode"]["rows"])
+
+
+def test_flags_are_the_config_fields_and_their_defaults(capsys):
+    from neobench.bench.config import BenchGpuCommand
+    from neobench.cli.main import flags, parse_args
+
+    args = parse_args(["bench", "gpu"])
+    assert flags.config_from_args(BenchGpuCommand, args) == BenchGpuCommand()
+    with pytest.raises(SystemExit):
+        main(["bench", "gpu", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "neobench bench gpu" in text and "--score-tasks" in text and "(default full)" in text
