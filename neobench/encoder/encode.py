@@ -65,6 +65,9 @@ class FastEncoder:
         # Padded tokens per forward batch; left out, the default of the model's device.
         self.token_budget = token_budget or default_token_budget(str(model.device))
         self.packed = packed  # real tokens only, variable-length attention (unpad.py)
+        # Whether new embeddings go into the cache (the eval's cache policy sets it per task;
+        # the cache is read either way).
+        self.store = True
         self.texts_encoded = 0  # texts that went through the network (not served by the cache)
         self.texts_requested = 0
         self.tokens_encoded = 0  # real (unpadded) tokens of the encoded texts
@@ -99,7 +102,7 @@ class FastEncoder:
         missing = np.flatnonzero(~found)
         if len(missing):
             fresh = self._encode([texts[i] for i in text_of[missing]], prompt)
-            if self.cache:
+            if self.cache and self.store:
                 with stage("cache insert"):
                     self.cache.put([unique[i] for i in missing], fresh)
             with stage("assemble"):
