@@ -98,8 +98,8 @@ def test_lookup_and_get_many_give_back_the_stored_vectors(texts, tmp_path):
 
 
 def test_a_file_of_the_per_row_code_is_read_and_extended(texts, tmp_path):
-    """A cache written before (4 KiB pages, per-row rows) keeps serving its vectors; new files
-    get 16 KiB pages, old ones keep theirs."""
+    """A cache written before (schema 2, 4 KiB pages, per-row rows) keeps serving its vectors,
+    migrated in place; new files get 16 KiB pages, old ones keep theirs."""
     path = tmp_path / CACHE_FILE
     keys = EmbeddingCache.keys(FINGERPRINT, "", texts)
     vectors = vectors_for(len(keys))
@@ -109,7 +109,7 @@ def test_a_file_of_the_per_row_code_is_read_and_extended(texts, tmp_path):
         db.execute(
             "CREATE TABLE emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL, digest BLOB NOT NULL)"
         )
-        db.execute(f"PRAGMA user_version = {cache_module.SCHEMA_VERSION}")
+        db.execute("PRAGMA user_version = 2")  # what the per-row code wrote
         db.executemany("INSERT INTO emb VALUES (?, ?, ?)", per_row_rows(keys[:500], vectors[:500]))
     db.close()
 
@@ -137,7 +137,7 @@ def test_every_damage_is_caught_by_the_bulk_lookup(texts, tmp_path, caplog):
     (vec0,) = db.execute("SELECT vec FROM emb WHERE key = ?", (keys[0],)).fetchone()
     flipped = bytearray(vec0)
     flipped[100] ^= 0x01  # one bit
-    rows = {key: (vec, digest) for key, vec, digest in db.execute("SELECT * FROM emb")}
+    rows = {k: (v, d) for k, v, d in db.execute("SELECT key, vec, digest FROM emb")}
     with db:
         db.execute("UPDATE emb SET vec = ? WHERE key = ?", (bytes(flipped), keys[0]))
         db.execute("UPDATE emb SET vec = substr(vec, 1, 1000) WHERE key = ?", (keys[1],))

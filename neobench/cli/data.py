@@ -3,12 +3,17 @@ mirror) and `cache` (the shared embedding cache)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.markup import escape
 
 from neobench.cli import commands
 from neobench.cli.output import print_listing, say
 from neobench.core.errors import NeobenchError
 from neobench.protocol import listing
+
+if TYPE_CHECKING:
+    from neobench.encoder.cache_report import CacheReport
 
 
 def cmd_ls(cfg: commands.LsCommand) -> int:
@@ -49,6 +54,23 @@ def cmd_verify(cfg: commands.VerifyCommand) -> int:
     return 0 if report.ok else 1
 
 
+def cache_settings_line(report: CacheReport) -> str:
+    """Held bytes against the file, and the last run's policy and cap."""
+    held = (
+        f"database {report.held / 1e6:.1f} MB of the file's {report.bytes / 1e6:.1f} MB (the rest: "
+        "free pages reused by later inserts, and the -wal)"
+    )
+    settings = report.settings
+    if not settings:
+        return f"{held}; no run has set a policy or cap yet"
+    cap = settings.get("max_bytes") or ""
+    cap_text = f"cap {int(cap) / 1e9:g} GB" if cap else "no cap"
+    return (
+        f"{held}; last run ({settings.get('set_at', '?')}): policy {settings.get('policy')}, "
+        f"{cap_text}"
+    )
+
+
 def cmd_cache(cfg: commands.CacheCommand) -> int:
     """the shared embedding cache: size, clear"""
     from neobench.encoder.cache_report import cache_command
@@ -61,6 +83,7 @@ def cmd_cache(cfg: commands.CacheCommand) -> int:
     elif report.ok:
         size = f"{report.embeddings} embeddings, {report.bytes / 1e6:.1f} MB, checked ok"
         say(f"{report.path}: {size}", markup=False)
+        say(cache_settings_line(report), markup=False)
     else:
         say(f"[bold red]{report.state}:[/] {escape(f'{report.path}: {report.problem}')}")
         if report.fix:

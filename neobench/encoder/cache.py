@@ -2,9 +2,14 @@
 
 The cache only saves time: no state of its file may fail a task or change a score. The file is
 ``<folder>/embeddings.sqlite`` (plus SQLite's own -wal and -shm), the folder being --cache-dir,
-else $NEOBENCH_CACHE, else ~/.cache/neobench. One table, ``emb(key, vec, digest)``; the schema
-version is SQLite's ``user_version`` (2). Version 1 (neobench 0.1.0: no digest) is moved aside,
+else $NEOBENCH_CACHE, else ~/.cache/neobench. Table ``emb(key, vec, digest, used)``; the schema
+version is SQLite's ``user_version`` (3). Version 1 (neobench 0.1.0: no digest) is moved aside,
 not migrated: fresh checksums over its bytes would bless exactly the damage they exist to catch.
+Version 2 (no last-use stamps) is migrated in place: its checksums stay valid.
+
+With ``max_bytes`` the cache keeps the bytes its database holds under that cap, least recently
+used rows out first (neobench/encoder/cache_lru.py: last use is stamped in blocks, at most
+once a minute per row).
 
 What happens when (a logger warning each, unless it says error):
 
@@ -66,6 +71,7 @@ from neobench.encoder.cache_file import (
     move_aside,
     open_db,
     select_rows,
+    used_bytes,
 )
 from neobench.encoder.cache_location import (
     CACHE_ENV,
@@ -77,6 +83,7 @@ from neobench.encoder.cache_location import (
     default_cache_path,
     read_paths,
 )
+from neobench.encoder.cache_lru import evict, now_ms, restamp, write_settings
 from neobench.encoder.cache_others import OtherCaches
 from neobench.encoder.cache_rows import (
     blobs_block,
@@ -119,8 +126,15 @@ class EmbeddingCache:
     writes never raise a database error: they warn and degrade, see the module docstring.
     """
 
-    def __init__(self, path: Path, read_from: Iterable[Path] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        read_from: Iterable[Path] | None = None,
+        max_bytes: int | None = None,
+    ) -> None:
         self.path = Path(path)
+        self.max_bytes = max_bytes  # the cap on used_bytes(); None: no cap
+        self.evicted = 0  # rows this process deleted to keep under the cap
         # Other jobs' caches, read on a miss (None: $NEOBENCH_CACHE_READ); opened at first use.
         self.read_from = read_paths() if read_from is None else [Path(p) for p in read_from]
         self._others = OtherCaches(self.read_from, self.path, self._warn)
@@ -187,10 +201,30 @@ class EmbeddingCache:
         rows = [row for k, v in zip(keys, vectors, strict=True) for row in block_rows([k], v)]
         self._guard("storing", lambda: self._insert(rows), None)
 
+    def held_bytes(self) -> int | None:
+        """What the database holds now (the cap's measure); None without a database."""
+        return self._guard("measuring", lambda: used_bytes(self.db), None)
+
+    def record_settings(self, policy: str) -> None:
+        """Write the run's policy and cap into the file, for `neobench cache info`; and apply
+        the cap at once (it may be lower than what the file holds)."""
+        if self.db is None or not self.writable:
+            return
+        self._guard(
+            "recording settings", lambda: write_settings(self.db, policy, self.max_bytes), None
+        )
+        if self.max_bytes is not None:
+            self._guard("evicting", self._evict, None)
+
     def _fetch(self, keys: list[bytes]) -> dict[bytes, bytes]:
         """The verified vector bytes of ``keys`` found here, else in the other jobs' caches
-        (copied into this one); damaged entries are dropped and counted."""
-        good, bad = verify_rows(self._guard("reading", lambda: select_rows(self.db, keys), []))
+        (copied into this one); damaged entries are dropped and counted. Rows found here are
+        stamped as used (in one block, only those with a stale stamp)."""
+        read = self._guard("reading", lambda: select_rows(self.db, keys, used=True), [])
+        if read and self.writable:
+            stamps = [(row[0], row[3]) for row in read]
+            self._guard("stamping", lambda: restamp(self.db, stamps), 0)
+        good, bad = verify_rows([row[:3] for row in read])
         if bad:
             self.bad_entries += len(bad)
             self._warn(
@@ -218,11 +252,18 @@ class EmbeddingCache:
         self._others.close()
 
     def _insert(self, rows: list[tuple[bytes, bytes, bytes]]) -> None:
+        now = now_ms()
         with self.db:  # one transaction
             self.db.executemany(
-                "INSERT OR REPLACE INTO emb (key, vec, digest) VALUES (?, ?, ?)", rows
+                "INSERT OR REPLACE INTO emb (key, vec, digest, used) VALUES (?, ?, ?, ?)",
+                [(*row, now) for row in rows],
             )
         self.stored += len(rows)
+        if self.max_bytes is not None:
+            self._evict()
+
+    def _evict(self) -> None:
+        self.evicted += evict(self.db, self.max_bytes)
 
     def _delete(self, keys: list[bytes]) -> None:
         with self.db:

@@ -2,8 +2,12 @@
 not), reading rows by key, and the file with its -wal/-shm on disk (size, identity, moving a
 damaged or outdated file aside).
 
-One table, ``emb(key, vec, digest)``; the schema version is SQLite's ``user_version``
-(SCHEMA_VERSION). Nothing here warns or degrades: trouble is raised, as Damaged for a file that
+Tables ``emb(key, vec, digest, used)`` (``used``: when the row was last stored or read, in ms,
+indexed for least-recently-used eviction, neobench/encoder/cache_lru.py) and ``meta(name,
+value)`` (the last run's policy and cap, for `neobench cache info`); the schema version is
+SQLite's ``user_version`` (SCHEMA_VERSION). A version 2 file (no ``used``, no ``meta``) is
+migrated in place, in one transaction: its checksums cover key and vector only, so they stay
+valid. Nothing here warns or degrades: trouble is raised, as Damaged for a file that
 is not a healthy cache of this schema, and the store (neobench/encoder/cache.py) decides what a
 run does about it.
 """
@@ -18,8 +22,10 @@ from pathlib import Path
 from neobench.core.errors import NeobenchError
 from neobench.encoder.cache_location import LOCATION_FIX
 
-SCHEMA_VERSION = 2  # 1: emb(key, vec) without checksums (neobench 0.1.0)
-COLUMNS = ["key", "vec", "digest"]
+SCHEMA_VERSION = 3  # 1: emb(key, vec) without checksums (neobench 0.1.0); 2: no `used`, no meta
+COLUMNS = ["key", "vec", "digest", "used"]
+V2_COLUMNS = ["key", "vec", "digest"]
+TABLES = ["emb", "meta"]
 SIDE_FILES = ("-wal", "-shm")
 ASIDE_TAGS = {"corrupt": "damaged", "v1": "outdated"}
 # Page size of a new file: 16 KiB pages hold 10 rows of a 384-dim vector (4 KiB pages hold 2,
@@ -55,12 +61,12 @@ def is_full(error: BaseException) -> bool:
     return _code(error) == SQLITE_FULL or getattr(error, "errno", None) == errno.ENOSPC
 
 
-def read_schema(db: sqlite3.Connection, path: Path) -> bool:
+def read_schema(db: sqlite3.Connection, path: Path, migrate: bool = False) -> bool:
     """True for a cache of this schema, False for an empty file; else Damaged or, for a newer
-    schema (which a newer neobench still uses), a NeobenchError."""
-    (version,) = db.execute("PRAGMA user_version").fetchone()
-    tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-    columns = [row[1] for row in db.execute("PRAGMA table_info(emb)")]
+    schema (which a newer neobench still uses), a NeobenchError. A version 2 cache is migrated
+    when ``migrate``, and accepted as it is otherwise (read-only readers select key, vec and
+    digest only)."""
+    version, tables, columns = _schema(db)
     if version > SCHEMA_VERSION:
         raise NeobenchError(
             f"embedding cache {path} has schema version {version}, newer than this neobench's "
@@ -69,11 +75,47 @@ def read_schema(db: sqlite3.Connection, path: Path) -> bool:
         )
     if not tables and version == 0:
         return False
-    if tables == ["emb"] and columns == COLUMNS and version == SCHEMA_VERSION:
+    if tables == TABLES and columns == COLUMNS and version == SCHEMA_VERSION:
+        return True
+    if tables == ["emb"] and columns == V2_COLUMNS and version == 2:
+        if migrate:
+            migrate_v2(db)
         return True
     if tables == ["emb"] and columns == ["key", "vec"] and version == 0:
         raise Damaged("written by neobench 0.1.0, without checksums to verify it", tag="v1")
     raise Damaged(f"not a neobench embedding cache: tables {tables}, schema version {version}")
+
+
+def _schema(db: sqlite3.Connection) -> tuple[int, list[str], list[str]]:
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    query = "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name"
+    tables = [name for (name,) in db.execute(query)]
+    columns = [row[1] for row in db.execute("PRAGMA table_info(emb)")]
+    return version, tables, columns
+
+
+def _create_v3(db: sqlite3.Connection) -> None:
+    """What version 3 adds to version 2's table (and what a new file gets after creating it).
+
+    Old rows get ``used`` 0: least recently used of all, the first out under a cap."""
+    if "used" not in [row[1] for row in db.execute("PRAGMA table_info(emb)")]:
+        db.execute("ALTER TABLE emb ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
+    db.execute("CREATE INDEX IF NOT EXISTS emb_used ON emb (used)")
+    db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def migrate_v2(db: sqlite3.Connection) -> None:
+    """Version 2 -> 3 in one write transaction; another shard that migrated first wins (the
+    version is read again under the lock). The index is built by one scan of the table."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if _schema(db)[0] == 2:
+            _create_v3(db)
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def quick_check(db: sqlite3.Connection) -> None:
@@ -98,7 +140,7 @@ def open_db(path: Path, full_check: bool, timeout: float) -> sqlite3.Connection:
             f"embedding cache {path} cannot be opened ({error}). {LOCATION_FIX}"
         ) from None
     try:
-        if read_schema(db, path):
+        if read_schema(db, path, migrate=True):
             if full_check:
                 quick_check(db)
         else:
@@ -107,10 +149,10 @@ def open_db(path: Path, full_check: bool, timeout: float) -> sqlite3.Connection:
             db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writing shard
             with db:  # IF NOT EXISTS: another shard may be creating it at the same time
                 db.execute(
-                    "CREATE TABLE IF NOT EXISTS emb "
-                    "(key BLOB PRIMARY KEY, vec BLOB NOT NULL, digest BLOB NOT NULL)"
+                    "CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL, "
+                    "digest BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0)"
                 )
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                _create_v3(db)
         return db
     except sqlite3.DatabaseError as error:
         db.close()
@@ -140,15 +182,27 @@ def open_read_only(path: Path) -> sqlite3.Connection:
         raise
 
 
-def select_rows(db: sqlite3.Connection, keys: list[bytes]) -> list[tuple]:
-    """The (key, vec, digest) rows of ``keys`` found in ``db``, unverified."""
+def select_rows(db: sqlite3.Connection, keys: list[bytes], used: bool = False) -> list[tuple]:
+    """The (key, vec, digest) rows of ``keys`` found in ``db``, unverified; with ``used``, the
+    last-use stamp as a fourth column (version 3 only)."""
     chunk = min(SELECT_CHUNK, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
+    columns = "key, vec, digest, used" if used else "key, vec, digest"
     rows: list[tuple] = []
     for start in range(0, len(keys), chunk):
         part = keys[start : start + chunk]
-        query = f"SELECT key, vec, digest FROM emb WHERE key IN ({','.join('?' * len(part))})"
+        query = f"SELECT {columns} FROM emb WHERE key IN ({','.join('?' * len(part))})"
         rows += db.execute(query, part).fetchall()
     return rows
+
+
+def used_bytes(db: sqlite3.Connection) -> int:
+    """Bytes the database holds: (page_count - freelist_count) x page_size. The file is at least
+    this; pages freed by deletes stay in it (reused by later inserts), and the -wal beside it
+    holds recent transactions until a checkpoint folds them in."""
+    (pages,) = db.execute("PRAGMA page_count").fetchone()
+    (free,) = db.execute("PRAGMA freelist_count").fetchone()
+    (size,) = db.execute("PRAGMA page_size").fetchone()
+    return (pages - free) * size
 
 
 def cache_files(path: Path) -> list[Path]:

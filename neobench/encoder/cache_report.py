@@ -19,8 +19,10 @@ from neobench.encoder.cache_file import (
     moved_aside,
     quick_check,
     read_schema,
+    used_bytes,
 )
 from neobench.encoder.cache_location import cache_path, check_folder
+from neobench.encoder.cache_lru import read_settings
 
 
 @dataclass
@@ -31,6 +33,10 @@ class CacheReport:
     state: str = "missing"  # missing | ok | corrupt | outdated | newer
     embeddings: int = 0
     bytes: int = 0  # the file with its -wal/-shm
+    held: int = 0  # what the database holds: (page_count - freelist_count) x page_size
+    # The last run's policy, cap (max_bytes, "" for none) and when it set them; {} before any
+    # run of schema 3.
+    settings: dict[str, str] = field(default_factory=dict)
     problem: str | None = None  # why `neobench eval` would not use the file as it is
     fix: str | None = None
     aside: list[Path] = field(default_factory=list)  # earlier caches moved aside, still on disk
@@ -72,6 +78,9 @@ def inspect_cache(path: Path) -> CacheReport:
         if read_schema(db, path):  # else an empty file, which eval fills in
             quick_check(db)
             (report.embeddings,) = db.execute("SELECT COUNT(*) FROM emb").fetchone()
+            report.held = used_bytes(db)
+            if "meta" in {n for (n,) in db.execute("SELECT name FROM sqlite_master")}:
+                report.settings = read_settings(db)  # a version 2 file has none
         report.state = "ok"
     except Damaged as damage:
         report.state = "outdated" if damage.tag == "v1" else "corrupt"

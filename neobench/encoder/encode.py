@@ -71,6 +71,9 @@ class FastEncoder:
         # Tokenizer processes (tokenpool.py); 1: tokenise in a thread of this process.
         self.tokenize_workers = resolve_workers(tokenize_workers)
         self._pool: TokenizePool | None = None
+        # Whether new embeddings go into the cache (the eval's cache policy sets it per task;
+        # the cache is read either way).
+        self.store = True
         self.texts_encoded = 0  # texts that went through the network (not served by the cache)
         self.texts_requested = 0
         self.tokens_encoded = 0  # real (unpadded) tokens of the encoded texts
@@ -105,7 +108,7 @@ class FastEncoder:
         missing = np.flatnonzero(~found)
         if len(missing):
             fresh = self._encode([texts[i] for i in text_of[missing]], prompt)
-            if self.cache:
+            if self.cache and self.store:
                 with stage("cache insert"):
                     self.cache.put([unique[i] for i in missing], fresh)
             with stage("assemble"):

@@ -44,6 +44,12 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], InstructionProfile]:
     collect(problems, resolve_device, cfg.device)
     collect(problems, check_choice, "--dtype", cfg.dtype, config.DTYPE_CHOICES)
     collect(problems, check_choice, "--unpadded", cfg.unpadded, list(UNPADDED_CHOICES))
+    collect(problems, check_choice, "--cache-policy", cfg.cache_policy, config.CACHE_POLICIES)
+    if cfg.cache_max_gb is not None and not 0 < cfg.cache_max_gb < float("inf"):
+        problems.append(
+            f"--cache-max-gb {cfg.cache_max_gb:g}: must be a positive number of GB (e.g. 25); "
+            "leave it out for no cap, or pass --cache-policy off to store nothing."
+        )
     collect(problems, attention.check, cfg.attn_implementation)
     collect(problems, resolve_workers, cfg.tokenize_workers)
     collect(problems, check_spec, cfg.model)

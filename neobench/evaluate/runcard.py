@@ -82,8 +82,10 @@ def end_card(
     fast: FastEncoder,
     embedding_cache: EmbeddingCache | None,
     summary: EvalSummary,
+    cache_use: dict[str, Any] | None = None,
 ) -> None:
-    """Final status, end time and encoder counts; a card that cannot be written any more is
+    """Final status, end time, encoder counts and the cache's policy, cap and use
+    (``cache_use``, from evaluate/cache_use.py); a card that cannot be written any more is
     left for the next run to mark interrupted."""
     if card.status == "running":
         card.status = "failed" if summary.failed else "complete"
@@ -97,6 +99,7 @@ def end_card(
         "tokens_encoded": fast.tokens_encoded,
         "token_budget": fast.token_budget,
         "tokenize_workers": fast.tokenize_workers,
+        **(cache_use or {}),
     }
     if embedding_cache:
         embedding_cache.close()

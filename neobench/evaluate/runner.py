@@ -28,9 +28,17 @@ from neobench.core.cards import EvalCard, EvalInstructions
 from neobench.core.errors import RunFailed, disk_full
 from neobench.core.reader import units_path
 from neobench.core.stages import stage
-from neobench.encoder.cache import EmbeddingCache, cache_path
+from neobench.encoder.cache import EmbeddingCache
 from neobench.evaluate import model as eval_model
 from neobench.evaluate.adapter import MtebEncoder
+from neobench.evaluate.cache_use import (
+    CacheUse,
+    effective_policy,
+    later_tasks,
+    max_bytes,
+    open_cache,
+    result_exists,
+)
 from neobench.evaluate.checks import locate_data, prepare_tasks
 from neobench.evaluate.outcomes import EvalSummary, Reporter, TaskOutcome
 from neobench.evaluate.results_folder import (
@@ -73,6 +81,7 @@ class _Run:
     results: Any  # mteb.ResultCache at the root
     encoder: MtebEncoder
     embedding_cache: EmbeddingCache | None
+    cache_use: CacheUse  # what the cache stores, task by task
     card: EvalCard
     card_path: Path
     batch_size: int
@@ -115,7 +124,7 @@ def _prepare(
     data_dir = locate_data(cfg, tasks)
     # 3. Embedding cache, before the model: a folder that cannot hold it is an error of the
     # command (fixed in seconds); a damaged file is moved aside here with a warning.
-    embedding_cache = None if cfg.no_cache else EmbeddingCache(cache_path(cfg.cache_dir))
+    embedding_cache = open_cache(cfg)
     # 4. Model.
     with stage("model load"):
         model = eval_model.load(cfg)
@@ -124,6 +133,9 @@ def _prepare(
     # 5. Prompts (the profile's replace whatever the model folder carried) and the encoder.
     prompts, without_instruction = mteb_prompts(profile, tasks)
     encoder = eval_model.encoder(cfg, model, profile, prompts, embedding_cache)
+    cache_use = CacheUse(
+        effective_policy(cfg), max_bytes(cfg), prompts, {t.metadata.name: t for t in tasks}
+    )
     # 6. Run card; the results folder must not hold runs made under other conditions.
     instructions = EvalInstructions(
         profile.name, profile.source, profile.sha256, prompts, without_instruction
@@ -140,6 +152,7 @@ def _prepare(
         results,
         encoder,
         embedding_cache,
+        cache_use,
         card,
         path,
         cfg.batch_size,
@@ -153,9 +166,10 @@ def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSumma
     card = run.card
     summary = EvalSummary(run.card_path.parent.parent, run.card_path)
     reporter.start(len(tasks), summary.results_dir)
+    done = result_exists(run.results, run.encoder.mteb_model_meta)
     try:
-        for task in tasks:
-            outcome = _run_task(task, run, reporter)
+        for index, task in enumerate(tasks):
+            outcome = _run_task(task, run, reporter, later_tasks(tasks, index, done))
             summary.outcomes.append(outcome)
             card.tasks[outcome.task] = outcome.card_entry()
             if outcome.disk_full:
@@ -171,13 +185,15 @@ def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSumma
         raise
     finally:
         run.encoder.fast.close()  # the tokenizer processes, if any
-        end_card(card, run.card_path, run.encoder.fast, run.embedding_cache, summary)
+        use = run.cache_use.record(run.embedding_cache)
+        end_card(card, run.card_path, run.encoder.fast, run.embedding_cache, summary, use)
     return summary
 
 
-def _run_task(task: AbsTask, run: _Run, reporter: Reporter) -> TaskOutcome:
-    """One task: skipped when its result file is complete, else evaluated; a failure is
-    recorded in the outcome (the run goes on), an interrupt is not."""
+def _run_task(task: AbsTask, run: _Run, reporter: Reporter, later: list[str]) -> TaskOutcome:
+    """One task: skipped when its result file is complete, else evaluated, its new embeddings
+    stored as the cache policy decides (``later``: the run's tasks still to run after it); a
+    failure is recorded in the outcome (the run goes on), an interrupt is not."""
     from mteb.results import TaskResult
 
     name = task.metadata.name
@@ -201,6 +217,7 @@ def _run_task(task: AbsTask, run: _Run, reporter: Reporter) -> TaskOutcome:
                 reporter.task_done(outcome)
                 return outcome
     reporter.task_started(name)
+    run.cache_use.before_task(task, later, run.encoder.fast)
     start = time.perf_counter()
     try:
         size = evaluate_staged(task, run.encoder, run.results, run.batch_size, run.predictions)

@@ -12,6 +12,9 @@ import functools
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+# Defined beside the rule they name (protocol/cache_policy.py).
+from neobench.protocol.cache_policy import CACHE_POLICIES, DEFAULT_POLICY
+
 # Defined beside the recipe's seed key, which it bounds; every seed flag is checked against it.
 from neobench.protocol.recipe_values import SEED_RANGE as SEED_RANGE
 
@@ -135,7 +138,19 @@ class EvalConfig(ModelInputs):
     cache_dir: str | None = opt(
         None, "embedding cache folder (default: $NEOBENCH_CACHE or ~/.cache/neobench)"
     )
-    no_cache: bool = opt(False, "encode everything, store nothing")
+    no_cache: bool = opt(False, "encode everything, store nothing (= --cache-policy off)")
+    cache_policy: str = opt(
+        DEFAULT_POLICY,
+        "what the embedding cache stores: reusable (small tasks, and texts a later task of "
+        "the run asks for again) | all | off (reads nothing either, = --no-cache)",
+        choices=CACHE_POLICIES,
+    )
+    cache_max_gb: float | None = opt(
+        None,
+        "cap on the embedding cache's database (GB = 1e9 bytes); the least recently used "
+        "vectors go first (default: no cap)",
+        metavar="GB",
+    )
     no_predictions: bool = opt(
         False,
         "save no per-item units beside the task results (predictions/<Task>.units.json, what "

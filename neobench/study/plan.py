@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from neobench.core import cards as record
 from neobench.core.errors import NeobenchError, collect
+from neobench.protocol.cache_policy import DEFAULT_POLICY
 from neobench.study import conflicts
 from neobench.study.models import ResolvedModel, resolve_models
 from neobench.study.spec import Resources, Study, parse_study
@@ -173,6 +174,11 @@ def _eval_job(
     for flag, names in (("--tasks", ev.tasks), ("--types", ev.types)):
         argv += [flag, ",".join(names)] if names else []
     argv += ["--shard", f"{k}/{n}", *_common(study, model)]
+    # Left out at the default, so jobs planned before these keys existed keep their commands.
+    if ev.cache_policy != DEFAULT_POLICY:
+        argv += ["--cache-policy", ev.cache_policy]
+    if ev.cache_max_gb is not None:
+        argv += ["--cache-max-gb", str(ev.cache_max_gb)]
     key = f"eval/{_slug(model, seed)}/{k}of{n}"
     job = Job("eval", key, argv, study.output, _log(study, key), _slurm(study, "eval"))
     job.after = [tuned.key] if tuned else []

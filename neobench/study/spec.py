@@ -17,6 +17,7 @@ from typing import Any
 from neobench.core.conditions import FLAGS
 from neobench.core.errors import NeobenchError, check_choice, collect, read_yaml, unknown
 from neobench.protocol import config
+from neobench.protocol.cache_policy import CACHE_POLICIES
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ class Eval:
     max_seq_length: int | str | None = None  # default: the standard recipe's length
     dtype: str = "auto"
     shards: int = 1
+    # What each eval job's embedding cache stores and its cap (`eval --cache-policy`,
+    # `--cache-max-gb`): not conditions, scores do not depend on them.
+    cache_policy: str = config.like(config.EvalConfig, "cache_policy")
+    cache_max_gb: float | None = config.like(config.EvalConfig, "cache_max_gb")
 
     def conditions(self) -> dict[str, str]:
         """The flags of `neobench eval` that set the conditions (core/conditions.FLAGS), as this
@@ -293,6 +298,15 @@ def _eval(value: Any, problems: list[str]) -> Eval:
     if not _is_int(shards) or shards < 1:
         problems.append(f"eval.shards: {shards!r}: a positive integer (1 = one job per model).")
         known["shards"] = 1
+    if "cache_policy" in known:
+        collect(problems, check_choice, "eval.cache_policy", known["cache_policy"], CACHE_POLICIES)
+    cap = known.get("cache_max_gb")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int | float) or cap <= 0):
+        problems.append(
+            f"eval.cache_max_gb: {cap!r}: a positive number of GB, e.g. 25 (leave it out for "
+            "no cap)."
+        )
+        known.pop("cache_max_gb")
     return Eval(**known)
 
 

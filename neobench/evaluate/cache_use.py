@@ -1,0 +1,97 @@
+"""How one `neobench eval` uses the embedding cache: opened with its cap, told before each task
+whether that task's new embeddings are stored (neobench/protocol/cache_policy.py), and recorded
+in the run card.
+
+The cache is read for every text under every policy but ``off``; the decision only switches
+storing (FastEncoder.store), so scores never depend on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from neobench.encoder.cache import EmbeddingCache, cache_path
+from neobench.protocol.cache_policy import StoreDecision, decide
+from neobench.protocol.config import EvalConfig
+
+if TYPE_CHECKING:
+    from mteb.abstasks.abstask import AbsTask
+
+    from neobench.encoder.encode import FastEncoder
+
+GB = 10**9  # --cache-max-gb counts decimal gigabytes, as disks and `du --si` do
+
+
+def effective_policy(cfg: EvalConfig) -> str:
+    """--no-cache is --cache-policy off."""
+    return "off" if cfg.no_cache else cfg.cache_policy
+
+
+def max_bytes(cfg: EvalConfig) -> int | None:
+    return None if cfg.cache_max_gb is None else int(cfg.cache_max_gb * GB)
+
+
+def open_cache(cfg: EvalConfig) -> EmbeddingCache | None:
+    """The run's cache (None under policy off), its policy and cap written into the file."""
+    policy = effective_policy(cfg)
+    if policy == "off":
+        return None
+    cache = EmbeddingCache(cache_path(cfg.cache_dir), max_bytes=max_bytes(cfg))
+    cache.record_settings(policy)
+    return cache
+
+
+@dataclass
+class CacheUse:
+    """The policy of one run and the decision it took for each task."""
+
+    policy: str
+    max_bytes: int | None  # the cap (None: none)
+    prompts: dict[str, str]  # mteb's prompt keys -> prompt, as the encoder uses them
+    tasks: dict[str, AbsTask]  # the run's tasks by name
+    decisions: dict[str, StoreDecision] = field(default_factory=dict)
+
+    def before_task(self, task: AbsTask, later: list[str], fast: FastEncoder) -> None:
+        """Tell the encoder whether ``task``'s new embeddings are stored; ``later``: the run's
+        tasks still to be evaluated after it."""
+        fast.store = self.decide(task, later).store
+
+    def decide(self, task: AbsTask, later: list[str]) -> StoreDecision:
+        """The policy's decision for ``task`` (recorded for the run card)."""
+        decision = decide(self.policy, task, later, self._prompt_of)
+        self.decisions[task.metadata.name] = decision
+        return decision
+
+    def _prompt_of(self, name: str, side: str) -> str | None:
+        from mteb.models.abs_encoder import get_prompt_name
+        from mteb.types import PromptType
+
+        key = get_prompt_name(self.prompts, self.tasks[name].metadata, PromptType(side))
+        return self.prompts.get(key) if key else None
+
+    def record(self, cache: EmbeddingCache | None) -> dict[str, Any]:
+        """What the run card's `encoding` says about the cache's policy, cap and use."""
+        out: dict[str, Any] = {
+            "cache_policy": self.policy,
+            "cache_max_bytes": self.max_bytes,
+            "cache_stores": {
+                name: ("stored: " if d.store else "not stored: ") + d.why
+                for name, d in self.decisions.items()
+            },
+        }
+        if cache is not None:
+            out["cache_evicted"] = cache.evicted
+            out["cache_held_bytes"] = cache.held_bytes()
+        return out
+
+
+def later_tasks(tasks: list[AbsTask], index: int, done: Any) -> list[str]:
+    """Names of the tasks after ``tasks[index]`` whose result is not on disk (``done(task)``)."""
+    return [t.metadata.name for t in tasks[index + 1 :] if not done(t)]
+
+
+def result_exists(results: Any, meta: Any) -> Any:
+    """``done(task)`` for `later_tasks`: the task's result file is in the results folder."""
+    return lambda task: Path(results.get_task_result_path(task.metadata.name, meta)).is_file()
