@@ -50,7 +50,8 @@ then copy /data/mteb-mirror to the air-gapped machine and pass --data-dir /data/
     "bench": """examples (offline, on the mirror):
   neobench bench encode --data-dir ../shared/data/hub --tasks SciFact,STSBenchmark
   neobench bench host --data-dir ../shared/data/hub --stock --json host.json
-  neobench bench host --data-dir ../shared/data/hub --tasks SciFact --cache off""",
+  neobench bench host --data-dir ../shared/data/hub --tasks SciFact --cache off
+  neobench bench scale --data-dir ../shared/data/hub --sizes 50k,100k,200k --json scale.json""",
     "cache": """examples:
   neobench cache info     # embeddings stored, bytes on disk, full integrity check (exit 1: damaged)
   neobench cache clear    # delete the cache files (also damaged ones) and start an empty cache""",
