@@ -209,8 +209,10 @@ def _write_corpus(path: Path, pool: TextPool, documents: int, seed: int) -> int:
             # (i mod n, i div n) is a bijection of i < n^2; shifting the second index by the
             # first keeps it so, and keeps neighbouring documents from sharing a sentence.
             a, b = first[i % n], second[(i % n + i // n) % n]
-            extra = rng.integers(0, MAX_EXTRA + 1, size=len(i))
-            more = rng.integers(0, n, size=(len(i), MAX_EXTRA))
+            # Whole blocks are drawn even for a short last one, so document i's draws do not
+            # depend on the corpus size (a smaller corpus is a prefix of a larger one).
+            extra = rng.integers(0, MAX_EXTRA + 1, size=BLOCK)[: len(i)]
+            more = rng.integers(0, n, size=(BLOCK, MAX_EXTRA))[: len(i)]
             texts = [
                 " ".join(pool.sentences[k] for k in (x, y, *row[:e]))
                 for x, y, row, e in zip(
