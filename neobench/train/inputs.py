@@ -83,7 +83,9 @@ def check_inputs(cfg: FinetuneConfig) -> Inputs:
     problems += _negatives_problems(values.batch_size, values.max_hard_negatives, rows)
     if problems:
         raise NeobenchError(problems)
-    return Inputs(recipe, output, manifest, rows, train_profile, eval_profile, world, cfg.report_to)
+    return Inputs(
+        recipe, output, manifest, rows, train_profile, eval_profile, world, cfg.report_to
+    )
 
 
 def tracker_problems(report_to: str) -> list[str]:
