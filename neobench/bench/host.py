@@ -57,13 +57,15 @@ class NullForward:
         return {**features, "sentence_embedding": self.table[mixed.remainder(NULL_BUCKETS)]}
 
 
-def nullify(loaded: LoadedModel) -> None:
-    """Replace the model's forward by NullForward; rename it so its results and cache entries
-    can never pass for the real model's."""
+def nullify(loaded: LoadedModel, dim: int | None = None) -> None:
+    """Replace the model's forward by NullForward (of width ``dim``, default the model's own:
+    `bench scale` asks for a BERT-base width with MiniLM's tokenizer); rename it so its results
+    and cache entries can never pass for the real model's."""
     model: Any = loaded.model
-    model.forward = NullForward(model.get_sentence_embedding_dimension(), model.device)
+    model.forward = NullForward(dim or model.get_sentence_embedding_dimension(), model.device)
     loaded.name = "neobench/null-encoder"
-    loaded.revision = f"null-{loaded.revision}"
+    # Another width is another model: its cache entries must not meet the default width's.
+    loaded.revision = f"null{'' if dim is None else dim}-{loaded.revision}"
 
 
 @dataclass

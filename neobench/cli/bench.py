@@ -1,10 +1,16 @@
-"""`neobench bench encode`, `bench host` and `bench gpu`: throughput measurements."""
+"""`neobench bench encode`, `bench host`, `bench scale` and `bench gpu`: throughput and cost
+measurements."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from neobench.bench.config import BenchEncodeCommand, BenchGpuCommand, BenchHostCommand
+from neobench.bench.config import (
+    BenchEncodeCommand,
+    BenchGpuCommand,
+    BenchHostCommand,
+    BenchScaleCommand,
+)
 from neobench.cli.output import out, say
 
 
@@ -47,3 +53,19 @@ def cmd_bench_gpu(cfg: BenchGpuCommand) -> int:
     if failed:
         say(f"[bold red]bench gpu:[/] {', '.join(failed)} did not pass (see the table)")
     return 1 if failed else 0
+
+
+def cmd_bench_scale(cfg: BenchScaleCommand) -> int:
+    """eval's cost on synthetic retrieval corpora of growing size, extrapolated to a full run"""
+    from neobench.bench import scale, scale_report
+
+    bench = scale.run_scale_bench(cfg, progress=lambda line: say(line, markup=False))
+    # Line by line: each is flushed as it is printed, so a log shows whole lines.
+    for line in scale_report.report(bench):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+    if cfg.json:
+        from neobench.core.card_io import write_text_atomic
+
+        write_text_atomic(Path(cfg.json), scale_report.to_json(bench, cfg))
+        say(f"wrote {cfg.json}", markup=False)
+    return 0

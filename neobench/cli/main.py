@@ -18,9 +18,14 @@ from rich.logging import RichHandler
 from rich.markup import escape
 
 from neobench._version import __version__
-from neobench.bench.config import BenchEncodeCommand, BenchGpuCommand, BenchHostCommand
+from neobench.bench.config import (
+    BenchEncodeCommand,
+    BenchGpuCommand,
+    BenchHostCommand,
+    BenchScaleCommand,
+)
 from neobench.cli import commands, flags
-from neobench.cli.bench import cmd_bench, cmd_bench_gpu, cmd_bench_host
+from neobench.cli.bench import cmd_bench, cmd_bench_gpu, cmd_bench_host, cmd_bench_scale
 from neobench.cli.data import cmd_cache, cmd_ls, cmd_prefetch, cmd_validate, cmd_verify
 from neobench.cli.examples import EXAMPLES
 from neobench.cli.output import console, print_listing, say
@@ -36,6 +41,7 @@ __all__ = [
     "cmd_bench",
     "cmd_bench_gpu",
     "cmd_bench_host",
+    "cmd_bench_scale",
     "cmd_cache",
     "cmd_compare",
     "cmd_eval",
@@ -62,6 +68,7 @@ COMMANDS: list[flags.Command] = [
     (("bench", "encode"), BenchEncodeCommand, cmd_bench, EXAMPLES["bench"]),
     (("bench", "host"), BenchHostCommand, cmd_bench_host, EXAMPLES["bench"]),
     (("bench", "gpu"), BenchGpuCommand, cmd_bench_gpu, EXAMPLES["bench"]),
+    (("bench", "scale"), BenchScaleCommand, cmd_bench_scale, EXAMPLES["bench"]),
     (("cache",), commands.CacheCommand, cmd_cache, EXAMPLES["cache"]),
     (("data", "prefetch"), commands.PrefetchCommand, cmd_prefetch, EXAMPLES["prefetch"]),
     (("data", "verify"), commands.VerifyCommand, cmd_verify, EXAMPLES["verify"]),
