@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from neobench.core.errors import NeobenchError
+from neobench.core.home import CACHE_ENV as CACHE_ENV  # re-exported: the cache reads it here
 from neobench.core.home import neobench_home
 
 READ_ENV = "NEOBENCH_CACHE_READ"  # other jobs' finished caches, read-only
