@@ -198,8 +198,9 @@ def test_damage_met_in_the_middle_of_a_run(
 def test_a_full_disk_stores_nothing_more_and_the_task_succeeds(
     healthy, minilm, mirror, tmp_path, capsys, caplog, tmpfs
 ):
-    # 128 kB: room for an empty cache (32 kB -shm, the WAL), not for a batch of 100 vectors.
-    folder = tmpfs("small", size_kb=128)
+    # 256 kB: room for an empty cache (32 kB -shm, the WAL, schema 3's table, index and meta
+    # pages of 16 kB), not for BIOSSES's vectors (about 340 kB at 384 dimensions).
+    folder = tmpfs("small", size_kb=256)
     code, output = eval_cli(capsys, minilm, mirror, tmp_path, folder)
     left = sorted(p.name for p in folder.iterdir())
     assert code == 0 and biosses_score(tmp_path) == healthy[1]
