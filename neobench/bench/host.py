@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,28 +119,36 @@ class HostRun:
         }
 
 
-def run_null_eval(cmd: BenchHostCommand, cache: str, folder: Path) -> HostRun:
-    """run_eval on the tasks with the null encoder, in ``folder`` (results/, cache/)."""
+def timed_null_eval(
+    cfg: Any, hook: Callable[[LoadedModel], None], label: str
+) -> tuple[Any, float, StageClock]:
+    """run_eval(cfg) under a stage clock, ``hook`` nulling the model's forward; (summary, wall
+    seconds, clock). A failed task fails the benchmark: its seconds would mean nothing."""
+    from neobench.core.errors import RunFailed
     from neobench.evaluate.runner import run_eval
 
-    cfg = _eval_config(cmd, folder / f"results-{cache}", no_cache=cache == "off")
     clock = StageClock()
-    configs: list[Any] = []
-
-    def hook(loaded: LoadedModel) -> None:
-        configs.append(loaded.model[0].auto_model.config)  # type: ignore[index]
-        nullify(loaded)
-
     with clock.running():
         start = time.perf_counter()
         with clock.stage("other"):
             summary = run_eval(cfg, model_hook=hook)
         wall = time.perf_counter() - start
     if summary.failed:
-        from neobench.core.errors import RunFailed
-
         failed = "; ".join(f"{o.task}: {o.error}" for o in summary.failed)
-        raise RunFailed(f"bench host: the null-model evaluation failed ({failed}).")
+        raise RunFailed(f"{label}: the null-model evaluation failed ({failed}).")
+    return summary, wall, clock
+
+
+def run_null_eval(cmd: BenchHostCommand, cache: str, folder: Path) -> HostRun:
+    """run_eval on the tasks with the null encoder, in ``folder`` (results/, cache/)."""
+    cfg = _eval_config(cmd, folder / f"results-{cache}", no_cache=cache == "off")
+    configs: list[Any] = []
+
+    def hook(loaded: LoadedModel) -> None:
+        configs.append(loaded.model[0].auto_model.config)  # type: ignore[index]
+        nullify(loaded)
+
+    summary, wall, clock = timed_null_eval(cfg, hook, "bench host")
     return HostRun(
         cache=cache,
         wall=wall,

@@ -13,22 +13,17 @@ from __future__ import annotations
 import json
 import resource
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from neobench.bench.host import HostRun, nullify
-from neobench.core.stages import StageClock
+from neobench.bench.host import HostRun, nullify, timed_null_eval
 
 
 def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     """Evaluate the synthetic task as the spec says; its figures (stages, counts, bytes)."""
     from neobench.bench.scale_task import TASK_NAME, registered
-    from neobench.core.errors import RunFailed
-    from neobench.evaluate.runner import run_eval
 
     cfg = _eval_config(spec)
-    clock = StageClock()
     seen: dict[str, Any] = {}
 
     def hook(loaded: Any) -> None:
@@ -38,14 +33,8 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
         seen["max_seq_length"] = loaded.max_seq_length
         nullify(loaded, spec["dim"])
 
-    with registered(), clock.running():
-        start = time.perf_counter()
-        with clock.stage("other"):
-            summary = run_eval(cfg, model_hook=hook)
-        wall = time.perf_counter() - start
-    if summary.failed:
-        failed = "; ".join(f"{o.task}: {o.error}" for o in summary.failed)
-        raise RunFailed(f"bench scale: the null-model evaluation failed ({failed}).")
+    with registered():
+        summary, wall, clock = timed_null_eval(cfg, hook, "bench scale")
     run = HostRun(
         cache="off" if spec["no_cache"] else "on",
         wall=wall,
