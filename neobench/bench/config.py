@@ -179,7 +179,10 @@ class BenchScaleCommand:
     )
     queries: int = opt(7000, "real queries per corpus (MSMARCO's dev set has 6,980)")
     dim: int = opt(768, "width of the null embeddings (768: BERT-base)")
-    cache: str = opt("on", "embedding cache: on (an empty one per size, as eval's default) | off")
+    cache: str = opt(
+        "on",
+        "embedding cache: on (an empty one per size, every text stored: --cache-policy all) | off",
+    )
     model: str | None = opt(
         None, "model whose tokenizer and settings are used (default: the packaged MiniLM)"
     )
