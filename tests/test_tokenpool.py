@@ -9,7 +9,6 @@ import threading
 import time
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
@@ -24,11 +23,10 @@ def model(minilm_model):
 
 
 @pytest.fixture(scope="module")
-def texts(mirror):
-    corpus = pd.read_parquet(mirror / "mteb/scifact/corpus/corpus-00000-of-00001.parquet")["text"]
-    sts = pd.read_parquet(mirror / "mteb/stsbenchmark-sts/data/test-00000-of-00001.parquet")
+def texts(mirror_texts):
     # Abstracts up to the 512-token limit, short sentences, and the edges.
-    return [*corpus.tolist()[:80], *sts["sentence1"].tolist()[:120], "", "a", "x " * 600]
+    abstracts, sentences = mirror_texts["abstracts"], mirror_texts["sentences"]
+    return [*abstracts[:80], *sentences[:120], "", "a", "x " * 600]
 
 
 @pytest.fixture(scope="module")

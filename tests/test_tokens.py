@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
@@ -19,10 +18,9 @@ def model(minilm_model):
 
 
 @pytest.fixture(scope="module")
-def texts(mirror):
-    corpus = pd.read_parquet(mirror / "mteb/scifact/corpus/corpus-00000-of-00001.parquet")["text"]
+def texts(mirror_texts):
     # Abstracts up to the 512-token limit, and the edges: empty, one letter, far too long.
-    return [*corpus.tolist()[:60], "", "a", "short one", "x " * 600]
+    return [*mirror_texts["abstracts"][:60], "", "a", "short one", "x " * 600]
 
 
 @pytest.mark.parametrize("padding_side", ["right", "left"])
