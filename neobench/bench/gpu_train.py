@@ -142,23 +142,14 @@ def _stock_args(values: Any, output: Path, scale: GpuScale, device: str) -> Any:
     """The stock arguments with the recipe's optimiser values and precision."""
     from sentence_transformers import SentenceTransformerTrainingArguments
 
-    from neobench.train.devices import bf16
+    from neobench.train.trainer import optimiser_arguments
 
     steps = scale.train_steps + 1
     return SentenceTransformerTrainingArguments(
         output_dir=str(output),
         max_steps=steps,
         per_device_train_batch_size=scale.train_batch,
-        learning_rate=values.learning_rate,
-        adam_beta1=values.adam_beta1,
-        adam_beta2=values.adam_beta2,
-        adam_epsilon=values.adam_epsilon,
-        weight_decay=values.weight_decay,
-        max_grad_norm=values.max_grad_norm,
-        lr_scheduler_type=values.lr_schedule,
-        warmup_steps=math.ceil(values.warmup_ratio * steps),
-        bf16=bf16(values, device),
-        use_cpu=not device.startswith("cuda"),
+        **optimiser_arguments(values, steps, device),
         seed=values.seed,
         logging_steps=1,  # the loss of every step (and a device sync per step, as neobench's)
         logging_nan_inf_filter=False,

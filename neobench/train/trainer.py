@@ -114,6 +114,23 @@ def _prompts(
     }
 
 
+def optimiser_arguments(values: Any, steps: int, device: str) -> dict[str, Any]:
+    """The recipe's optimiser, schedule and precision as stock training arguments, for a run
+    of ``steps`` steps (the recipe's own trainer, and `bench gpu`'s stock arm beside it)."""
+    return {
+        "learning_rate": values.learning_rate,
+        "adam_beta1": values.adam_beta1,
+        "adam_beta2": values.adam_beta2,
+        "adam_epsilon": values.adam_epsilon,
+        "weight_decay": values.weight_decay,
+        "max_grad_norm": values.max_grad_norm,
+        "lr_scheduler_type": values.lr_schedule,
+        "warmup_steps": math.ceil(values.warmup_ratio * steps),
+        "bf16": bf16(values, device),
+        "use_cpu": not device.startswith("cuda"),
+    }
+
+
 def _training_args(
     values: RecipeValues,
     output: Path,
@@ -140,16 +157,7 @@ def _training_args(
         output_dir=str(output / CHECKPOINTS),
         max_steps=values.max_steps,
         per_device_train_batch_size=values.batch_size // world,
-        learning_rate=values.learning_rate,
-        adam_beta1=values.adam_beta1,
-        adam_beta2=values.adam_beta2,
-        adam_epsilon=values.adam_epsilon,
-        weight_decay=values.weight_decay,
-        max_grad_norm=values.max_grad_norm,
-        lr_scheduler_type=values.lr_schedule,
-        warmup_steps=math.ceil(values.warmup_ratio * values.max_steps),
-        bf16=bf16(values, device),
-        use_cpu=not cuda,
+        **optimiser_arguments(values, values.max_steps, device),
         ddp_backend="gloo" if world > 1 and not cuda else None,
         seed=values.seed,
         data_seed=values.seed,
