@@ -125,6 +125,10 @@ class TokenizePool:
     def result(self, job: int) -> Flat | None:
         """The job's tokens (None: not the plain case, take the stock path); raises what the
         worker raised, or WorkerFailed if a worker died."""
+        # Checked on every call, not only when a wait times out: the surviving workers may
+        # take every job of a dead one's share, and a run with a worker gone (out of memory)
+        # is a failing machine the user should hear about, not a silently slower run.
+        self._check_alive()
         while job not in self._arrived:
             try:
                 done, out = self._results.get(timeout=POLL_SECONDS)
