@@ -16,6 +16,7 @@ import yaml
 from conftest import SHARED
 from sentence_transformers import SentenceTransformer
 
+from neobench.cli.run import cmd_finetune
 from neobench.core import cards as record
 from neobench.core.card_io import write_card
 from neobench.core.errors import NeobenchError
@@ -433,6 +434,11 @@ def test_resume_ends_with_the_same_weights(tmp_path, tiny_bert):
         finetune(config(tiny_bert, tmp_path / "cut", *overrides), extra_callbacks=[StopAt(4)])
     assert (tmp_path / "cut" / "checkpoints" / "checkpoint-3").is_dir()
     finetune(config(tiny_bert, tmp_path / "cut", *overrides, resume=True))
+    # --resume of a complete run (a requeued cluster job that finished as its notice came):
+    # nothing to run, exit 0, the folder untouched.
+    weights = (tmp_path / "cut" / "model.safetensors").read_bytes()
+    code = cmd_finetune(config(tiny_bert, tmp_path / "cut", *overrides, resume=True))
+    assert code == 0 and (tmp_path / "cut" / "model.safetensors").read_bytes() == weights
     full = SentenceTransformer(str(tmp_path / "full"), device="cpu").state_dict()
     cut = SentenceTransformer(str(tmp_path / "cut"), device="cpu").state_dict()
     assert full.keys() == cut.keys()

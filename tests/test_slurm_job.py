@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from neobench.study.launchers.slurm_job import JobFailed, _requeue, progress
+from neobench.core import cards
+from neobench.study.launchers.slurm_job import JobCommand, JobFailed, _requeue, progress
 
 
 def test_eval_progress_skips_a_folder_that_vanishes_while_it_is_read(tmp_path, monkeypatch):
@@ -58,7 +62,9 @@ def test_a_job_cancelled_while_it_stops_at_its_time_limit_is_not_requeued(scontr
     at the time-limit notice was undone, the job's own `scontrol requeue` putting the cancelled
     job back in the queue (Slurm accepts it). Slurm's state is asked first."""
     monkeypatch.setenv("STATE", "CANCELLED")
-    with pytest.raises(JobFailed, match="cancelled while it stopped for its time limit"):
+    with pytest.raises(
+        JobFailed, match=r"CANCELLED \(cancelled\?\) while it stopped for its time limit"
+    ):
         _requeue("finetune/m-seed0", 10, 20)
     assert scontrol.read_text().split("\n")[:-1] == ["show job -o 41"]  # no requeue
 
@@ -66,3 +72,97 @@ def test_a_job_cancelled_while_it_stops_at_its_time_limit_is_not_requeued(scontr
     with pytest.raises(SystemExit):
         _requeue("finetune/m-seed0", 10, 20)
     assert scontrol.read_text().split("\n")[-2] == "requeue 41"
+
+
+def test_a_scancel_while_the_job_stops_reads_completing_and_is_not_requeued(scontrol, monkeypatch):
+    """Found by the full-size rehearsal: Slurm reports a scancel'd job as COMPLETING (not
+    CANCELLED) while its processes stop, and the job's requeue undid the scancel: only a job
+    Slurm calls RUNNING is requeued."""
+    monkeypatch.setenv("STATE", "COMPLETING")
+    with pytest.raises(JobFailed, match="COMPLETING"):
+        _requeue("finetune/m-seed0", 10, 20)
+    assert "requeue 41" not in scontrol.read_text()
+
+
+def _command(tmp_path: Path, script: str, kind: str = "finetune") -> JobCommand:
+    """A JobCommand whose command is a small Python program (the job's own process is this
+    test's: the signals below are sent to it, as Slurm sends them to the job)."""
+    argv = [sys.executable, "-c", script]
+    return JobCommand(argv, str(tmp_path), f"{kind}/m-seed0", kind, str(tmp_path / "out"))
+
+
+def _signal_soon(signum: int, after_s: float = 1.0) -> threading.Timer:
+    timer = threading.Timer(after_s, os.kill, (os.getpid(), signum))
+    timer.start()
+    return timer
+
+
+# The command: stops on SIGTERM/SIGUSR2 as neobench's commands do (after writing a checkpoint).
+STOPPING = """
+import os, signal, sys, time
+def stop(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the first signal is the one acted on
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    time.sleep(1.5)  # a checkpoint's write: the next signal comes meanwhile
+    os.makedirs("out/checkpoints/checkpoint-7", exist_ok=True)
+    with open("out/checkpoints/checkpoint-7/neobench_checkpoint.json", "w") as marker:
+        marker.write('{"step": 7, "files": {}}')  # a whole (empty) checkpoint
+    sys.exit(128 + signum)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGUSR2, stop)
+time.sleep(30)
+"""
+
+
+def test_sigterm_during_a_window_is_never_turned_into_a_requeue(tmp_path, scontrol, monkeypatch):
+    """The rehearsal's scancel of a fine-tune came just after the notice; the job requeued
+    itself 8 more times. A SIGTERM (scancel, preemption) stops the job without a requeue, even
+    when the window moved it forward and Slurm still says RUNNING."""
+    monkeypatch.setenv("STATE", "RUNNING")
+    job = _command(tmp_path, STOPPING)
+    _signal_soon(signal.SIGUSR2, 1.0)
+    _signal_soon(signal.SIGTERM, 1.2)
+    with pytest.raises(JobFailed, match=r"stopped by SIGTERM .* not requeued"):
+        job()
+    assert (tmp_path / "out" / "checkpoints" / "checkpoint-7").is_dir()  # it moved forward
+    assert "requeue" not in (scontrol.read_text() if scontrol.exists() else "")
+
+
+def test_a_job_complete_when_the_notice_comes_ends_normally(tmp_path, scontrol, monkeypatch):
+    """The rehearsal's NeoBERT-seed1 had finished its last step when the notice came: it was
+    requeued, and the next window's command refused the finished folder (exit 2). A job whose
+    output is complete by the study's own test ends normally, whatever its command's code."""
+    monkeypatch.setenv("STATE", "RUNNING")
+    finished = (
+        "import os, sys; os.makedirs('out', exist_ok=True); "
+        f"open('out/{cards.FINETUNE_CARD}', 'w').write('status: complete\\n'); sys.exit(140)"
+    )
+    _command(tmp_path, finished)()  # no JobFailed, no SystemExit (requeue)
+    assert not scontrol.exists() or "requeue" not in scontrol.read_text()
+    # A window that finds the work done runs nothing at all.
+    _command(tmp_path, "import sys; sys.exit(3)")()
+
+
+def test_eval_progress_counts_only_its_own_model_and_revision(tmp_path):
+    """Other seeds of the same model (other revisions) and other models write the same task
+    names into the study's results: only the job's own folder is its progress."""
+    model = tmp_path / "models" / "m-seed0"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    from neobench.core.layout import model_folder
+    from neobench.models.fingerprint import fingerprint
+
+    own = model_folder(tmp_path, "study/m") / fingerprint(model)
+    for folder in (
+        own,
+        model_folder(tmp_path, "study/m") / "local-other",
+        tmp_path / "results" / "study__n" / "r",
+    ):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "BIOSSES.json").write_text("{}")
+    job = JobCommand(["true"], str(tmp_path), "eval/m-seed0/1of1", "eval", str(tmp_path))
+    job.tasks, job.model_name, job.model = ["BIOSSES", "STS16"], "study/m", str(model)
+    assert job._progress() == 1 and not job._complete()
+    (own / "STS16.json").write_text("{}")
+    (tmp_path / "results" / "study__n" / "r" / "STS16.json").write_text("{}")
+    assert job._progress() == 2 and job._complete()

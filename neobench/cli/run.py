@@ -39,6 +39,8 @@ def cmd_finetune(cfg: config.FinetuneConfig) -> int:
     runs = seed_configs(cfg)  # --seeds: one run per seed, every folder checked first
     if cfg.seeds is not None and not runs:
         say(f"every seed of --seeds {','.join(cfg.seeds)} is complete; nothing to resume.")
+    elif not runs:
+        say(f"{cfg.output} holds a complete run; nothing to resume.", markup=False)
     for i, run in enumerate(runs):
         if cfg.seeds is not None:
             say(f"seed {run.seed} ({i + 1}/{len(runs)}): {run.output}", markup=False)

@@ -21,6 +21,12 @@ UNITS = "predictions"
 META = "model_meta.json"
 
 
+def model_folder(root: Path, model_name: str) -> Path:
+    """Where mteb writes a model's results under ``root``: its name with "/" as "__" (and
+    spaces as "_", as mteb's ModelMeta.model_name_as_path does)."""
+    return Path(root) / RESULTS / model_name.replace("/", "__").replace(" ", "_")
+
+
 def run_folders(root: Path) -> list[Path]:
     """Every folder under ``root`` that holds task results, standard and experiment ones."""
     base = Path(root) / RESULTS

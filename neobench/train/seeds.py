@@ -34,8 +34,13 @@ def seed_configs(cfg: FinetuneConfig) -> list[FinetuneConfig]:
     sibling folders <output>-seed<N> under one model name, the seed the only difference.
 
     Every seed folder is checked before the first run starts, with the rules of one run; with
-    --resume a complete seed is skipped, an unfinished one resumed, a missing one started."""
+    --resume a complete seed is skipped, an unfinished one resumed, a missing one started.
+    Without --seeds, --resume of a complete run gives no run at all."""
     if cfg.seeds is None:
+        # --resume of a finished run: nothing left to do, and nothing to refuse either (a
+        # requeued cluster job that finished just as its time-limit notice came asks this).
+        if cfg.resume and _complete(Path(cfg.output).expanduser()):
+            return []
         return [cfg]
     seeds = _parse_seeds(cfg)
     base = Path(cfg.output).expanduser().resolve()

@@ -276,7 +276,11 @@ def _command(plan: Plan, job: Job, finished: list[Path]) -> JobCommand:
     script += f'exec {command} "$@" >> {log} 2>&1'
     # bash -c SCRIPT NAME: the name is $0, so "$@" starts empty.
     argv = ["bash", "-c", script, "neobench-job"]
-    return JobCommand(argv, str(Path.cwd()), job.key, job.kind, str(job.output), job.tasks)
+    runs = JobCommand(argv, str(Path.cwd()), job.key, job.kind, str(job.output), job.tasks)
+    if job.kind == "eval":
+        runs.model_name = job.argv[job.argv.index("--model-name") + 1]
+        runs.model = job.argv[job.argv.index("--model") + 1]
+    return runs
 
 
 def _record(plan: Plan, job: Job, slurm_id: str) -> None:

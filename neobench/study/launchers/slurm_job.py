@@ -9,9 +9,14 @@ more result files), the job requeues itself with `scontrol requeue`: the next wi
 where this one stopped (`--resume` for a fine-tune that has a checkpoint). A window that moved
 nothing is not requeued: the job fails with the reason, instead of starting again for ever.
 
-SIGTERM (scancel, preemption, a requeue by hand) is not turned into a requeue here: scancel means
+SIGTERM (scancel, preemption, a requeue by hand) is never turned into a requeue here: scancel means
 stop, and a preempted or requeued job is put back in the queue by Slurm itself. The command saves
-what it can on SIGTERM in any case.
+what it can on SIGTERM in any case. A SIGTERM that comes while the job stops at its notice (a
+scancel in that second) wins over the requeue the notice would have asked for.
+
+A job whose output is complete (the study's own test: a fine-tune's card says complete, an eval
+shard's every task has its result) ends normally, whatever its command's exit code: a fine-tune
+may finish its last step just as the notice comes, and a requeued job may find its work done.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -48,22 +54,34 @@ class JobCommand:
     output: str
     tasks: list[str] = field(default_factory=list)  # an eval's tasks
     told: list[int] = field(default_factory=list)
+    model_name: str = ""  # an eval's --model-name and --model: where its results land
+    model: str = ""
 
     def __call__(self) -> None:
-        before = progress(self.kind, Path(self.output), self.tasks)
+        if self._complete():
+            print(f"neobench: {self.key}: already complete; nothing to run", flush=True)
+            return
+        before = self._progress()
         child = subprocess.Popen(self.argv, cwd=self.cwd)
-        previous = signal.signal(NOTICE, lambda signum, frame: self._notice(child, signum, frame))
+        handlers = {s: signal.signal(s, self._relay(child)) for s in (NOTICE, signal.SIGTERM)}
         try:
             # poll(), not wait(): a handler that runs inside wait() could not reap the child
             while child.poll() is None:
                 time.sleep(POLL_S)
         finally:
-            signal.signal(NOTICE, previous)
+            for signum, previous in handlers.items():
+                signal.signal(signum, previous)
         code = child.returncode
-        if code == 0:
+        if code == 0 or self._complete():
             return
+        if signal.SIGTERM in self.told or code == 128 + signal.SIGTERM:
+            raise JobFailed(
+                f"{self.key}: stopped by SIGTERM (scancel, preemption or a requeue by hand); "
+                "not requeued by the job itself. Run the study again to continue from where it "
+                "stopped."
+            )
         if self.told or code == 128 + NOTICE:
-            after = progress(self.kind, Path(self.output), self.tasks)
+            after = self._progress()
             if after > before:
                 _requeue(self.key, before, after)
             raise JobFailed(
@@ -73,19 +91,51 @@ class JobCommand:
             )
         raise JobFailed(f"{self.key}: its command exited with code {code}; its log says why.")
 
-    def _notice(self, child: subprocess.Popen, signum: int, frame: FrameType | None) -> None:
-        """The time limit is near: pass the notice on (Slurm may already have sent it to the
-        command too; once is enough for it, twice does no harm)."""
-        self.told.append(signum)
-        print(f"neobench: {signal.Signals(signum).name}: the time limit is near", flush=True)
-        if child.poll() is None:
-            child.send_signal(signum)
+    def _relay(self, child: subprocess.Popen) -> Callable[[int, FrameType | None], None]:
+        """A handler that records a signal and passes it on to the command (Slurm may already
+        have sent it there too; once is enough for the command, twice does no harm)."""
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            self.told.append(signum)
+            why = "the time limit is near" if signum == NOTICE else "the job is being stopped"
+            print(f"neobench: {signal.Signals(signum).name}: {why}", flush=True)
+            if child.poll() is None:
+                child.send_signal(signum)
+
+        return handle
+
+    def _progress(self) -> int:
+        return progress(self.kind, Path(self.output), self.tasks, self._results())
+
+    def _complete(self) -> bool:
+        """The study's own test of a finished job (neobench/study/plan.py)."""
+        if self.kind == "finetune":
+            from neobench.core import cards
+
+            card = Path(self.output) / cards.FINETUNE_CARD
+            return card.is_file() and cards.read_finetune_card(card).status == "complete"
+        return bool(self.tasks) and self._progress() == len(self.tasks)
+
+    def _results(self) -> Path | None:
+        """An eval's own results folder, as `neobench eval` names it: the model's folder, and
+        in it a local model's revision (its content hash), so that other models' and other
+        seeds' results of the same tasks do not count as this job's progress."""
+        if self.kind != "eval" or not self.model_name:
+            return None
+        from neobench.core.layout import model_folder
+
+        folder = model_folder(Path(self.output), self.model_name)
+        if self.model and Path(self.model).is_dir():
+            from neobench.models.fingerprint import fingerprint
+
+            folder = folder / fingerprint(Path(self.model))
+        return folder
 
 
-def progress(kind: str, output: Path, tasks: list[str]) -> int:
+def progress(kind: str, output: Path, tasks: list[str], results: Path | None = None) -> int:
     """How far a job has got, as one number that only grows: a fine-tune's last whole
     checkpoint step (its model saved: above any step), the result files of an eval's tasks
-    (other jobs write beside them: only these count)."""
+    (other jobs write beside them: only these count, under ``results`` when given)."""
     if kind == "finetune":
         from neobench.train.output import last_checkpoint
 
@@ -97,7 +147,8 @@ def progress(kind: str, output: Path, tasks: list[str]) -> int:
     # a folder that vanishes meanwhile (an eval's staging folder, removed when it ends) is
     # skipped instead of failing the job before its command starts. Only this job's tasks count.
     wanted = {f"{task}.json" for task in tasks}
-    return sum(name in wanted for _, _, names in os.walk(output / "results") for name in names)
+    top = results if results is not None else output / "results"
+    return sum(name in wanted for _, _, names in os.walk(top) for name in names)
 
 
 def _requeue(key: str, before: int, after: int) -> None:
@@ -106,10 +157,14 @@ def _requeue(key: str, before: int, after: int) -> None:
     requeues even a cancelled job, and stop must mean stop."""
     job = os.environ.get("SLURM_ARRAY_JOB_ID")
     job_id = f"{job}_{os.environ['SLURM_ARRAY_TASK_ID']}" if job else os.environ["SLURM_JOB_ID"]
-    if slurm_state(job_id) == "CANCELLED":
+    # A scancel'd job reads COMPLETING (then CANCELLED) while its processes are stopped, not
+    # CANCELLED: only a job Slurm still calls RUNNING is requeued.
+    state = slurm_state(job_id)
+    if state not in (None, "RUNNING"):
         raise JobFailed(
-            f"{key}: cancelled while it stopped for its time limit (progress {before} -> "
-            f"{after}); not requeued. Run the study again to continue from where it stopped."
+            f"{key}: Slurm says {state} (cancelled?) while it stopped for its time limit "
+            f"(progress {before} -> {after}); not requeued. Run the study again to continue "
+            "from where it stopped."
         )
     print(f"neobench: {key}: progress {before} -> {after} in this window; requeued", flush=True)
     subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=60)
