@@ -66,14 +66,25 @@ def profiles() -> Listing:
 
 
 def recipes() -> Listing:
-    """The shipped fine-tuning recipes."""
+    """The shipped fine-tuning recipes: what each is for and the evaluation it is compared on."""
     from neobench.protocol.recipe import list_recipes, load_recipe
 
     rows = []
     for name in list_recipes():
         recipe = load_recipe(name)
-        rows.append((name, f"v{recipe.version}", recipe.manifest, recipe.sha256[:12]))
-    return Listing("recipes", ("recipe", "version", "manifest", "sha256"), rows)
+        evaluation = recipe.evaluation.describe() if recipe.evaluation else ""
+        rows.append(
+            (
+                name,
+                f"v{recipe.version}",
+                recipe.purpose,
+                evaluation,
+                recipe.manifest,
+                recipe.sha256[:12],
+            )
+        )
+    columns = ("recipe", "version", "for", "evaluation", "manifest", "sha256")
+    return Listing("recipes", columns, rows)
 
 
 def keys(name: str) -> Listing:

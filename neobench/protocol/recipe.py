@@ -20,7 +20,18 @@ from typing import Any, Literal
 from neobench.core.errors import NeobenchError, find_yaml, read_yaml, unknown
 from neobench.protocol.recipe_values import NOT_HASHED, RecipeValues
 
-SOURCES = frozenset({"paper", "authors-code", "neobench"})
+# Where a value comes from: tag -> what it names. One vocabulary for every recipe and manifest row;
+# a value the sources disagree on, or leave open, is `neobench` with a note saying what each does.
+SOURCES = {
+    "paper": "NeoBERT paper (Le Breton et al., TMLR 2025, arXiv 2502.19587)",
+    "authors-code": "NeoBERT authors' code (github.com/chandar-lab/NeoBERT, commit ed75b68)",
+    "modernbert-paper": "ModernBERT paper (Warner et al., arXiv 2412.13663), 3.1.2 and app. E.2",
+    "bert24-code": "ModernBERT's retrieval script, AnswerDotAI/bert24 examples/train_st.py",
+    "ettin-paper": "Ettin paper (Weller et al., arXiv 2507.11412)",
+    "ettin-code": "Ettin's retrieval script, JHU-CLSP/ettin-encoder-vs-decoder "
+    "retrieval_eval/train_st.py",
+    "neobench": "neobench's decision where the sources are silent, broken or disagree",
+}
 # Recipe-level keys that may also be overridden.
 TOP_LEVEL = frozenset({"manifest"})
 # Names other trainers use for recipe keys (transformers, sentence-transformers, torchtune CLI
@@ -61,18 +72,36 @@ def _recipes_dir() -> Path:
     return Path(str(resources.files("neobench.protocol.recipes")))
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """The evaluation a recipe's results are compared on: an mteb benchmark, optionally narrowed
+    to some of its tasks (None = all of them)."""
+
+    benchmark: str
+    tasks: list[str] | None = None
+    note: str = ""
+
+    def describe(self) -> str:
+        tasks = "all tasks" if self.tasks is None else f"{len(self.tasks)} tasks"
+        return f"{self.benchmark}: {tasks}"
+
+
 @dataclass
 class Recipe:
     name: str
     version: int
     manifest: str
     values: RecipeValues
-    sources: dict[str, str]  # key -> paper | authors-code | neobench
+    sources: dict[str, str]  # key -> a tag of SOURCES
     overrides: dict[str, Any] = field(default_factory=dict)
     path: str = ""
     # The values as the recipe file has them, before any override (kept for the run card).
     defaults: dict[str, Any] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)  # why a value is what it is
+    # What the recipe is for and what it is compared on. Neither enters the hash: they describe
+    # the method's use, not the training it runs.
+    purpose: str = ""
+    evaluation: Evaluation | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """key -> value, in the order of recipe_values.RecipeValues."""
@@ -134,7 +163,16 @@ def load_recipe(name_or_path: str) -> Recipe:
         path=str(path),
         defaults=dataclasses.asdict(values),
         notes={k: str(spec["note"]) for k, spec in specs.items() if spec.get("note")},
+        purpose=str(data.get("purpose", "")),
+        evaluation=_evaluation(data.get("evaluation")),
     )
+
+
+def _evaluation(spec: dict[str, Any] | None) -> Evaluation | None:
+    if spec is None:
+        return None
+    tasks = spec.get("tasks")
+    return Evaluation(str(spec["benchmark"]), list(tasks) if tasks else None, spec.get("note", ""))
 
 
 def recipe_problems(data: object, where: str) -> list[str]:
@@ -158,7 +196,30 @@ def recipe_problems(data: object, where: str) -> list[str]:
                 f"{where}: {key}: source must be one of {sorted(SOURCES)}, "
                 f"not {spec.get('source')!r}."
             )
+    problems += [f"{where}: {p}" for p in _description_problems(data)]
     return problems + [f"{where}: {p}" for p in _values_problems(specs)]
+
+
+def _description_problems(data: dict[str, Any]) -> list[str]:
+    """`purpose` is a sentence; `evaluation` is {benchmark, tasks?, note?} (both optional here,
+    required of shipped recipes by `neobench validate`)."""
+    problems = []
+    if "purpose" in data and not isinstance(data["purpose"], str):
+        problems.append("'purpose' is one sentence saying what the recipe is for.")
+    if "evaluation" in data and not _evaluation_ok(data["evaluation"]):
+        problems.append(
+            "'evaluation' is {benchmark: an mteb benchmark, tasks: [mteb task names] (optional, "
+            "default all), note: text (optional)}."
+        )
+    return problems
+
+
+def _evaluation_ok(spec: object) -> bool:
+    if not isinstance(spec, dict) or not set(spec) <= {"benchmark", "tasks", "note"}:
+        return False
+    tasks = spec.get("tasks")
+    names_ok = tasks is None or (isinstance(tasks, list) and all(isinstance(t, str) for t in tasks))
+    return isinstance(spec.get("benchmark"), str) and names_ok
 
 
 def _values_problems(specs: dict[str, Any]) -> list[str]:

@@ -1,7 +1,7 @@
 """The shape of a recipe: which keys exist, their types, and what range each accepts.
 
-The values themselves live in neobench/protocol/recipes/*.yaml, each with its source (paper |
-authors-code | neobench); neobench/protocol/recipe.py reads them into this dataclass.
+The values themselves live in neobench/protocol/recipes/*.yaml, each with its source (a tag of
+recipe.SOURCES); neobench/protocol/recipe.py reads them into this dataclass.
 """
 
 from __future__ import annotations

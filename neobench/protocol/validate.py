@@ -12,7 +12,7 @@ from neobench.protocol.instructions import (
     validate_profile,
 )
 from neobench.protocol.manifest import list_manifests, load_manifest, validate_manifest
-from neobench.protocol.recipe import list_recipes, load_recipe
+from neobench.protocol.recipe import Recipe, list_recipes, load_recipe
 
 
 def validate_all() -> tuple[str, list[str]]:
@@ -38,14 +38,38 @@ def validate_all() -> tuple[str, list[str]]:
                 ]
     for name in list_recipes():
         recipe = _value(problems, lambda n=name: load_recipe(n))
-        if recipe and recipe.manifest not in list_manifests():
-            problems.append(f"recipe {name}: manifest {recipe.manifest!r} is not shipped.")
+        if recipe:
+            problems += shipped_recipe_problems(recipe)
     checked = (
         f"{len(list_recipes())} recipe(s), {len(list_manifests())} manifest(s), "
         f"{len(list_profiles())} evaluation and {len(list_train_profiles())} training "
         "instruction profile(s)"
     )
     return checked, problems
+
+
+def shipped_recipe_problems(recipe: Recipe) -> list[str]:
+    """A shipped recipe names a shipped manifest, says what it is for, and names the evaluation
+    it is compared on: a known benchmark and, if given, tasks of that benchmark."""
+    from neobench.protocol.tasks import load_benchmark, select_tasks
+
+    where = f"recipe {recipe.name}"
+    problems = []
+    if recipe.manifest not in list_manifests():
+        problems.append(f"{where}: manifest {recipe.manifest!r} is not shipped.")
+    if not recipe.purpose:
+        problems.append(f"{where}: add 'purpose', one sentence saying what the recipe is for.")
+    if recipe.evaluation is None:
+        problems.append(
+            f"{where}: add 'evaluation' ({{benchmark: ..., tasks: [...]}}), the evaluation its "
+            "results are compared on."
+        )
+        return problems
+    try:
+        select_tasks(load_benchmark(recipe.evaluation.benchmark), recipe.evaluation.tasks)
+    except NeobenchError as error:
+        problems += [f"{where}: evaluation: {p}" for p in error.problems]
+    return problems
 
 
 def _guard(fn) -> list[str]:  # noqa: ANN001
