@@ -172,7 +172,8 @@ def _evaluation(spec: dict[str, Any] | None) -> Evaluation | None:
     if spec is None:
         return None
     tasks = spec.get("tasks")
-    return Evaluation(str(spec["benchmark"]), list(tasks) if tasks else None, spec.get("note", ""))
+    names = None if tasks is None else list(tasks)  # [] stays empty: validate reports it
+    return Evaluation(str(spec["benchmark"]), names, spec.get("note", ""))
 
 
 def recipe_problems(data: object, where: str) -> list[str]:
