@@ -149,6 +149,12 @@ class Terminated(KeyboardInterrupt):
 
 
 def _on_signal(signum: int, frame: object) -> None:
+    # The first signal ends the run; a repeat must not cut its clean-up short (under Slurm the
+    # notice reaches the command twice, from slurmstepd and from the job's own wrapper: the
+    # second one, raised inside the first one's report, was a traceback). `main` restores the
+    # handlers when it returns.
+    for ending in ENDING:
+        signal.signal(ending, signal.SIG_IGN)
     raise Terminated(signum)
 
 

@@ -102,11 +102,18 @@ def finetune(
         trainer.add_callback(callback)
 
     # 6. Train; a run that stops says so in its card, and how to continue.
-    _train(trainer, output, card, cfg.resume)
-
     # 7. Save: a SentenceTransformer folder carrying the evaluation prompts of the recipe.
-    steps = trainer.state.global_step
-    final_loss = _save(inputs, loaded.model, card, steps)
+    # SIGTERM / SIGUSR2 only raise a flag from here on: during training the run stops at the
+    # next step end with a whole checkpoint; once the last step is done, the save is finished
+    # first (seconds, well inside Slurm's notice) and the run ends complete. Found on the local
+    # Slurm: a notice that came while the save imported mteb cut a finished run, and its whole
+    # last window was trained again.
+    from neobench.train.stop import GracefulStop
+
+    with GracefulStop() as stop:
+        _train(trainer, output, card, cfg.resume, stop)
+        steps = trainer.state.global_step
+        final_loss = _save(inputs, loaded.model, card, steps)
     sizes = {k: len(b.dataset) for k, b in built.items()}
     return FinetuneSummary(output, inputs.recipe.sha256, steps, final_loss, sizes)
 
@@ -131,19 +138,18 @@ def _load_model(cfg: FinetuneConfig, values: RecipeValues, device: str) -> Loade
 # 6. Train
 
 
-def _train(trainer: Any, output: Path, card: FinetuneCard, resume: bool) -> None:
-    from neobench.train.stop import GracefulStop
+def _train(trainer: Any, output: Path, card: FinetuneCard, resume: bool, stop: Any) -> None:
+    """Train under ``stop`` (an entered GracefulStop): a signal ends the run at a step end,
+    with a whole checkpoint."""
     from neobench.train.telemetry import NonFiniteLoss
 
     if resume and is_main_process():
         for path in run_folder.set_aside_partial(output):
             logger.warning("%s: set aside, the run resumes from the last whole checkpoint", path)
-    stop = GracefulStop()  # SIGTERM / SIGUSR2: a whole checkpoint at the step end, then stop
     trainer.add_callback(stop.callback())
     try:
-        with stop:
-            start = run_folder.last_checkpoint(output) if resume else None
-            trainer.train(resume_from_checkpoint=start)
+        start = run_folder.last_checkpoint(output) if resume else None
+        trainer.train(resume_from_checkpoint=start)
     except NonFiniteLoss as error:
         last = run_folder.last_checkpoint(output)
         end_card(output, card, f"stopped: non-finite loss at step {error.step}")
