@@ -23,6 +23,4 @@ ruff check neobench tests benchmarks
 # The layers of pyproject.toml ([tool.importlinter]): imports only downward, stages independent.
 lint-imports --no-cache
 # pytest exits 5 when it collected no test: that is a failure here like any non-zero code.
-# Two worker processes (pytest-xdist) that take whole groups of tests (tests/conftest.py): the
-# Slurm tests' waiting overlaps the rest of the suite.
-python -m pytest -q -n "${NEOBENCH_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"
+python -m pytest -q "$@"

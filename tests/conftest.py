@@ -217,34 +217,3 @@ def golden_runs(tmp_path_factory, minilm, mirror) -> Path:
             "--tasks", GOLDEN_TASKS, "--max-seq-length", "128", "--data-dir", mirror)  # fmt: skip
     return root
 
-
-# --- Two test processes (pytest-xdist, scripts/test.sh) ---------------------------------------
-# The suite runs in workers that each take whole groups of tests: a session or module fixture is
-# built once per worker that needs it, so the tests that share an expensive one stay together.
-# The Slurm group (its real cluster's time limits and queues are mostly waiting) goes first, on
-# one worker; the group of the real golden runs first on the other; every other module is a
-# group of its own, handed to whichever worker is free.
-SLURM_GROUP, GOLDEN_GROUP = "slurm", "golden-runs"
-
-
-def _group(item: pytest.Item) -> str:
-    module = item.module.__name__ if item.module else item.nodeid.split("::")[0]
-    return _MODULE_GROUPS.get(module, module)
-
-
-_MODULE_GROUPS: dict[str, str] = {}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        module = item.module.__name__ if item.module else item.nodeid.split("::")[0]
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if item.get_closest_marker("slurm") or "slurm_cluster" in fixtures:
-            _MODULE_GROUPS[module] = SLURM_GROUP  # the whole module: its fixtures are shared
-        elif "golden_runs" in fixtures:
-            _MODULE_GROUPS.setdefault(module, GOLDEN_GROUP)
-    order = {SLURM_GROUP: 0, GOLDEN_GROUP: 1}
-    # Stable: within a group, and among the other modules, collection order is kept.
-    items.sort(key=lambda item: order.get(_group(item), 2))
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
