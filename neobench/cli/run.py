@@ -54,6 +54,12 @@ def cmd_finetune(cfg: config.FinetuneConfig) -> int:
             f"[green]done[/]: {summary.steps} steps, final loss {loss}, recipe sha256 "
             f"{summary.recipe_sha256[:12]}. Model: {escape(str(summary.output))}"
         )
+        if summary.dev is not None:
+            say(
+                f"dev MRR@10 {summary.dev:.4f} (held-out slice, mean over datasets; per "
+                "dataset in the run card)",
+                markup=False,
+            )
         if run.report_to == "tensorboard":
             from neobench.train.tracking import logdir
 

@@ -250,6 +250,9 @@ class FinetuneCard:
     steps: int | None = None
     final_loss: float | None = None
     checkpoints: str | None = None
+    # The held-out dev slice and its metric (recipe key dev_rows; neobench/train/dev_slice.py);
+    # only in the cards of runs that hold one out. Its value is set when training ends.
+    dev: dict[str, Any] | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -258,10 +261,13 @@ _ENDING = ("finished", "steps", "final_loss", "checkpoints")
 
 def write_finetune_card(path: Path, card: FinetuneCard) -> None:
     """Write atomically. A run that has not ended has no ending keys (not even as null), as
-    cards have always been written; a complete one has all of them."""
+    cards have always been written; a complete one has all of them. A run without a dev slice
+    has no `dev` key."""
     data = card_to_dict(card)
     if card.status != "complete":
         data = {k: v for k, v in data.items() if k not in _ENDING or v is not None}
+    if card.dev is None:
+        data.pop("dev", None)
     write_card(path, data)
 
 
@@ -293,6 +299,36 @@ def finetuned_model(folder: Path) -> OutputModel | None:
         seed=model.seed if model.seed is not None else card.seed,
         base_model=model.base_model or base.name,
         base_revision=model.base_revision or base.revision,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class DevResult:
+    """A fine-tune's dev metric as its card records it. Two results may be compared (to select
+    hyperparameters) when their `definition` and `digest` are equal: same slice, same metric."""
+
+    metric: str  # mrr@10: the selection number
+    value: float | None  # macro mean over datasets; None until the run completes
+    per_dataset: dict[str, dict[str, Any]]  # key -> queries, rows, digest, mrr@10, accuracy@1
+    definition: dict[str, Any]  # version, dev_rows, max_share, seed, id rule, metrics
+    digest: str  # sha256 over the datasets' digests of held-out ids
+
+
+def finetune_dev(folder: Path) -> DevResult | None:
+    """The dev metric recorded in a fine-tuned folder's card; None when the run held no slice
+    out (or the folder has no card). Reads YAML only: no model, no torch."""
+    path = Path(folder) / FINETUNE_CARD
+    if not path.is_file():
+        return None
+    dev = read_finetune_card(path).dev
+    if not isinstance(dev, dict):
+        return None
+    return DevResult(
+        metric=str(dev.get("metric")),
+        value=dev.get("value"),
+        per_dataset=dict(dev.get("datasets") or {}),
+        definition=dict(dev.get("definition") or {}),
+        digest=str(dev.get("digest")),
     )
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from neobench.core.errors import NeobenchError, find_yaml, read_yaml, unknown
-from neobench.protocol.recipe_values import NOT_HASHED, RecipeValues
+from neobench.protocol.recipe_values import NOT_HASHED, RecipeValues, is_off
 
 # Where a value comes from: tag -> what it names. One vocabulary for every recipe and manifest row;
 # a value the sources disagree on, or leave open, is `neobench` with a note saying what each does.
@@ -109,7 +109,9 @@ class Recipe:
 
     @property
     def sha256(self) -> str:
-        hashed = {k: v for k, v in self.as_dict().items() if k not in NOT_HASHED}
+        hashed = {
+            k: v for k, v in self.as_dict().items() if k not in NOT_HASHED and not is_off(k, v)
+        }
         canonical = json.dumps(
             {
                 "name": self.name,
@@ -140,7 +142,9 @@ class Recipe:
             "file": self.path,
             "sha256": self.sha256,
             "manifest": self.manifest,
-            "values": {k: self._value_record(k, v) for k, v in self.as_dict().items()},
+            "values": {
+                k: self._value_record(k, v) for k, v in self.as_dict().items() if not is_off(k, v)
+            },
             "overrides": self.overrides,
         }
 

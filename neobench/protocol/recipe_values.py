@@ -41,9 +41,22 @@ _non_negative = Range(0)
 _fraction = Range(0, 1)  # 0 <= v < 1
 
 
-def value(help: str, valid: Any = None, *, hashed: bool = True, default: Any = MISSING) -> Any:
-    """A recipe key: its doc, an optional range check, and whether it enters the recipe hash."""
+def value(
+    help: str,
+    valid: Any = None,
+    *,
+    hashed: bool = True,
+    default: Any = MISSING,
+    off: Any = MISSING,
+) -> Any:
+    """A recipe key: its doc, an optional range check, and whether it enters the recipe hash.
+
+    ``off``: the key is an opt-in feature added after recipes had hashes. At this value it is
+    left out of the hash and of the run card's recipe record, so a recipe that does not use it
+    keeps the hash (and the card) it had before the key existed; any other value is hashed."""
     meta = {"help": help, "valid": valid, "hashed": hashed}
+    if off is not MISSING:
+        meta["off"] = off
     return field(default=default, metadata=meta)
 
 
@@ -91,6 +104,21 @@ class RecipeValues:
     keep_checkpoints: bool = value(
         "keep the checkpoints of a completed run", hashed=False, default=False
     )
+    # Hashed when on: the held-out rows are not trained on, so the training data changes.
+    dev_rows: int = value(
+        "queries held out of each dataset as the dev slice (0 = none; at most a tenth of a "
+        "dataset); the dev metric is computed on them after training",
+        _non_negative,
+        default=0,
+        off=0,
+    )
 
 
 NOT_HASHED = frozenset(f.name for f in fields(RecipeValues) if not f.metadata["hashed"])
+# Opt-in keys -> their "off" value (see `value`).
+OFF = {f.name: f.metadata["off"] for f in fields(RecipeValues) if "off" in f.metadata}
+
+
+def is_off(key: str, value: Any) -> bool:
+    """An opt-in key at its off value: outside the hash and the card's recipe record."""
+    return key in OFF and value == OFF[key]

@@ -1,7 +1,9 @@
 """Step 2 of the recipe: the training datasets, read from the mirror (or the hub) and built.
 
-A dataset that cannot be read, or that holds fewer rows than one global batch, stops the run
-before the model loads, with the command that fixes it.
+With `dev_rows` on, each dataset's dev slice is held out here (neobench/train/dev_slice.py),
+before the size check and before the sampler sees the data. A dataset that cannot be read, or
+that keeps fewer rows than one global batch, stops the run before the model loads, with the
+command that fixes it.
 """
 
 from __future__ import annotations
@@ -12,25 +14,33 @@ from neobench.core.errors import NeobenchError
 from neobench.protocol import mirror
 from neobench.protocol.data import BuiltDataset, build_dataset
 from neobench.protocol.manifest import Row
+from neobench.train.dev_slice import DevSlice, split_all
 from neobench.train.inputs import Inputs
 
 
-def build_data(inputs: Inputs, data_dir: Path | None) -> dict[str, BuiltDataset]:
-    """Dataset key -> the built dataset, for every manifest row the recipe trains on."""
+def build_data(
+    inputs: Inputs, data_dir: Path | None
+) -> tuple[dict[str, BuiltDataset], dict[str, DevSlice]]:
+    """(dataset key -> the built dataset left for training, dataset key -> its dev slice), for
+    every manifest row the recipe trains on; no slices when dev_rows is 0."""
     values = inputs.recipe.values
     _check_sources(inputs.rows, data_dir, inputs.recipe.name)
     built = {
         row.key: build_dataset(row, data_dir, values.max_hard_negatives) for row in inputs.rows
     }
+    # The rows of the manifest's own split only (a train split where the row is an mteb task's
+    # train split): the slice is a subset of what training would have read.
+    built, slices = split_all(built, values.dev_rows, values.seed)
+    held = " once its dev slice is held out (dev_rows)" if slices else ""
     too_small = [
-        f"dataset {k} has {len(b.dataset)} usable rows, fewer than one global batch "
+        f"dataset {k} has {len(b.dataset)} usable rows{held}, fewer than one global batch "
         f"({values.batch_size}); lower batch_size or drop it from datasets="
         for k, b in built.items()
         if len(b.dataset) < values.batch_size
     ]
     if too_small:
         raise NeobenchError(too_small)
-    return built
+    return built, slices
 
 
 def _check_sources(rows: list[Row], data_dir: Path | None, recipe_name: str) -> None:

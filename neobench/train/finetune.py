@@ -6,8 +6,8 @@ many: the global batch, the dataset drawn at each step and the candidate pool of
 same for any number of devices, so the result does not depend on it.
 
 `finetune()` reads as numbered steps. Each step is one call, to a small function below it or to the
-sibling module that owns that part: inputs (1), data (2), run_card (4), trainer (5); devices says
-which process writes, seeds expands --seeds into one run per seed.
+sibling module that owns that part: inputs (1), data and dev slice (2), run_card (4), trainer (5),
+dev_metric (7); devices says which process writes, seeds expands --seeds into one run per seed.
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ from neobench.core.errors import NeobenchError, RunFailed, disk_full
 from neobench.models.load import LoadedModel, load_model, resolve_device
 from neobench.protocol import mirror
 from neobench.protocol.config import FinetuneConfig
+from neobench.protocol.data import BuiltDataset
 from neobench.protocol.instructions import mteb_prompts
 from neobench.protocol.recipe_values import RecipeValues
 from neobench.train import output as run_folder
 from neobench.train.data import build_data
+from neobench.train.dev_slice import DevSlice, slice_record
 from neobench.train.devices import bf16, is_main_process
 from neobench.train.inputs import Inputs, check_inputs, resolve_recipe
 from neobench.train.output import CARD, CURVE, CURVE_PNG
@@ -53,7 +55,8 @@ class FinetuneSummary:
     recipe_sha256: str
     steps: int
     final_loss: float | None
-    datasets: dict[str, int]  # dataset key -> usable rows
+    datasets: dict[str, int]  # dataset key -> rows trained on
+    dev: float | None = None  # the dev metric (MRR@10, macro) when the recipe holds a slice out
 
     def to_pandas(self) -> Any:
         """The loss curve: one row per step (dataset drawn, loss, learning rate, grad norm,
@@ -80,9 +83,10 @@ def finetune(
     inputs = check_inputs(cfg)
     output = inputs.output
 
-    # 2. Data: present in the mirror (or reachable on the hub), then built and size-checked.
+    # 2. Data: present in the mirror (or reachable on the hub), then built, the dev slice held
+    #    out (dev_rows > 0), and size-checked.
     data_dir = mirror.resolve_data_dir(cfg.data_dir)
-    built = build_data(inputs, data_dir)
+    built, slices = build_data(inputs, data_dir)
 
     # 3. Model: any encoder + mean pooling, the recipe's length and dropout.
     device = resolve_device(cfg.device)
@@ -92,6 +96,8 @@ def finetune(
     if is_main_process() and (not cfg.resume or run_folder.last_checkpoint(output) is None):
         run_folder.clear_failed_start(output)  # nothing to resume from: step 0 again
     card = start_card(cfg, inputs, loaded, built, data_dir, device)
+    values = inputs.recipe.values
+    card.dev = slice_record(slices, values.dev_rows, values.seed) if slices else None
     if is_main_process():
         record.write_finetune_card(output / CARD, card)
 
@@ -102,20 +108,24 @@ def finetune(
         trainer.add_callback(callback)
 
     # 6. Train; a run that stops says so in its card, and how to continue.
-    # 7. Save: a SentenceTransformer folder carrying the evaluation prompts of the recipe.
+    # 7. Dev metric: the trained model on the held-out slice, into the card (main process).
+    # 8. Save: a SentenceTransformer folder carrying the evaluation prompts of the recipe.
     # SIGTERM / SIGUSR2 only raise a flag from here on: during training the run stops at the
     # next step end with a whole checkpoint; once the last step is done, the save is finished
     # first (seconds, well inside Slurm's notice) and the run ends complete. Found on the local
     # Slurm: a notice that came while the save imported mteb cut a finished run, and its whole
-    # last window was trained again.
+    # last window was trained again. The dev metric before the save stops at the next dataset
+    # once a signal came (its value is then missing), so the save still fits in the notice.
     from neobench.train.stop import GracefulStop
 
     with GracefulStop() as stop:
         _train(trainer, output, card, cfg.resume, stop)
         steps = trainer.state.global_step
+        _score_dev(inputs, loaded.model, built, slices, card, stop)
         final_loss = _save(inputs, loaded.model, card, steps)
     sizes = {k: len(b.dataset) for k, b in built.items()}
-    return FinetuneSummary(output, inputs.recipe.sha256, steps, final_loss, sizes)
+    dev = card.dev["value"] if card.dev else None
+    return FinetuneSummary(output, inputs.recipe.sha256, steps, final_loss, sizes, dev)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,7 +200,39 @@ def _stopped(output: Path, card: FinetuneCard, signum: int, state: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# 7. Save
+# 7. Dev metric
+
+
+def _score_dev(
+    inputs: Inputs,
+    model: Any,
+    built: dict[str, BuiltDataset],
+    slices: dict[str, DevSlice],
+    card: FinetuneCard,
+    stop: Any,
+) -> None:
+    """Score the trained model on the dev slices and put the result in the card (written by
+    the save). Only the main process scores: the others' copy of the card is never written.
+    A signal (``stop``, an entered GracefulStop) ends the scoring at the next dataset: the save
+    must still fit in Slurm's notice; the card then says the value is missing and why."""
+    if not slices or not is_main_process() or card.dev is None:
+        return
+    from neobench.train.dev_metric import dev_scores
+    from neobench.train.trainer import query_prompts
+
+    prompts = query_prompts(built, inputs.recipe.values, inputs.train_profile)
+    queries = {k: p["query"] for k, p in prompts.items()}
+    scores = dev_scores(model, slices, queries, stopped=lambda: stop.signum is not None)
+    if scores["value"] is None and stop.signum is not None:
+        card.dev["not_scored"] = "a stop signal came before the dev metric was complete"
+    card.dev["value"] = scores["value"]
+    for key, entry in scores["per_dataset"].items():
+        card.dev["datasets"][key].update(entry)
+    logger.info("dev %s: %s", card.dev["metric"], scores["value"])
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. Save
 
 
 def _save(inputs: Inputs, model: Any, card: FinetuneCard, steps: int) -> float | None:

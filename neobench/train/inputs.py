@@ -23,6 +23,7 @@ from neobench.protocol.instructions import (
 from neobench.protocol.manifest import Manifest, Row, load_manifest, validate_manifest
 from neobench.protocol.recipe import Recipe, apply_overrides, load_recipe, parse_overrides
 from neobench.train import output as run_folder
+from neobench.train.dev_slice import split_problems
 from neobench.train.devices import world_size
 
 
@@ -81,11 +82,10 @@ def check_inputs(cfg: FinetuneConfig) -> Inputs:
             f"batch_size={values.batch_size} is not divisible by the {world} processes."
         )
     problems += _negatives_problems(values.batch_size, values.max_hard_negatives, rows)
+    problems += split_problems(rows, values.dev_rows)
     if problems:
         raise NeobenchError(problems)
-    return Inputs(
-        recipe, output, manifest, rows, train_profile, eval_profile, world, cfg.report_to
-    )
+    return Inputs(recipe, output, manifest, rows, train_profile, eval_profile, world, cfg.report_to)
 
 
 def tracker_problems(report_to: str) -> list[str]:

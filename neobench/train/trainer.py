@@ -50,7 +50,7 @@ def build_trainer(
 
     values, world = inputs.recipe.values, inputs.world
     loss = _loss(model, values, world)
-    prompts = _prompts(built, values, inputs.train_profile)
+    prompts = query_prompts(built, values, inputs.train_profile)
     tracking.prepare(inputs.report_to)
     tracker = (inputs.report_to, card.output_model.name)
     args = _training_args(values, inputs.output, device, world, prompts, tracker)
@@ -103,10 +103,11 @@ def _loss(model: Any, values: RecipeValues, world: int) -> Any:
     return MultipleNegativesRankingLoss(model, **common)
 
 
-def _prompts(
+def query_prompts(
     built: dict[str, BuiltDataset], values: RecipeValues, profile: TrainProfile
 ) -> dict[str, dict[str, str]]:
-    """Dataset key -> the training instruction of its manifest row, on the query side only."""
+    """Dataset key -> the training instruction of its manifest row, on the query side only
+    (also the dev metric's query prompts)."""
     return {
         key: {"query": profile.instructions[b.row.instruction] + values.instruction_separator}
         for key, b in built.items()
