@@ -44,7 +44,19 @@ def scale_run(tmp_path_factory, mirror):
         ]
     )  # fmt: skip
     assert code == 0
+    assert not (folder / "scale.json.partial").exists()  # the whole run written, the partial gone
     return json.loads(out.read_text()), work
+
+
+def test_a_stopped_run_keeps_the_sizes_it_measured(tmp_path):
+    """Each size measured is written at once beside --json (a long run stopped keeps them)."""
+    from neobench.bench import scale
+
+    out = tmp_path / "scale.json"
+    scale._keep_partial(out, [{"documents": 500_000, "seconds": {"total": 321.7}}])
+    kept = json.loads(scale.partial_path(out).read_text())
+    assert kept["partial"] and kept["sizes_done"] == [500_000]
+    assert kept["runs"][0]["seconds"]["total"] == 321.7 and not out.exists()
 
 
 def test_every_size_is_measured_in_order(scale_run):

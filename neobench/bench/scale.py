@@ -135,6 +135,8 @@ def run_scale_bench(
     with tempfile.TemporaryDirectory(prefix="neobench-bench-scale-", dir=work) as tmp:
         for size in sizes:
             runs.append(_run_size(cmd, pool, size, Path(tmp) / f"size-{size}", tell))
+            if cmd.json:
+                _keep_partial(Path(cmd.json), runs)
     bench = ScaleBench(
         runs=runs,
         pool={
@@ -151,6 +153,19 @@ def run_scale_bench(
         bench, load_benchmark(cmd.benchmark).tasks, bench.exponents
     )
     return bench
+
+
+def partial_path(json_path: Path) -> Path:
+    """Where the sizes measured so far are kept while a run goes on (a run of several sizes
+    takes hours: one stopped or killed keeps what it measured)."""
+    return json_path.with_name(json_path.name + ".partial")
+
+
+def _keep_partial(json_path: Path, runs: list[dict[str, Any]]) -> None:
+    from neobench.core.card_io import write_text_atomic
+
+    body = {"partial": True, "sizes_done": [r["documents"] for r in runs], "runs": runs}
+    write_text_atomic(partial_path(json_path), json.dumps(body, indent=1) + "\n")
 
 
 def _run_size(

@@ -67,5 +67,6 @@ def cmd_bench_scale(cfg: BenchScaleCommand) -> int:
         from neobench.core.card_io import write_text_atomic
 
         write_text_atomic(Path(cfg.json), scale_report.to_json(bench, cfg))
+        scale.partial_path(Path(cfg.json)).unlink(missing_ok=True)  # the whole run is written
         say(f"wrote {cfg.json}", markup=False)
     return 0
