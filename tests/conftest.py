@@ -217,3 +217,24 @@ def golden_runs(tmp_path_factory, minilm, mirror) -> Path:
             "--tasks", GOLDEN_TASKS, "--max-seq-length", "128", "--data-dir", mirror)  # fmt: skip
     return root
 
+
+def stopping_command(save_s: float, run_s: float) -> str:
+    """A Python program that stops on SIGTERM/SIGUSR2 as neobench's commands do: the first signal
+    acted on (later ones ignored), a whole (empty) checkpoint-7 written under ./out in ``save_s``
+    seconds, then the shell's exit code for the signal; without a signal it runs ``run_s``."""
+    return f"""
+import os, signal, sys, time
+def stop(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    print("stopping on", signal.Signals(signum).name, flush=True)
+    time.sleep({save_s})
+    os.makedirs("out/checkpoints/checkpoint-7", exist_ok=True)
+    with open("out/checkpoints/checkpoint-7/neobench_checkpoint.json", "w") as marker:
+        marker.write('{{"step": 7, "files": {{}}}}')
+    sys.exit(128 + signum)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGUSR2, stop)
+print("started", flush=True)
+time.sleep({run_s})
+"""

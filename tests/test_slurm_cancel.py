@@ -15,29 +15,15 @@ import sys
 import time
 
 import pytest
+from conftest import stopping_command
 
 from neobench.study.launchers.slurm_job import JobCommand
 
 pytestmark = [pytest.mark.slurm]
 
-# Stops on the notice or SIGTERM as neobench's commands do: a checkpoint written (3 s, shorter
+# Stops on the notice or SIGTERM as neobench's commands do: a checkpoint written in 3 s (shorter
 # than the cluster's KillWait of 5 s), then the shell's exit code for the signal.
-COMMAND = """
-import os, signal, sys, time
-def stop(signum, frame):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the first signal is the one acted on
-    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-    print("stopping on", signal.Signals(signum).name, flush=True)
-    time.sleep(3)
-    os.makedirs("out/checkpoints/checkpoint-7", exist_ok=True)
-    with open("out/checkpoints/checkpoint-7/neobench_checkpoint.json", "w") as marker:
-        marker.write('{"step": 7, "files": {}}')  # a whole (empty) checkpoint
-    sys.exit(128 + signum)
-signal.signal(signal.SIGTERM, stop)
-signal.signal(signal.SIGUSR2, stop)
-print("started", flush=True)
-time.sleep(120)
-"""
+COMMAND = stopping_command(save_s=3, run_s=120)
 
 
 def _show(job_id: str, env: dict) -> str:

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import stopping_command
 
 from neobench.core import cards
 from neobench.study.launchers.slurm_job import JobCommand, JobFailed, _requeue, progress
@@ -97,21 +98,9 @@ def _signal_soon(signum: int, after_s: float = 1.0) -> threading.Timer:
     return timer
 
 
-# The command: stops on SIGTERM/SIGUSR2 as neobench's commands do (after writing a checkpoint).
-STOPPING = """
-import os, signal, sys, time
-def stop(signum, frame):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the first signal is the one acted on
-    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-    time.sleep(1.5)  # a checkpoint's write: the next signal comes meanwhile
-    os.makedirs("out/checkpoints/checkpoint-7", exist_ok=True)
-    with open("out/checkpoints/checkpoint-7/neobench_checkpoint.json", "w") as marker:
-        marker.write('{"step": 7, "files": {}}')  # a whole (empty) checkpoint
-    sys.exit(128 + signum)
-signal.signal(signal.SIGTERM, stop)
-signal.signal(signal.SIGUSR2, stop)
-time.sleep(30)
-"""
+# Stops on SIGTERM/SIGUSR2 as neobench's commands do; its checkpoint takes 1.5 s to write, so
+# the next signal comes meanwhile.
+STOPPING = stopping_command(save_s=1.5, run_s=30)
 
 
 def test_sigterm_during_a_window_is_never_turned_into_a_requeue(tmp_path, scontrol, monkeypatch):

@@ -146,7 +146,7 @@ def _finetune_job(study: Study, model: ResolvedModel, seed: int, problems: list[
     card = folder / record.FINETUNE_CARD
     if card.is_file():
         problems += conflicts.finetune_conflicts(card, model.path, tune, seed)
-        job.done = record.read_finetune_card(card).status == "complete"
+        job.done = record.finetune_complete(folder)
     if not job.done and last_checkpoint(folder) is not None:
         job.argv.append("--resume")  # an interrupted run continues from its checkpoint
     return job

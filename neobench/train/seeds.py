@@ -14,7 +14,6 @@ from neobench.core import cards as record
 from neobench.core.errors import NeobenchError
 from neobench.protocol.config import FinetuneConfig
 from neobench.train import output as run_folder
-from neobench.train.output import CARD
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +92,7 @@ def _parse_seeds(cfg: FinetuneConfig) -> list[int]:
 
 
 def _complete(output: Path) -> bool:
-    path = output / CARD
-    return path.is_file() and record.read_finetune_card(path).status == "complete"
+    return record.finetune_complete(output)
 
 
 def _fresh(output: Path) -> bool:

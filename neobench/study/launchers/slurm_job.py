@@ -110,10 +110,9 @@ class JobCommand:
     def _complete(self) -> bool:
         """The study's own test of a finished job (neobench/study/plan.py)."""
         if self.kind == "finetune":
-            from neobench.core import cards
+            from neobench.core.cards import finetune_complete
 
-            card = Path(self.output) / cards.FINETUNE_CARD
-            return card.is_file() and cards.read_finetune_card(card).status == "complete"
+            return finetune_complete(Path(self.output))
         return bool(self.tasks) and self._progress() == len(self.tasks)
 
     def _results(self) -> Path | None:
