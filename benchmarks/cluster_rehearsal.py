@@ -7,6 +7,7 @@ jobs. While the first round's jobs run, a watcher thread injects faults:
 
     scancel      N random running jobs
     requeue      M running fine-tunes (`scontrol requeue`), once they have trained a few steps
+                 in the window and have as many left
     slurmd       slurmd killed (SIGKILL, by its pid file) mid-job, then started again
     time limit   a running eval's limit cut to just past its elapsed time (`scontrol update`)
 
@@ -461,6 +462,7 @@ class Injector:
             "time-limit": args.time_limits,
         }
         self.gap_s, self.min_steps, self.down_s = args.fault_gap, args.requeue_after, args.down_s
+        self.steps = args.steps
         self.scancel_after = args.scancel_after
         self.env, self.rng = env, random.Random(args.fault_seed)
         self.costs = _shard_costs(plan)
@@ -488,11 +490,15 @@ class Injector:
 
     def _inject(self, kind: str, running: list[Window], watcher: Watcher) -> bool:
         if kind == "requeue":
+            # Trained a few steps in this window, and as many left: a requeue at the last step
+            # lands in the final save, which finishes (the run is complete, nothing to rerun),
+            # so it would not test a restart.
             tunes = [
                 w
                 for w in running
                 if w.key.startswith("finetune/")
                 and watcher.curve(w.key) - w.curve_at_start >= self.min_steps
+                and watcher.curve(w.key) <= self.steps - self.min_steps
             ]
             return bool(tunes) and self._command(kind, tunes[0], ["scontrol", "requeue"], watcher)
         if kind == "time-limit":

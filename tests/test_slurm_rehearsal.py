@@ -49,7 +49,9 @@ def test_a_reduced_rehearsal_survives_its_faults_with_the_reference_numbers(
     assert all(f["rc"] == 0 and f["survived"] for f in report["faults"]), report["faults"]
     requeued = faults["requeue"]["key"]
     assert requeued.startswith("finetune/")
-    assert report["finetune_windows"][requeued]["starts"] >= 2  # it ran again after the requeue
+    # It ran again after the requeue (the rehearsal requeues only a fine-tune with steps left).
+    windows = report["finetune_windows"][requeued]
+    assert windows["starts"] >= 2, (faults["requeue"], windows)
     # The scancelled job ended CANCELLED; a later round ran it again unless its output was whole
     # already (a fine-tune cancelled while it saved its model, say): done either way.
     cancelled = [w for w in report["faulted"]["failed_windows"] if w["fault"] == "scancel"]
