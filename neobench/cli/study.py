@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from neobench.cli import commands
 from neobench.cli.output import print_listing, say
 from neobench.cli.report import cmd_table
+
+if TYPE_CHECKING:
+    from neobench.study.plan import Plan
 
 
 def cmd_study_run(cfg: commands.StudyRunCommand) -> int:
@@ -19,6 +23,7 @@ def cmd_study_run(cfg: commands.StudyRunCommand) -> int:
     plan = build_plan(cfg.file, cfg.output)
     if cfg.dry_run:
         print_listing(report.plan_listing(plan, store.queues(plan)))
+        _print_sweep(plan)
     for line in report.summary(plan):
         say(line, markup=False)
     if cfg.canary and cfg.no_canary:
@@ -39,6 +44,7 @@ def cmd_study_status(cfg: commands.StudyStatusCommand) -> int:
     plan = build_plan(cfg.file, cfg.output)
     listed = store.queues(plan)
     print_listing(report.status_listing(plan, listed))
+    _print_sweep(plan)
     for line in report.summary(plan):
         say(line, markup=False)
     for line in report.failures(plan, listed):
@@ -52,6 +58,7 @@ def cmd_study_table(cfg: commands.StudyTableCommand) -> int:
     from neobench.study.plan import PAGE_FILE, build_plan, table_inputs
 
     plan = build_plan(cfg.file, cfg.output)
+    _print_sweep(plan)
     given = table_inputs(plan.study, plan.jobs)
     units = any(layout.has_units(folder) for folder in layout.run_folders(plan.study.output))
     # The page goes beside the table: --out's name as .html, else the study's table.html.
@@ -59,3 +66,12 @@ def cmd_study_table(cfg: commands.StudyTableCommand) -> int:
     page = cfg.html or str(beside)
     table = commands.TableCommand(**given, ci=units, format=cfg.format, out=cfg.out, html=page)
     return cmd_table(table)
+
+
+def _print_sweep(plan: Plan) -> None:
+    """The sweep's points and their dev metrics, for a study that has a sweep."""
+    from neobench.study import report
+
+    found = report.sweep_listing(plan)
+    if found is not None:
+        print_listing(found)

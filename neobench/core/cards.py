@@ -71,6 +71,9 @@ class EvalModel:
     finetune_seed: int | None = None
     base_model: str | None = None
     base_revision: str | None = None
+    # `neobench eval --sweep`: the sweep that chose this model (neobench/core/selection.py);
+    # written only then. Its hash is the row's recipe condition (core/conditions.py).
+    sweep: dict[str, Any] | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -126,7 +129,7 @@ class EvalCard:
 
 
 _UNTIL_SET = ("finished", "encoding", "interrupted")
-_MODEL_IF_SET = ("finetune_seed", "base_model", "base_revision")
+_MODEL_IF_SET = ("finetune_seed", "base_model", "base_revision", "sweep")
 
 
 def eval_card_to_dict(card: EvalCard) -> dict[str, Any]:

@@ -26,6 +26,7 @@ FOLDER = ("instructions", "instructions_sha256", "max_seq_length", "dtype")
 # and refuses a finished eval made with other values.
 FLAGS = ("benchmark", "instructions", "max_seq_length", "dtype")
 NOT_FINETUNED = "none (not fine-tuned by neobench)"
+SWEEP = "sweep:"  # the recipe condition of a row a sweep selected: sweep:<hash of the sweep>
 # The keys of Conditions.record, the conditions of every JSON and CSV row.
 RECORD = ("finetuned", "recipe_sha256", *EVAL)
 UNKNOWN = "unknown"
@@ -42,7 +43,7 @@ class Conditions(dict[str, Any]):
         conditions = card.conditions
         return cls(
             {
-                RECIPE: (card.model.recipe_sha256 or "")[:12] or NOT_FINETUNED,
+                RECIPE: _recipe(card),
                 "instructions": conditions.instructions,
                 "instructions_sha256": (conditions.instructions_sha256 or "")[:12] or None,
                 "max_seq_length": conditions.max_seq_length,
@@ -90,6 +91,16 @@ class Conditions(dict[str, Any]):
             for key in keys
             if self.value(key) != other.value(key) and not (known and self.get(key) is None)
         }
+
+
+def _recipe(card: EvalCard) -> str:
+    """The recipe condition: the fine-tune's recipe hash; for a model a sweep selected, the
+    sweep's hash (recipe, grid and rule): its rows differ from each other in the value chosen,
+    and are compared with each other, never with fixed-recipe rows."""
+    sweep = card.model.sweep
+    if isinstance(sweep, dict) and sweep.get("sha256"):
+        return f"{SWEEP}{str(sweep['sha256'])[:12]}"
+    return (card.model.recipe_sha256 or "")[:12] or NOT_FINETUNED
 
 
 def groups(labelled: list[tuple[str, Conditions]]) -> dict[str, dict[str, list[str]]]:

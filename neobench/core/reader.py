@@ -124,6 +124,8 @@ def _read_cards(run: Run, problems: list[str]) -> None:
             text = UNKNOWN if value is None else str(value)
             seen.setdefault(key, {})[text] = text if value is None else value
         model = card.model
+        if isinstance(model.sweep, dict):
+            run.sweep = model.sweep
         tunes.add((model.finetune_seed, model.base_model, model.base_revision, model.recipe_sha256))
         for task, entry in card.tasks.items():  # cards in time order: the newest write wins
             if isinstance(entry, dict) and entry.get("units_sha256"):

@@ -104,6 +104,7 @@ def _replicates(kept: list[tuple[int, Run]], notes: list[str]) -> Run:
         training_datasets=first.training_datasets,
         cards={f"seed {s}: {n}": h for s, r in kept for n, h in r.cards.items()},
         finetune=first.finetune,
+        sweep=first.sweep,  # the seeds of a selected point share the sweep's record
         members=runs,
         seeds=seeds,
         partial=partial,

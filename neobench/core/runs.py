@@ -52,6 +52,9 @@ class Run:
     evaluated: dict[str, str] = field(default_factory=dict)
     # Seed replicates: one run per seed, in seed order (empty for a single run); the tasks only
     # some seeds hold, left out of ``scores``: task -> the seeds that hold it.
+    # The sweep that selected the model (its cards' model.sweep: grid, point chosen, dev metric);
+    # None for a fixed-recipe run.
+    sweep: dict[str, Any] | None = None
     members: list[Run] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
     partial: dict[str, list[int]] = field(default_factory=dict)

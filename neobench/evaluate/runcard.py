@@ -23,6 +23,7 @@ from neobench.core.cards import (
     EvalModel,
     EvalShard,
 )
+from neobench.core.selection import eval_record
 from neobench.evaluate.model import EvalModelRun
 from neobench.evaluate.outcomes import EvalSummary
 from neobench.protocol import mirror
@@ -128,6 +129,7 @@ def _model_section(cfg: EvalConfig, model: EvalModelRun) -> EvalModel:
         trust_remote_code=loaded.trust_remote_code,
         pooling=_pooling(loaded.model),
         **_finetuned_from(model.tuned),
+        sweep=eval_record(Path(cfg.sweep), cfg.model) if cfg.sweep else None,
     )
 
 

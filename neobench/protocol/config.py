@@ -127,6 +127,13 @@ class EvalConfig(ModelInputs):
         metadata={"help": "instruction profile: paper | authors-code | none | FILE.yaml"},
     )
     results: str = opt(".", "results root, an mteb ResultCache path")
+    sweep: str | None = opt(
+        None,
+        "a study sweep's selection record (OUTPUT/sweeps/<model>.json, written by `neobench "
+        "study run`): the run card records the sweep and the point chosen, and the row's recipe "
+        "condition becomes that sweep",
+        metavar="FILE",
+    )
     batch_size: int = opt(
         BATCH_SIZE, "texts per mteb data-loader batch; forward batches follow --token-budget"
     )

@@ -71,6 +71,7 @@ def leaderboard(
     selected = dict(find(runs, models))
     overlap_marks.annotate_table(table, selected, tasks)
     table.notes += merged
+    table.notes += [sweep_note(label, run) for label, run in selected.items() if run.sweep]
     replicates.annotate(table, selected, tasks, ci=ci)
     if ci or baseline:
         from neobench.report import intervals
@@ -90,3 +91,19 @@ def _zero_shot_only(
             "--reference."
         )
     return overlap.zero_shot_subset(dict(find(runs, models)), tasks)
+
+
+def sweep_note(label: str, run: Run) -> str:
+    """What a sweep chose for a row and on what: never an MTEB task."""
+    sweep = run.sweep or {}
+    grid = "; ".join(
+        f"{k} in {', '.join(map(str, v))}" for k, v in (sweep.get("grid") or {}).items()
+    )
+    seeds = int(sweep.get("dev_seeds") or 1)
+    mean = float(sweep.get("dev_mean", float("nan")))
+    return (
+        f"{label}: {sweep.get('point')} selected by a sweep ({grid}; "
+        f"sweep:{str(sweep.get('sha256'))[:12]}) on the {sweep.get('metric')} of the training "
+        f"datasets' held-out slice (mean {mean:.4f} over {seeds} seed(s)); no evaluation task "
+        "was read to choose."
+    )

@@ -76,6 +76,7 @@ def _eval(
     plan: Plan, real: Job, root: Path, task: str, source: str | None, before: list[Job]
 ) -> Job:
     argv = _drop(_drop(_drop(real.argv, "--tasks"), "--types"), "--shard")
+    argv = _drop(argv, "--sweep")  # the canary's own fine-tune is none of a sweep's points
     argv = _replace(argv, "--results", str(root))
     if source is not None:
         argv = _replace(argv, "--model", source)

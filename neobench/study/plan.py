@@ -53,6 +53,20 @@ class Plan:
     models: list[ResolvedModel]
     jobs: list[Job]
     notes: list[str] = field(default_factory=list)
+    # Models whose sweep has not selected its point yet: their eval jobs (and the table) are
+    # planned once it has; the estimate of what those jobs will request.
+    waiting: list[str] = field(default_factory=list)
+    waiting_gpu_hours: float = 0.0
+    # The sweeps' choices (record path -> Selection), written when the jobs run (save): a dry
+    # run or a status reads the plan and writes nothing.
+    selections: dict[Path, Any] = field(default_factory=dict)
+
+    def save(self) -> None:
+        """Record the sweeps' choices that the eval jobs will name (`eval --sweep FILE`)."""
+        from neobench.core.selection import write_selection
+
+        for path, chosen in self.selections.items():
+            write_selection(path, chosen)
 
     @property
     def pending(self) -> list[Job]:
@@ -64,6 +78,11 @@ class Plan:
             return None
         chosen = self.jobs if jobs is None else jobs
         return sum(j.resources.gpus * j.resources.hours for j in chosen if j.resources)
+
+    @property
+    def table(self) -> Job | None:
+        """The table job; None while a sweep has not selected (it is planned after)."""
+        return next((j for j in self.jobs if j.kind == "table"), None)
 
     def job(self, key: str) -> Job:
         return next(j for j in self.jobs if j.key == key)
@@ -77,6 +96,11 @@ def prepare(
     models = resolve_models(study, problems)
     if study.finetune is not None:
         conflicts.recipe_problems(study.finetune, problems)
+    if study.finetune is not None and study.finetune.sweep:
+        from neobench.study.sweep import sweep_problems
+
+        tune = study.finetune
+        problems += sweep_problems(tune.recipe, tune.overrides, tune.sweep)
     tasks = conflicts.eval_problems(study.eval, problems)
     names = {m.name for m in models}
     if study.baseline is not None and models and study.baseline not in names:
@@ -99,18 +123,44 @@ def build_plan(path: str | Path, output: str | None = None) -> Plan:
     found = conflicts.EvalCards.scan(study.output)
     problems: list[str] = []
     for model in models:
+        if study.finetune is not None and study.finetune.sweep:
+            from neobench.study.sweep_plan import plan_sweep
+
+            collect(problems, plan_sweep, plan, model, shards, found, problems)
+            continue
         for seed in study.finetune.seeds if study.finetune else [None]:
-            tuned = _finetune_job(study, model, seed, problems) if seed is not None else None
+            tuned = finetune_job(study, model, seed, problems) if seed is not None else None
             plan.jobs += [tuned] if tuned else []
-            for k, names in shards:
-                if names:
-                    job = _eval_job(study, model, seed, tuned, (k, n), names)
-                    collect(problems, _mark_eval, job, found, tuned)
-                    plan.jobs.append(job)
+            add_evals(plan, model, seed, tuned, shards, found, problems)
     if problems:
         raise NeobenchError(list(dict.fromkeys(problems)))  # each shard names the same card
-    plan.jobs.append(_table_job(study, plan.jobs))
+    if not plan.waiting:  # the table waits for every row, a sweep's selected one included
+        plan.jobs.append(_table_job(study, plan.jobs))
     return plan
+
+
+def add_evals(
+    plan: Plan,
+    model: ResolvedModel,
+    seed: int | None,
+    tuned: Job | None,
+    shards: list[tuple[int, list[str]]],
+    found: conflicts.EvalCards,
+    problems: list[str],
+    row: EvalRow | None = None,
+) -> None:
+    """The eval jobs of one model (and seed), one per non-empty shard."""
+    n = len(shards)
+    for k, names in shards:
+        if names:
+            job = _eval_job(plan.study, model, seed, tuned, (k, n), names, row)
+            collect(problems, _mark_eval, job, found, tuned)
+            plan.jobs.append(job)
+
+
+def replan(plan: Plan) -> Plan:
+    """The study's plan read again from what its jobs have written since ``plan``."""
+    return build_plan(plan.study.file, str(plan.study.output))
 
 
 def row_name(study: Study, model: ResolvedModel) -> str:
@@ -118,10 +168,6 @@ def row_name(study: Study, model: ResolvedModel) -> str:
     model share it (results/<name>/<revision>/: told apart by the weights' revision), so the
     table shows them as one row of seed replicates (neobench/report/replicates.py)."""
     return f"{study.name}/{model.slug}"
-
-
-def _slug(model: ResolvedModel, seed: int | None) -> str:
-    return model.slug + ("" if seed is None else f"-seed{seed}")
 
 
 def _log(study: Study, key: str) -> Path:
@@ -132,15 +178,21 @@ def _slurm(study: Study, kind: str) -> Resources | None:
     return getattr(study.slurm, kind) if study.slurm else None
 
 
-def _finetune_job(study: Study, model: ResolvedModel, seed: int, problems: list[str]) -> Job:
+def finetune_job(
+    study: Study, model: ResolvedModel, seed: int, problems: list[str], point: str = ""
+) -> Job:
+    """The fine-tune of ``model`` at ``seed``; ``point``: a sweep point's slug, whose values
+    the study's finetune section (as given to this call) holds among its overrides."""
     tune = study.finetune
     assert tune is not None
-    folder = study.output / "finetune" / f"{model.slug}-seed{seed}"
+    slug = f"{model.slug}-{point}" if point else model.slug
+    folder = study.output / "finetune" / f"{slug}-seed{seed}"
     argv = ["finetune", "--model", model.path, "--output", str(folder), "--recipe", tune.recipe]
-    argv += ["--seed", str(seed), "--model-name", row_name(study, model)]
+    name = row_name(study, model) + (f"-{point}" if point else "")
+    argv += ["--seed", str(seed), "--model-name", name]
     argv += ["--report-to", tune.report_to] if tune.report_to != "none" else []
     argv += _common(study, model) + [f"{k}={v}" for k, v in tune.overrides.items()]
-    key = f"finetune/{model.slug}-seed{seed}"
+    key = f"finetune/{slug}-seed{seed}"
     job = Job("finetune", key, argv, folder, _log(study, key), _slurm(study, "finetune"))
     job.model, job.seed = model.name, seed
     card = folder / record.FINETUNE_CARD
@@ -157,6 +209,17 @@ def _common(study: Study, model: ResolvedModel) -> list[str]:
     return argv + (["--trust-remote-code"] if model.trust_remote_code else [])
 
 
+@dataclass(frozen=True)
+class EvalRow:
+    """Where a sweep's eval files its results: the row's name and results root, the key's
+    model part, and what the eval is told of the sweep (`neobench eval --sweep FILE`)."""
+
+    name: str
+    results: Path
+    slug: str
+    extra: tuple[str, ...] = ()
+
+
 def _eval_job(
     study: Study,
     model: ResolvedModel,
@@ -164,11 +227,12 @@ def _eval_job(
     tuned: Job | None,
     shard: tuple[int, int],
     tasks: list[str],
+    row: EvalRow | None = None,
 ) -> Job:
     ev, (k, n) = study.eval, shard
-    name = row_name(study, model)
+    row = row or EvalRow(row_name(study, model), study.output, model.slug)
     source = str(tuned.output) if tuned else model.path
-    argv = ["eval", "--model", source, "--model-name", name, "--results", str(study.output)]
+    argv = ["eval", "--model", source, "--model-name", row.name, "--results", str(row.results)]
     for flag, value in study.eval.conditions().items():
         argv += [f"--{flag.replace('_', '-')}", value]
     for flag, names in (("--tasks", ev.tasks), ("--types", ev.types)):
@@ -179,8 +243,9 @@ def _eval_job(
         argv += ["--cache-policy", ev.cache_policy]
     if ev.cache_max_gb is not None:
         argv += ["--cache-max-gb", str(ev.cache_max_gb)]
-    key = f"eval/{_slug(model, seed)}/{k}of{n}"
-    job = Job("eval", key, argv, study.output, _log(study, key), _slurm(study, "eval"))
+    argv += list(row.extra)
+    key = f"eval/{row.slug}{'' if seed is None else f'-seed{seed}'}/{k}of{n}"
+    job = Job("eval", key, argv, row.results, _log(study, key), _slurm(study, "eval"))
     job.after = [tuned.key] if tuned else []
     job.model, job.seed, job.shard, job.tasks = model.name, seed, shard, tasks
     return job

@@ -43,9 +43,13 @@ def summary(plan: Plan) -> list[str]:
     total = plan.gpu_hours()
     if total is not None:
         pending = plan.gpu_hours(plan.pending) or 0.0
+        later = plan.waiting_gpu_hours
+        after = (
+            f", and {later:,.1f} for the evals planned after the sweep's selection" if later else ""
+        )
         lines.append(
-            f"Slurm: {total:,.1f} GPU-hours requested in all (GPUs x time limit), "
-            f"{pending:,.1f} for the jobs still to run"
+            f"Slurm: {total + later:,.1f} GPU-hours requested in all (GPUs x time limit), "
+            f"{pending:,.1f} for the jobs still to run{after}"
         )
     return lines + plan.notes
 
@@ -78,3 +82,32 @@ def status_listing(plan: Plan, listed: store.Queues | None = None) -> Listing:
         rows.append((job.model or "(all)", seed, stage, current, job_id, log))
     title = f"study {plan.study.name}: {plan.study.output}"
     return Listing(title, ("model", "seed", "stage", "state", "slurm job", "log"), rows)
+
+
+def sweep_listing(plan: Plan) -> Listing | None:
+    """A sweep's points per model: each seed's dev metric (from the fine-tunes' cards), their
+    mean, and the point selected (once all are done); None for a study without a sweep."""
+    from neobench.core.cards import finetune_dev
+    from neobench.core.selection import read_selection, record_path
+    from neobench.study.sweep import points
+
+    tune = plan.study.finetune
+    if tune is None or not tune.sweep:
+        return None
+    rows = []
+    for model in plan.models:
+        record = record_path(plan.study.output, model.slug)
+        chosen = read_selection(record).selected if record.is_file() else None
+        for point in points(tune.sweep):
+            dev = {}
+            for seed in tune.seeds:
+                job = plan.job(f"finetune/{model.slug}-{point.slug}-seed{seed}")
+                found = finetune_dev(job.output) if job.done else None
+                dev[seed] = None if found is None else found.value
+            known = [v for v in dev.values() if v is not None]
+            mean = f"{sum(known) / len(known):.4f}" if known else "-"
+            each = ", ".join("-" if v is None else f"{v:.4f}" for v in dev.values())
+            mark = "selected" if point.label == chosen else ("-" if chosen else "not yet")
+            rows.append((model.name, point.label, each, mean, mark))
+    title = f"sweep of {plan.study.name}: dev MRR@10 on the held-out slice (higher is better)"
+    return Listing(title, ("model", "point", "dev per seed", "mean", "selected"), rows)

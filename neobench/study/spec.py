@@ -18,6 +18,7 @@ from neobench.core.conditions import FLAGS
 from neobench.core.errors import NeobenchError, check_choice, collect, read_yaml, unknown
 from neobench.protocol import config
 from neobench.protocol.cache_policy import CACHE_POLICIES
+from neobench.study.sweep import SWEEP_EVAL, parse_sweep
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,10 @@ class Finetune:
     overrides: dict[str, str] = field(default_factory=dict)  # key -> text, as on the command line
     seeds: list[int] = field(default_factory=lambda: [0])
     report_to: str = "none"  # finetune --report-to: not part of the recipe, not a conflict
+    # key -> values: every combination fine-tuned, one selected per model on the dev slice
+    # (neobench/study/sweep.py); sweep_eval: evaluate the selected point, or all of them.
+    sweep: dict[str, list[str]] = field(default_factory=dict)
+    sweep_eval: str = "selected"
 
 
 @dataclass(frozen=True)
@@ -243,7 +248,7 @@ def _finetune(value: Any, problems: list[str]) -> Finetune | None:
     if value is None or value is False or value == "none":
         return None
     data = mapping("finetune", value, problems)
-    problems += key_problems("finetune", data, ("recipe", "overrides", "seeds", "report_to"))
+    problems += key_problems("finetune", data, FINETUNE_KEYS)
     seeds = data.get("seeds", [0])
     seeds = seeds if isinstance(seeds, list) else [seeds]
     bad = [s for s in seeds if not _is_seed(s)]
@@ -257,7 +262,14 @@ def _finetune(value: Any, problems: list[str]) -> Finetune | None:
     overrides = _overrides(data.get("overrides"), problems)
     recipe = str(data.get("recipe", config.STANDARD_RECIPE))
     report_to = str(data.get("report_to", "none"))
-    return Finetune(recipe, overrides, [s for s in seeds if _is_seed(s)], report_to)
+    grid = parse_sweep(data.get("sweep"), overrides, problems)
+    sweep_eval = str(data.get("sweep_eval", "selected"))
+    collect(problems, check_choice, "finetune.sweep_eval", sweep_eval, SWEEP_EVAL)
+    kept = [s for s in seeds if _is_seed(s)]
+    return Finetune(recipe, overrides, kept, report_to, grid, sweep_eval)
+
+
+FINETUNE_KEYS = ("recipe", "overrides", "seeds", "report_to", "sweep", "sweep_eval")
 
 
 def _overrides(value: Any, problems: list[str]) -> dict[str, str]:

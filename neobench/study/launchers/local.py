@@ -20,7 +20,7 @@ from neobench.core.errors import NeobenchError, RunFailed
 from neobench.study import store
 from neobench.study.launchers import LAUNCHERS, launcher, progress
 from neobench.study.models import build
-from neobench.study.plan import Job, Plan
+from neobench.study.plan import TABLE_FILE, Job, Plan, replan
 from neobench.study.store import JobRecord, write_record
 
 logger = logging.getLogger(__name__)
@@ -33,7 +33,14 @@ CANCEL = "kill"
 def run(plan: Plan, tell: Callable[..., None], *, file: str, wait: bool = False) -> None:
     """Run the pending jobs here (``wait`` changes nothing: they have ended on return)."""
     ran = run_local(plan, progress(tell))
-    tell(f"[green]done[/]: {len(ran)} job(s) ran; table: {plan.job('table').output}")
+    # A sweep selects its point once its fine-tunes are done: its evals (and the table) are
+    # planned then, by reading the plan again.
+    while plan.waiting:
+        plan = replan(plan)
+        if not plan.pending:
+            break
+        ran += run_local(plan, progress(tell))
+    tell(f"[green]done[/]: {len(ran)} job(s) ran; table: {plan.study.output / TABLE_FILE}")
 
 
 def queue() -> dict[str, str]:
@@ -80,6 +87,7 @@ def run_local(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> l
     report = on_job or (lambda job, what: None)
     _refuse_jobs_held_elsewhere(plan)
     _refuse_orphans(plan)
+    plan.save()
     for model in plan.models:
         if build(model):
             logger.info("built the model %s in %s", model.name, model.path)

@@ -31,7 +31,7 @@ from neobench.study import store
 from neobench.study.launchers import progress, slurm_end, slurm_fit
 from neobench.study.launchers.slurm_job import JobCommand
 from neobench.study.models import build
-from neobench.study.plan import Job, Plan
+from neobench.study.plan import TABLE_FILE, Job, Plan, replan
 from neobench.study.spec import Resources, Slurm, parse_minutes
 
 logger = logging.getLogger(__name__)
@@ -49,11 +49,23 @@ def run(plan: Plan, tell: Callable[..., None], *, file: str, wait: bool = False)
     one did not finish)."""
     submitted = submit(plan, progress(tell))
     tell(f"{len(submitted)} job(s) submitted; `neobench study status {file}` follows them.")
-    if wait:
+    if plan.waiting and not wait:
+        tell(
+            f"{', '.join(plan.waiting)}: the sweep selects once its fine-tunes have ended; then "
+            f"run `neobench study run {file} --launcher slurm` again to submit the evals and the "
+            "table (with --wait this run does it)."
+        )
+    while wait:
         failed = wait_until_ended(plan, plan.pending)
         if failed:
             raise failed_message(plan, failed)
-        tell(f"[green]done[/]: every job ended; table: {plan.job('table').output}")
+        # A sweep's selection plans new jobs once its fine-tunes are done: submit those too.
+        plan = replan(plan)
+        if not plan.pending:
+            tell(f"[green]done[/]: every job ended; table: {plan.study.output / TABLE_FILE}")
+            return
+        submitted = submit(plan, progress(tell))
+        tell(f"{len(submitted)} more job(s) submitted (the sweep's selected point).")
 
 
 def queue() -> dict[str, str]:
@@ -150,6 +162,7 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list
     slurm_fit.check(plan, _slurm_command)  # what each job asks for, against what sinfo offers
     for model in plan.models:
         build(model)  # on the shared file system, before any job needs it
+    plan.save()  # the sweeps' choices, which the eval jobs name
     report = on_job or (lambda job, what: None)
     listed = queue()
     ids: dict[str, str] = {}  # job key -> Slurm id, for the jobs that are queued or running
@@ -298,19 +311,13 @@ def wait_until_ended(plan: Plan, jobs: list[Job], poll_s: float = 5.0) -> list[J
         if not live:
             break
         time.sleep(poll_s)
-    fresh = _replan(plan)
+    fresh = replan(plan)
     return [fresh.job(j.key) for j in jobs if not fresh.job(j.key).done]
 
 
 def _still_held(plan: Plan, job: Job, listed: dict[str, str]) -> bool:
     rec = store.read_record(plan, job)
     return rec is not None and slurm_state(rec, listed) is not None
-
-
-def _replan(plan: Plan) -> Plan:
-    from neobench.study.plan import build_plan
-
-    return build_plan(plan.study.file, str(plan.study.output))
 
 
 def failed_message(plan: Plan, failed: list[Job]) -> RunFailed:

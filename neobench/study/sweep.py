@@ -1,0 +1,167 @@
+"""Sweeps: a study's fine-tunes at several values of recipe keys, one point chosen per backbone on
+held-out training data before anything of it is evaluated.
+
+    finetune:
+      recipe: neobert-mteb-2k
+      overrides: {dev_rows: 256}
+      seeds: [0, 1]
+      sweep:
+        learning_rate: [1e-5, 3e-5, 1e-4]   # several keys: every combination (a grid)
+      sweep_eval: selected                  # or all: the other points too (a sensitivity table)
+
+Each point (x seeds) is one fine-tune with the point's values as overrides. Once every fine-tune
+of a backbone is complete, the planner (neobench/study/plan.py) selects the point with the
+highest mean over seeds of the dev metric the fine-tunes' cards record (the recipe's `dev_rows`
+slice: rows of the training datasets never trained on, neobench/train/dev_slice.py); ties go to
+the earlier point of the grid. Only then are that backbone's eval jobs planned, so the choice is
+made from fine-tuning cards alone, before any eval job of the backbone exists. The choice is
+written once to OUTPUT/sweeps/<model>.json and every eval of the selected point records it
+(`neobench eval --sweep`), which makes "selected by this sweep" the row's recipe condition: sweep
+rows are compared with each other, never silently with fixed-recipe rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from neobench.core.card_io import now
+from neobench.core.errors import NeobenchError
+from neobench.core.selection import RULE, VERSION, Selection
+
+SWEEP_EVAL = ("selected", "all")
+SENSITIVITY = "sensitivity"  # OUTPUT/sensitivity/: results of the points not selected (all)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One combination of the swept values (key -> value as the command line gives it)."""
+
+    values: tuple[tuple[str, str], ...]
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.values)
+
+    @property
+    def slug(self) -> str:
+        """The point as part of a folder name and a job key."""
+        return "_".join(f"{k}-{v}" for k, v in self.values).replace("/", "-").replace(" ", "")
+
+    @property
+    def overrides(self) -> dict[str, str]:
+        return dict(self.values)
+
+
+def parse_sweep(value: Any, overrides: dict[str, str], problems: list[str]) -> dict[str, list[str]]:
+    """finetune.sweep: key -> at least two distinct values; a key may not also be overridden."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not value:
+        problems.append(
+            "finetune.sweep: a mapping of recipe keys to lists of values, e.g. "
+            "{learning_rate: [1e-5, 3e-5, 1e-4]}."
+        )
+        return {}
+    grid: dict[str, list[str]] = {}
+    for key, values in value.items():
+        where = f"finetune.sweep.{key}"
+        if str(key) == "seed":
+            problems.append(f"{where}: seeds are replicates, not a sweep: use finetune.seeds.")
+            continue
+        if str(key) in overrides:
+            problems.append(
+                f"{where}: also set in finetune.overrides; keep it in one place (the sweep)."
+            )
+        texts = [_text(v) for v in values] if isinstance(values, list) else []
+        if len(texts) < 2 or len(set(texts)) != len(texts):
+            problems.append(f"{where}: {values!r}: a list of at least two distinct values.")
+            continue
+        grid[str(key)] = texts
+    return grid
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def points(grid: dict[str, list[str]]) -> list[Point]:
+    """Every combination, in the file's order (the first key varies slowest)."""
+    keys = list(grid)
+    return [
+        Point(tuple(zip(keys, combo, strict=True))) for combo in itertools.product(*grid.values())
+    ]
+
+
+def sweep_problems(recipe: str, overrides: dict[str, str], grid: dict[str, list[str]]) -> list[str]:
+    """Each point's overrides as `neobench finetune` would apply them, and a dev slice to select
+    on (the recipe's dev_rows > 0)."""
+    from neobench.core.errors import collect
+    from neobench.protocol.recipe import apply_overrides, load_recipe
+
+    found: list[str] = []
+    base = collect(found, load_recipe, recipe)
+    if base is None:
+        return []  # the recipe's own problem is reported by the study's recipe check
+    for point in points(grid):
+        collect(found, apply_overrides, base, {**overrides, **point.overrides})
+    given = collect([], apply_overrides, base, overrides)
+    if given is not None and not given.values.dev_rows:
+        found.append(
+            "a sweep selects on the dev slice: set finetune.overrides.dev_rows (e.g. 256 "
+            "queries held out of each training dataset)."
+        )
+    return [f"finetune.sweep: {p}" for p in dict.fromkeys(found)]
+
+
+def sweep_sha256(recipe: str, overrides: dict[str, str], grid: dict[str, list[str]]) -> str:
+    """What "selected by this sweep" means, as one hash: the recipe with the fixed overrides (its
+    own hash), the grid and the rule."""
+    from neobench.protocol.recipe import apply_overrides, load_recipe
+
+    base = apply_overrides(load_recipe(recipe), overrides)
+    canonical = json.dumps(
+        {"recipe": base.sha256, "grid": grid, "rule": RULE, "version": VERSION}, sort_keys=True
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def select(
+    model: str, sha256: str, grid: dict[str, list[str]], folders: dict[Point, dict[int, Path]]
+) -> Selection:
+    """The point with the highest mean dev metric over its seeds, from the fine-tunes' cards
+    only (``folders``: point -> seed -> its finished fine-tune). A card without the metric, or
+    seeds whose slices differ between points, is a NeobenchError: no silent choice."""
+    from neobench.core.cards import finetune_dev
+
+    rows, metric, digests = [], None, {}
+    for point, seeds in folders.items():
+        values: dict[str, float] = {}
+        for seed, folder in sorted(seeds.items()):
+            dev = finetune_dev(folder)
+            if dev is None or dev.value is None or not math.isfinite(float(dev.value)):
+                raise NeobenchError(
+                    f"{folder}: a finished fine-tune of the sweep without a dev metric in its "
+                    "card (stopped while it scored the dev slice?); remove that folder and run "
+                    "the study again to fine-tune that point anew."
+                )
+            if digests.setdefault(seed, dev.digest) != dev.digest:
+                raise NeobenchError(
+                    f"{folder}: its dev slice differs from the other points' of seed {seed} "
+                    "(another dev_rows or training data?); the points cannot be compared."
+                )
+            metric = dev.metric
+            values[str(seed)] = float(dev.value)
+        mean = sum(values.values()) / len(values)
+        folder_text = {str(s): str(f) for s, f in sorted(seeds.items())}
+        rows.append(
+            {"label": point.label, "values": dict(point.values), "mean": mean, "seeds": values}
+            | {"folders": folder_text}
+        )
+    best = max(range(len(rows)), key=lambda i: (rows[i]["mean"], -i))
+    return Selection(model, sha256, grid, str(metric), RULE, rows[best]["label"], rows, now())
