@@ -94,10 +94,13 @@ def test_negative_seeds_are_refused_before_planning(tmp_path):
 
 def test_report_to_reaches_the_finetune_jobs_and_is_checked(tmp_path, monkeypatch):
     tune = {"recipe": "neobert-mteb-2k", "overrides": {"max_steps": 4}, "seeds": [0]}
-    plan = build_plan(write_study(tmp_path / "a", finetune={**tune, "report_to": "tensorboard"}))
+    out = str(tmp_path / "out")  # not the file's output: a demo run there would conflict
+    plan = build_plan(
+        write_study(tmp_path / "a", finetune={**tune, "report_to": "tensorboard"}), out
+    )
     tuned = [job for job in plan.jobs if job.kind == "finetune"]
     assert tuned and all("--report-to tensorboard" in " ".join(j.argv) for j in tuned)
-    plain = build_plan(write_study(tmp_path / "b", finetune=tune))
+    plain = build_plan(write_study(tmp_path / "b", finetune=tune), out)
     assert not any("--report-to" in j.argv for j in plain.jobs)
     [problem] = problems(write_study(tmp_path / "c", finetune={**tune, "report_to": "wandbb"}))
     assert "finetune: Unknown report_to value 'wandbb'. Did you mean 'wandb'?" in problem
