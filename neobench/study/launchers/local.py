@@ -35,11 +35,14 @@ def run(plan: Plan, tell: Callable[..., None], *, file: str, wait: bool = False)
     ran = run_local(plan, progress(tell))
     # A sweep selects its point once its fine-tunes are done: its evals (and the table) are
     # planned then, by reading the plan again.
-    while plan.waiting:
+    if plan.waiting:
         plan = replan(plan)
-        if not plan.pending:
-            break
-        ran += run_local(plan, progress(tell))
+        ran += run_local(plan, progress(tell)) if plan.pending else []
+    if plan.waiting:  # its fine-tunes ended without a complete card: nothing to select from
+        raise RunFailed(
+            f"{', '.join(plan.waiting)}: the sweep's fine-tunes ran, but not all are complete; "
+            f"`neobench study status {file}` shows which. Run the study again to finish them."
+        )
     tell(f"[green]done[/]: {len(ran)} job(s) ran; table: {plan.study.output / TABLE_FILE}")
 
 
