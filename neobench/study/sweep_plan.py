@@ -8,8 +8,8 @@ import dataclasses
 
 from neobench.core.selection import check_selection, record_path
 from neobench.study import conflicts
+from neobench.study.jobs import EvalRow, Job, Plan, add_evals, finetune_job, row_name
 from neobench.study.models import ResolvedModel
-from neobench.study.plan import EvalRow, Job, Plan, add_evals, finetune_job, row_name
 from neobench.study.sweep import SENSITIVITY, Point, points, select, sweep_sha256
 
 
