@@ -34,10 +34,6 @@ class Selection:
     def point(self, label: str) -> dict[str, Any]:
         return next(p for p in self.points if p["label"] == label)
 
-    @property
-    def values(self) -> dict[str, str]:
-        return dict(self.point(self.selected)["values"])
-
 
 def record_path(output: Path, model_slug: str) -> Path:
     return output / SWEEPS / f"{model_slug}.json"

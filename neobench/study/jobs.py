@@ -113,6 +113,11 @@ def slurm_resources(study: Study, kind: str) -> Resources | None:
     return getattr(study.slurm, kind) if study.slurm else None
 
 
+def finetune_key(model_slug: str, seed: int, point: str = "") -> str:
+    """A fine-tune's job key, which is also its folder under the study's output."""
+    return f"finetune/{model_slug}{f'-{point}' if point else ''}-seed{seed}"
+
+
 def finetune_job(
     study: Study, model: ResolvedModel, seed: int, problems: list[str], point: str = ""
 ) -> Job:
@@ -120,14 +125,13 @@ def finetune_job(
     the study's finetune section (as given to this call) holds among its overrides."""
     tune = study.finetune
     assert tune is not None
-    slug = f"{model.slug}-{point}" if point else model.slug
-    folder = study.output / "finetune" / f"{slug}-seed{seed}"
+    key = finetune_key(model.slug, seed, point)
+    folder = study.output / key
     argv = ["finetune", "--model", model.path, "--output", str(folder), "--recipe", tune.recipe]
     name = row_name(study, model) + (f"-{point}" if point else "")
     argv += ["--seed", str(seed), "--model-name", name]
     argv += ["--report-to", tune.report_to] if tune.report_to != "none" else []
     argv += _common(study, model) + [f"{k}={v}" for k, v in tune.overrides.items()]
-    key = f"finetune/{slug}-seed{seed}"
     resources = slurm_resources(study, "finetune")
     job = Job("finetune", key, argv, folder, job_log(study, key), resources)
     job.model, job.seed = model.name, seed

@@ -89,6 +89,7 @@ def sweep_listing(plan: Plan) -> Listing | None:
     mean, and the point selected (once all are done); None for a study without a sweep."""
     from neobench.core.cards import finetune_dev
     from neobench.core.selection import read_selection, record_path
+    from neobench.study.jobs import finetune_key
     from neobench.study.sweep import points
 
     tune = plan.study.finetune
@@ -101,7 +102,7 @@ def sweep_listing(plan: Plan) -> Listing | None:
         for point in points(tune.sweep):
             dev = {}
             for seed in tune.seeds:
-                job = plan.job(f"finetune/{model.slug}-{point.slug}-seed{seed}")
+                job = plan.job(finetune_key(model.slug, seed, point.slug))
                 found = finetune_dev(job.output) if job.done else None
                 dev[seed] = None if found is None else found.value
             known = [v for v in dev.values() if v is not None]

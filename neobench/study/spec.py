@@ -18,7 +18,6 @@ from neobench.core.conditions import FLAGS
 from neobench.core.errors import NeobenchError, check_choice, collect, read_yaml, unknown
 from neobench.protocol import config
 from neobench.protocol.cache_policy import CACHE_POLICIES
-from neobench.study.sweep import SWEEP_EVAL, parse_sweep
 
 
 @dataclass(frozen=True)
@@ -270,6 +269,35 @@ def _finetune(value: Any, problems: list[str]) -> Finetune | None:
 
 
 FINETUNE_KEYS = ("recipe", "overrides", "seeds", "report_to", "sweep", "sweep_eval")
+SWEEP_EVAL = ("selected", "all")  # evaluate a sweep's selected point, or every point
+
+
+def parse_sweep(value: Any, overrides: dict[str, str], problems: list[str]) -> dict[str, list[str]]:
+    """finetune.sweep: key -> at least two distinct values; a key may not also be overridden."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not value:
+        problems.append(
+            "finetune.sweep: a mapping of recipe keys to lists of values, e.g. "
+            "{learning_rate: [1e-5, 3e-5, 1e-4]}."
+        )
+        return {}
+    grid: dict[str, list[str]] = {}
+    for key, values in value.items():
+        where = f"finetune.sweep.{key}"
+        if str(key) == "seed":
+            problems.append(f"{where}: seeds are replicates, not a sweep: use finetune.seeds.")
+            continue
+        if str(key) in overrides:
+            problems.append(
+                f"{where}: also set in finetune.overrides; keep it in one place (the sweep)."
+            )
+        texts = [_text(v) for v in values] if isinstance(values, list) else []
+        if len(texts) < 2 or len(set(texts)) != len(texts):
+            problems.append(f"{where}: {values!r}: a list of at least two distinct values.")
+            continue
+        grid[str(key)] = texts
+    return grid
 
 
 def _overrides(value: Any, problems: list[str]) -> dict[str, str]:

@@ -28,13 +28,11 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from neobench.core.card_io import now
-from neobench.core.errors import NeobenchError
+from neobench.core.errors import NeobenchError, collect
 from neobench.core.selection import RULE, VERSION, Selection
 
-SWEEP_EVAL = ("selected", "all")
 SENSITIVITY = "sensitivity"  # OUTPUT/sensitivity/: results of the points not selected (all)
 
 
@@ -58,38 +56,6 @@ class Point:
         return dict(self.values)
 
 
-def parse_sweep(value: Any, overrides: dict[str, str], problems: list[str]) -> dict[str, list[str]]:
-    """finetune.sweep: key -> at least two distinct values; a key may not also be overridden."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not value:
-        problems.append(
-            "finetune.sweep: a mapping of recipe keys to lists of values, e.g. "
-            "{learning_rate: [1e-5, 3e-5, 1e-4]}."
-        )
-        return {}
-    grid: dict[str, list[str]] = {}
-    for key, values in value.items():
-        where = f"finetune.sweep.{key}"
-        if str(key) == "seed":
-            problems.append(f"{where}: seeds are replicates, not a sweep: use finetune.seeds.")
-            continue
-        if str(key) in overrides:
-            problems.append(
-                f"{where}: also set in finetune.overrides; keep it in one place (the sweep)."
-            )
-        texts = [_text(v) for v in values] if isinstance(values, list) else []
-        if len(texts) < 2 or len(set(texts)) != len(texts):
-            problems.append(f"{where}: {values!r}: a list of at least two distinct values.")
-            continue
-        grid[str(key)] = texts
-    return grid
-
-
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def points(grid: dict[str, list[str]]) -> list[Point]:
     """Every combination, in the file's order (the first key varies slowest)."""
     keys = list(grid)
@@ -101,7 +67,6 @@ def points(grid: dict[str, list[str]]) -> list[Point]:
 def sweep_problems(recipe: str, overrides: dict[str, str], grid: dict[str, list[str]]) -> list[str]:
     """Each point's overrides as `neobench finetune` would apply them, and a dev slice to select
     on (the recipe's dev_rows > 0)."""
-    from neobench.core.errors import collect
     from neobench.protocol.recipe import apply_overrides, load_recipe
 
     found: list[str] = []

@@ -45,7 +45,7 @@ def plan_sweep(
         f"{chosen.point(chosen.selected)['mean']:.4f}, mean over {len(tune.seeds)} seed(s)); "
         f"record: {record}"
     )
-    sensitivity = conflicts.EvalCards.scan(study.output / SENSITIVITY)
+    sensitivity: conflicts.EvalCards | None = None  # scanned once, if any point needs it
     for point in grid:
         if point.label == chosen.selected:
             row = EvalRow(
@@ -53,10 +53,11 @@ def plan_sweep(
             )
             where = found
         elif tune.sweep_eval == "all":
-            # Not selected: a fixed-recipe run at that value, filed apart (the sensitivity
-            # table), so the main table holds only the selected rows.
+            # Not selected: a fixed-recipe run at that value, filed apart under
+            # OUTPUT/sensitivity, so the main table holds only the selected rows.
             name = f"{row_name(study, model)}-{point.slug}"
             row = EvalRow(name, study.output / SENSITIVITY, f"{model.slug}-{point.slug}")
+            sensitivity = sensitivity or conflicts.EvalCards.scan(row.results)
             where = sensitivity
         else:
             continue
