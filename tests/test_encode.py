@@ -118,3 +118,52 @@ def test_chunked_tokenization_gives_the_same_embeddings(model, texts, monkeypatc
         stock = model.encode(some, prompt=prompt, batch_size=stock_batch)
         assert np.abs(fast.embed(some, prompt) - stock).max() < 1e-5
     assert fast.forward_calls > 8
+
+
+def test_new_vectors_are_stored_by_the_writer_thread_one_chunk_at_a_time(
+    model, texts, tmp_path, monkeypatch
+):
+    """Each chunk's vectors go to the cache from the writer's thread, one put per chunk, and
+    are all there when embed returns; a request part found in the cache is filled in place."""
+    import threading
+
+    import neobench.encoder.encode as encode
+
+    monkeypatch.setattr(encode, "TOKENIZE_CHUNK", 64)  # the smallest chunk
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    puts: list[tuple[int, str]] = []
+    put = cache.put
+
+    def spy(keys, vectors):
+        puts.append((len(keys), threading.current_thread().name))
+        put(keys, vectors)
+
+    monkeypatch.setattr(cache, "put", spy)
+    fast = FastEncoder(model, "fp", cache)
+    first = fast.embed(texts[:100], None)
+    assert [n for n, _ in puts] == [64, 36]
+    assert {name for _, name in puts} == {"neobench-cache-writer"}
+    keys = EmbeddingCache.keys("fp", "", texts[:100])
+    stored, found = EmbeddingCache(tmp_path / "c.sqlite").lookup(keys)
+    assert found.all()
+    np.testing.assert_array_equal(stored, first)
+    # 60 found, the rest new (written into the found matrix's rows), two texts repeated.
+    mixed = texts[40:160] + texts[:2]
+    second = fast.embed(mixed, None)
+    assert fast.texts_encoded == len(texts[:160])  # each new text once
+    stock = model.encode(mixed, batch_size=32)
+    assert np.abs(second - stock).max() < 1e-5
+    fast.close()
+
+
+def test_a_failure_in_the_writer_thread_reaches_the_caller(model, texts, tmp_path, monkeypatch):
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+
+    def broken(keys, vectors):
+        raise ValueError("not a database error")
+
+    monkeypatch.setattr(cache, "put", broken)
+    fast = FastEncoder(model, "fp", cache)
+    with pytest.raises(RuntimeError, match="storing embeddings in the cache failed"):
+        fast.embed(texts[:20], None)
+    fast.close()

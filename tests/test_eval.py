@@ -52,9 +52,9 @@ class EncodeSpy:
             spy.prompts.append(prompt)
             return embed(encoder, texts, prompt)
 
-        def spy_encode(encoder, texts, prompt):
+        def spy_encode(encoder, texts, prompt, **where):
             spy.texts += len(texts)
-            return encode(encoder, texts, prompt)
+            return encode(encoder, texts, prompt, **where)
 
         monkeypatch.setattr(FastEncoder, "embed", spy_embed)
         monkeypatch.setattr(FastEncoder, "_encode", spy_encode)

@@ -29,6 +29,7 @@ from neobench.evaluate.fastdata import (
     listed_columns,
     save_task_predictions,
 )
+from neobench.evaluate.fastqrels import fast_qrels, load_qrels
 from neobench.evaluate.mtebtexts import document_texts, loader_texts, query_texts
 from neobench.protocol import mirror as mirror_mod
 
@@ -150,7 +151,7 @@ def _fewer_sets(task) -> None:
 )
 def test_mteb_scores_and_prediction_files_unchanged(name, prepare, mirror, tmp_path):
     """mteb.evaluate with mteb's random (text-hashed) encoder: every score and the prediction
-    file byte for byte, stock vs inside listed_columns() and fast_predictions()."""
+    file byte for byte, stock vs inside listed_columns(), fast_qrels() and fast_predictions()."""
     model = mteb.get_model("mteb/baseline-random-encoder")
 
     def run(fast: bool, kept: dict | None = None):
@@ -161,6 +162,7 @@ def test_mteb_scores_and_prediction_files_unchanged(name, prepare, mirror, tmp_p
         with ExitStack() as stack:
             if fast:
                 stack.enter_context(listed_columns())
+                stack.enter_context(fast_qrels())
                 stack.enter_context(fast_predictions([task], kept))
             result = mteb.evaluate(
                 model, [task], cache=None, prediction_folder=folder, show_progress_bar=False
@@ -181,6 +183,27 @@ def test_mteb_scores_and_prediction_files_unchanged(name, prepare, mirror, tmp_p
     assert json.dumps(kept[name], sort_keys=True) == json.dumps(
         json.loads(stock_file), sort_keys=True
     )
+
+
+@pytest.mark.parametrize("name", ["SciFact", "ArguAna"])
+def test_qrels_equal_mteb_s_loader(name, mirror):
+    """load_qrels gives mteb's dict (same queries, documents, scores and value types), and
+    fast_qrels() puts mteb's own method back after the block."""
+    from mteb.abstasks.retrieval_dataset_loaders import RetrievalDatasetLoader
+
+    task = next(t for t in mteb.get_benchmark(BENCHMARK).tasks if t.metadata.name == name)
+    task = copy.deepcopy(task)
+    mirror_mod.point_tasks_at_mirror([task], Path(mirror).resolve(), BENCHMARK)
+    path, revision = task.metadata.dataset["path"], task.metadata.dataset["revision"]
+    loader = RetrievalDatasetLoader(path, revision, split="test")
+    stock = loader._load_qrels(None)
+    with fast_qrels():
+        assert RetrievalDatasetLoader._load_qrels is load_qrels
+        fast = loader._load_qrels(None)
+    assert RetrievalDatasetLoader._load_qrels is not load_qrels
+    assert fast == stock and len(fast) > 100
+    pairs = [(q, d, s) for q, judged in fast.items() for d, s in judged.items()]
+    assert {type(v) for p in pairs for v in p} == {str, int}
 
 
 def test_prediction_file_identical_to_mteb_s_writer(tmp_path):

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from neobench.bench.host import ENCODER_STAGES
 from neobench.cli.main import main
 from neobench.core import stages
 
@@ -93,6 +94,13 @@ def test_main_thread_stages_add_up_to_the_wall_time(bench_json):
             waited += seconds["tokenize"]
         not_host = waited + seconds["forward"] + seconds["scoring"]
         assert seconds["other_host"] == pytest.approx(seconds["total"] - not_host, abs=0.02)
+        # other_host split in two: the encoder's stages, and the rest around them.
+        split = run["other_host_split"]
+        inside = sum(seconds.get(s, 0.0) for s in ENCODER_STAGES)
+        assert split["in_encoder"] == pytest.approx(inside, abs=0.002)
+        assert split["in_encoder"] + split["around_encoder"] == pytest.approx(
+            seconds["other_host"], abs=0.002
+        )
 
 
 SUMMARIES = ("tokenize", "other_host", "total")

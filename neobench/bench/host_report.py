@@ -34,6 +34,7 @@ STAGE_ORDER = (
     "forward",
     "copy to host",
     "cache insert",
+    "cache insert wait",
     "assemble",
     "mteb encode call",
     "scoring",
@@ -117,6 +118,13 @@ def _feeding(runs: list[HostRun], model_config: Any, bert_base: Any) -> list[str
         f"{host / 1e6:.2f}M tokens/s, {run.tokenize / max(run.other_host, 1e-9):.1f}x "
         "tokenisation's speed",
     ]
+    inside, around = run.in_encoder, run.other_host - run.in_encoder
+    lines.append(
+        f"other_host: {inside:.2f} s in the encoder (per text: keys, lookups, batching, copies, "
+        f"inserts; {run.tokens / max(inside, 1e-9) / 1e6:.2f}M tokens/s), {around:.2f} s around "
+        "it (per task and run: data loading, mteb's bookkeeping, result dictionaries, units, "
+        "model load)"
+    )
     for label, config in (("this model", model_config), ("BERT-base", bert_base)):
         ceiling = forward_ceiling(config, context)
         lines.append(

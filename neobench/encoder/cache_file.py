@@ -134,7 +134,9 @@ def open_db(path: Path, full_check: bool, timeout: float) -> sqlite3.Connection:
     opened, and sqlite3.DatabaseError for any other trouble (busy, I/O, disk full).
     """
     try:
-        db = sqlite3.connect(path, timeout=timeout)
+        # check_same_thread off: the cache writer (cache_writer.py) stores from its own thread,
+        # never while another thread uses the connection.
+        db = sqlite3.connect(path, timeout=timeout, check_same_thread=False)
     except sqlite3.DatabaseError as error:
         raise NeobenchError(
             f"embedding cache {path} cannot be opened ({error}). {LOCATION_FIX}"

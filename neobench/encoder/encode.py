@@ -10,6 +10,7 @@ thread pool), and the embedding from the model's own forward, so the numbers are
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import weakref
 
@@ -18,6 +19,7 @@ import torch
 
 from neobench.core.stages import stage
 from neobench.encoder.cache import EmbeddingCache
+from neobench.encoder.cache_writer import CacheWriter
 from neobench.encoder.feed import ChunkEnd, feed
 from neobench.encoder.tokenpool import TokenizePool, resolve_workers
 from neobench.models.unpad import unpadded
@@ -71,6 +73,7 @@ class FastEncoder:
         # Tokenizer processes (tokenpool.py); 1: tokenise in a thread of this process.
         self.tokenize_workers = resolve_workers(tokenize_workers)
         self._pool: TokenizePool | None = None
+        self._writer: CacheWriter | None = None  # cache_writer.py: stores new vectors
         # Whether new embeddings go into the cache (the eval's cache policy sets it per task;
         # the cache is read either way).
         self.store = True
@@ -107,44 +110,74 @@ class FastEncoder:
             matrix, found = np.zeros((len(unique), 0), np.float32), np.zeros(len(unique), bool)
         missing = np.flatnonzero(~found)
         if len(missing):
-            fresh = self._encode([texts[i] for i in text_of[missing]], prompt)
-            if self.cache and self.store:
-                with stage("cache insert"):
-                    self.cache.put([unique[i] for i in missing], fresh)
-            with stage("assemble"):
-                if not found.any():  # nothing was found: the matrix has no width yet
-                    matrix = np.zeros((len(unique), fresh.shape[1]), np.float32)
-                # (Found vectors of another width cannot be: the key holds the model's
-                # fingerprint and the checksum its width; numpy would refuse the assignment.)
-                matrix[missing] = fresh
+            # The encoder writes each new vector straight into its row of ``matrix`` (one
+            # allocation for the request: at millions of texts every extra full-size copy is
+            # seconds of page faults on the main thread).
+            # New vectors are stored chunk by chunk by the cache writer's thread (stored before
+            # _encode returns), as the cache policy decides.
+            some = bool(found.any())
+            store = self.cache is not None and self.store
+            matrix = self._encode(
+                [texts[i] for i in text_of[missing]],
+                prompt,
+                out=matrix if some else None,
+                at=missing if some else None,
+                keys=[unique[i] for i in missing] if store else None,
+            )
+        if len(unique) == len(texts):  # every text distinct: ``where`` is 0..n-1
+            return matrix
         with stage("assemble"):
             return matrix[where]
 
-    def _encode(self, texts: list[str], prompt: str) -> np.ndarray:
-        """(len(texts), dim) float32 embeddings. A feeder thread (and the tokenizer processes)
-        prepare the batches ahead; this thread runs the forward pass and assembles."""
+    def _encode(
+        self,
+        texts: list[str],
+        prompt: str,
+        out: np.ndarray | None = None,
+        at: np.ndarray | None = None,
+        keys: list[bytes] | None = None,
+    ) -> np.ndarray:
+        """Embeddings of ``texts`` (float32) written to rows ``at`` of ``out`` (``out`` made
+        (len(texts), dim) when None, ``at`` 0..n-1 when None); returns ``out``. A feeder thread
+        (and the tokenizer processes) prepare the batches ahead; this thread runs the forward
+        pass and writes each chunk's vectors to their rows. With ``keys`` (one per text) each
+        chunk's vectors are stored in the cache, in the cache writer's thread, by the time this
+        returns."""
         model = self.model
         model.eval()
         # Padded features of a chunk take (texts x max length) ids: bound that for 8k models.
         step = max(64, min(TOKENIZE_CHUNK, 4_194_304 // max(1, int(model.max_seq_length))))
         pieces = [texts[start : start + step] for start in range(0, len(texts), step)]
-        out: list[np.ndarray] = []
+        target = _Rows(out, len(texts), at)
         done: list[torch.Tensor] = []
         rows: list[np.ndarray] = []
         pin = model.device.type == "cuda"
         pool = self._tokenize_pool()
-        with unpadded(model, self.packed):
-            for item in feed(model, pieces, prompt or None, self.token_budget, pool, pin):
-                if isinstance(item, ChunkEnd):
-                    self.tokens_encoded += item.tokens
-                    out.append(self._chunk_vectors(done, rows))
-                    done, rows = [], []
-                    continue
-                done.append(self._forward(item.features))
-                rows.append(item.rows)
-                self.texts_encoded += len(item.rows)
-        with stage("copy to host"):
-            return np.concatenate(out) if len(out) > 1 else out[0]
+        writer = self._cache_writer() if keys is not None else None
+        try:
+            with unpadded(model, self.packed):
+                for item in feed(model, pieces, prompt or None, self.token_budget, pool, pin):
+                    if isinstance(item, ChunkEnd):
+                        self.tokens_encoded += item.tokens
+                        with stage("copy to host"):
+                            written = target.write(done, rows)
+                        if writer is not None and keys is not None:
+                            with stage("cache insert"):  # the rows handed over (a copy)
+                                block = target.rows(written)
+                                writer.submit([keys[i] for i in written], block)
+                        done, rows = [], []
+                        continue
+                    done.append(self._forward(item.features))
+                    rows.append(item.rows + item.chunk * step)  # the request's row numbers
+                    self.texts_encoded += len(item.rows)
+        except BaseException:
+            if writer is not None:  # what was handed over is stored; the first error stands
+                with contextlib.suppress(Exception):
+                    writer.flush()
+            raise
+        if writer is not None:
+            writer.flush()
+        return target.result()
 
     def _forward(self, features: dict[str, object]) -> torch.Tensor:
         """One batch's embeddings, (batch, dim) float32, left on the model's device."""
@@ -163,14 +196,6 @@ class FastEncoder:
         # computes while the host hands over the next batch.
         return embeddings.float()
 
-    def _chunk_vectors(self, done: list[torch.Tensor], rows: list[np.ndarray]) -> np.ndarray:
-        """A chunk's embeddings in its own order, from its length-sorted batches'."""
-        with stage("copy to host"):
-            vectors = torch.cat(done).cpu().numpy()
-            result = np.empty_like(vectors)
-            result[np.concatenate(rows)] = vectors
-            return result
-
     def _tokenize_pool(self) -> TokenizePool | None:
         """The tokenizer processes (started at the first request, kept for the next), or None
         for tokenising in this process."""
@@ -181,11 +206,63 @@ class FastEncoder:
             weakref.finalize(self, self._pool.close)  # an encoder nobody closed
         return self._pool
 
+    def _cache_writer(self) -> CacheWriter:
+        """The thread storing new vectors (started at the first store, kept for the next)."""
+        if self._writer is None:
+            assert self.cache is not None
+            self._writer = CacheWriter(self.cache)
+            weakref.finalize(self, self._writer.close)  # an encoder nobody closed
+        return self._writer
+
     def close(self) -> None:
-        """Stop the tokenizer processes, if any (a later request starts them again)."""
+        """Stop the tokenizer processes and the cache writer, if any (a later request starts
+        them again)."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.close()
+
+
+class _Rows:
+    """Where a request's new vectors go: rows ``at`` of ``out`` (made at the first chunk, when
+    the width is known), each written exactly once."""
+
+    def __init__(self, out: np.ndarray | None, count: int, at: np.ndarray | None) -> None:
+        self.out, self.count, self.at = out, count, at
+        self.written = 0
+
+    def write(self, done: list[torch.Tensor], rows: list[np.ndarray]) -> np.ndarray:
+        """One chunk: its batches' (batch, dim) vectors, and their rows in the request; returns
+        those rows, joined."""
+        if self.out is None:
+            self.out = np.empty((self.count, done[0].shape[1]), np.float32)
+        if done[0].device.type == "cpu":  # no joined copy: each batch to its rows
+            for vectors, index in zip(done, rows, strict=True):
+                self.out[self._at(index)] = vectors.numpy()
+        else:  # one transfer per chunk (no host sync per batch)
+            self.out[self._at(np.concatenate(rows))] = torch.cat(done).cpu().numpy()
+        joined = np.concatenate(rows)
+        self.written += len(joined)
+        return joined
+
+    def rows(self, index: np.ndarray) -> np.ndarray:
+        """A copy of the vectors of the request's rows ``index``."""
+        assert self.out is not None
+        return self.out[self._at(index)]
+
+    def _at(self, index: np.ndarray) -> np.ndarray:
+        return index if self.at is None else self.at[index]
+
+    def result(self) -> np.ndarray:
+        # A row never written would be an uninitialised vector passed on as an embedding.
+        if self.out is None or self.written != self.count:
+            raise RuntimeError(
+                f"the encoder produced {self.written} of {self.count} embeddings; "
+                "this is a bug in neobench, please report it"
+            )
+        return self.out
 
 
 def _to_device(value: object, device: torch.device) -> object:

@@ -11,7 +11,8 @@ in staging and go with it (retrieval rankings can take hundreds of MB).
 
 While mteb evaluates, datasets 5's lazy columns convert once (fastdata.listed_columns) and the
 prediction files are written by the C JSON encoder (fastdata.fast_predictions): the same values
-and bytes as stock, without a row format per element.
+and bytes as stock, without a row format per element. A retrieval task's relevance judgements
+are read column-wise (fastqrels.fast_qrels) instead of a polars frame per query.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from neobench.core.stages import mteb_timing, stage
 from neobench.evaluate import units
 from neobench.evaluate.fastdata import fast_predictions, listed_columns
+from neobench.evaluate.fastqrels import fast_qrels
 from neobench.protocol.instructions import expand
 
 if TYPE_CHECKING:
@@ -78,6 +80,7 @@ def evaluate_staged(
             _data_kept(task, raw is not None),
             mteb_timing(),
             listed_columns(),  # datasets 5's lazy columns, one conversion each (see fastdata)
+            fast_qrels(),  # relevance judgements read column-wise (see fastqrels)
             # mteb's predictions kept in memory for the units (the file in staging was only
             # ever read back by them); a task with its own writer writes its file as before.
             fast_predictions(expand([task]), kept),
