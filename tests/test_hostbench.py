@@ -94,6 +94,14 @@ def test_main_thread_stages_add_up_to_the_wall_time(bench_json):
             waited += seconds["tokenize"]
         not_host = waited + seconds["forward"] + seconds["scoring"]
         assert seconds["other_host"] == pytest.approx(seconds["total"] - not_host, abs=0.02)
+        # The main thread's CPU seconds: per stage never above its wall seconds (a thread
+        # cannot run longer than it exists), and they add up to the run's.
+        cpu = run["main_thread_cpu_seconds"]
+        assert 0 < cpu["other_host"] <= seconds["other_host"] + 0.05
+        for stage_name, value in cpu.items():
+            assert 0 <= value <= seconds[stage_name] + 0.05, stage_name
+        staged = sum(v for k, v in cpu.items() if k not in ("other_host", "total"))
+        assert cpu["total"] == pytest.approx(staged, abs=0.002)
         # other_host split in two: the encoder's stages, and the rest around them.
         split = run["other_host_split"]
         inside = sum(seconds.get(s, 0.0) for s in ENCODER_STAGES)

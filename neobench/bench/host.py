@@ -97,6 +97,7 @@ class HostRun:
     seconds: dict[str, float]  # exclusive main-thread seconds per stage
     busy: dict[str, float]  # worker-thread busy seconds per stage
     tasks: list[dict[str, Any]] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)  # the main thread's CPU s per stage
     model_config: Any = None  # the real model's transformers config (for its forward ceiling)
     startup: float = 0.0  # per process, before the runs: imports and mteb's benchmark registry
 
@@ -113,6 +114,12 @@ class HostRun:
     def other_host(self) -> float:
         """Main-thread wall seconds outside tokenising (or waiting for it), forward, scoring."""
         return self.wall - sum(self.seconds.get(s, 0.0) for s in NOT_HOST)
+
+    @property
+    def other_host_cpu(self) -> float:
+        """other_host as the main thread's CPU seconds (its wall seconds less the time it
+        waited for a core that other threads and processes held)."""
+        return sum(self.cpu.values()) - sum(self.cpu.get(s, 0.0) for s in NOT_HOST)
 
     @property
     def in_encoder(self) -> float:
@@ -136,6 +143,11 @@ class HostRun:
             "texts_encoded": self.texts_encoded,
             "seconds": seconds,
             "worker_busy_seconds": {k: round(v, 4) for k, v in sorted(self.busy.items())},
+            "main_thread_cpu_seconds": {
+                **{k: round(v, 4) for k, v in sorted(self.cpu.items())},
+                "other_host": round(self.other_host_cpu, 4),
+                "total": round(sum(self.cpu.values()), 4),
+            },
             "other_host_split": {
                 "in_encoder": round(self.in_encoder, 4),
                 "around_encoder": round(self.other_host - self.in_encoder, 4),
@@ -182,6 +194,7 @@ def run_null_eval(cmd: BenchHostCommand, cache: str, folder: Path) -> HostRun:
         texts_requested=summary.texts_requested,
         texts_encoded=summary.texts_encoded,
         seconds=dict(clock.seconds),
+        cpu=dict(clock.cpu_seconds),
         model_config=configs[0] if configs else None,
         busy=dict(clock.busy_seconds),
         tasks=[
@@ -243,6 +256,7 @@ def run_stock(cmd: BenchHostCommand, folder: Path) -> HostRun:
         texts_requested=0,
         texts_encoded=0,
         seconds=dict(clock.seconds),
+        cpu=dict(clock.cpu_seconds),
         busy=dict(clock.busy_seconds),
         model_config=config,
         tasks=[

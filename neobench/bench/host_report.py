@@ -118,6 +118,13 @@ def _feeding(runs: list[HostRun], model_config: Any, bert_base: Any) -> list[str
         f"{host / 1e6:.2f}M tokens/s, {run.tokenize / max(run.other_host, 1e-9):.1f}x "
         "tokenisation's speed",
     ]
+    if run.cpu:
+        lines.append(
+            f"other_host as the main thread's CPU time: {run.other_host_cpu:.2f} s "
+            f"({run.tokens / max(run.other_host_cpu, 1e-9) / 1e6:.2f}M tokens/s; wall "
+            f"{run.other_host:.2f} s, the rest waiting for a core the tokenizer and other "
+            "threads held)"
+        )
     inside, around = run.in_encoder, run.other_host - run.in_encoder
     lines.append(
         f"other_host: {inside:.2f} s in the encoder (per text: keys, lookups, batching, copies, "

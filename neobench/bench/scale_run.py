@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from neobench.bench.host import HostRun, nullify, timed_null_eval
+from neobench.core.stages import stage
 
 
 def run_one(spec: dict[str, Any]) -> dict[str, Any]:
@@ -31,7 +32,8 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
         # own ([CLS] and [SEP] for BERT) and the length texts are cut to.
         seen["special_tokens"] = len(loaded.model.tokenizer("")["input_ids"])
         seen["max_seq_length"] = loaded.max_seq_length
-        nullify(loaded, spec["dim"])
+        with stage("forward"):  # building the null model is the stand-in forward's cost
+            nullify(loaded, spec["dim"])
 
     with registered():
         summary, wall, clock = timed_null_eval(cfg, hook, "bench scale")
@@ -42,6 +44,7 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
         texts_requested=summary.texts_requested,
         texts_encoded=summary.texts_encoded,
         seconds=dict(clock.seconds),
+        cpu=dict(clock.cpu_seconds),
         busy=dict(clock.busy_seconds),
     )
     outcome = summary.outcomes[0]

@@ -36,14 +36,20 @@ MTEB_PREFIX_STAGES = {"Encoding": "mteb encode call"}
 
 
 class StageClock:
-    """Exclusive wall seconds per stage in the thread that started it, busy seconds of workers."""
+    """Exclusive wall (and CPU) seconds per stage in the thread that started it, busy seconds
+    of workers."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)  # exclusive, main thread
+        # The main thread's CPU seconds per stage, beside its wall seconds: on a machine whose
+        # cores other threads and processes share, the wall time of a stage includes waiting
+        # for a core; its CPU time is what the stage costs when it has one to itself.
+        self.cpu_seconds: dict[str, float] = defaultdict(float)
         self.busy_seconds: dict[str, float] = defaultdict(float)  # summed over worker threads
         self.counts: dict[str, int] = defaultdict(int)
         self._stack: list[str] = []
         self._since = 0.0  # when the innermost running stage last (re)started
+        self._cpu_since = 0.0  # the main thread's CPU time then
         self._thread = threading.get_ident()
         self._lock = threading.Lock()
 
@@ -56,18 +62,21 @@ class StageClock:
             finally:
                 self.busy(name, time.perf_counter() - start)
             return
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.thread_time()
         if self._stack:
             self.seconds[self._stack[-1]] += now - self._since
+            self.cpu_seconds[self._stack[-1]] += cpu - self._cpu_since
         self._stack.append(name)
         self.counts[name] += 1
-        self._since = now
+        self._since, self._cpu_since = now, cpu
         try:
             yield
         finally:
-            now = time.perf_counter()
-            self.seconds[self._stack.pop()] += now - self._since
-            self._since = now
+            now, cpu = time.perf_counter(), time.thread_time()
+            ended = self._stack.pop()
+            self.seconds[ended] += now - self._since
+            self.cpu_seconds[ended] += cpu - self._cpu_since
+            self._since, self._cpu_since = now, cpu
 
     def busy(self, name: str, seconds: float) -> None:
         with self._lock:
