@@ -23,7 +23,4 @@ ruff check neobench tests benchmarks
 # The layers of pyproject.toml ([tool.importlinter]): imports only downward, stages independent.
 lint-imports --no-cache
 # pytest exits 5 when it collected no test: that is a failure here like any non-zero code.
-# Two workers (pytest-xdist): much of the suite waits (Slurm's scheduler and time limits, job
-# processes starting), so a second worker uses the idle core; tests/conftest.py keeps each file,
-# the Slurm tests and the golden runs on one worker each.
-python -m pytest -q -n 2 --dist loadgroup "$@"
+python -m pytest -q "$@"

@@ -26,27 +26,6 @@ SHARED = Path(os.environ.get("NEOBENCH_SHARED", REPO.parent / "shared"))
 MIRROR = SHARED / "data" / "hub"
 
 
-def pytest_collection_modifyitems(config, items) -> None:
-    """Which tests share a pytest-xdist worker (scripts/test.sh runs two, ``--dist loadgroup``).
-
-    A worker is a session of its own, so a session or module fixture used on both would be
-    built twice, and two workers would start two Slurm clusters on the same ports. So every file
-    runs whole on one worker (its module fixtures built once); files with a test on the local
-    Slurm cluster share one worker (one cluster, one job at a time in its queue, as before),
-    and files using the golden runs share another (built once). Without xdist the marker is
-    inert.
-    """
-    groups: dict[str, str] = {}
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        if item.get_closest_marker("slurm") or "slurm_cluster" in item.fixturenames:
-            groups[path] = "slurm"
-        elif "golden_runs" in item.fixturenames and groups.get(path) != "slurm":
-            groups[path] = "golden"
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(groups.get(path, path)))
-
 
 @pytest.fixture(scope="session")
 def mirror() -> Path:
