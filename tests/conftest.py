@@ -26,7 +26,6 @@ SHARED = Path(os.environ.get("NEOBENCH_SHARED", REPO.parent / "shared"))
 MIRROR = SHARED / "data" / "hub"
 
 
-
 @pytest.fixture(scope="session")
 def mirror() -> Path:
     if not MIRROR.is_dir():
