@@ -110,11 +110,11 @@ class FastEncoder:
             matrix, found = np.zeros((len(unique), 0), np.float32), np.zeros(len(unique), bool)
         missing = np.flatnonzero(~found)
         if len(missing):
-            # The encoder writes each new vector straight into its row of ``matrix`` (one
-            # allocation for the request: at millions of texts every extra full-size copy is
-            # seconds of page faults on the main thread).
-            # New vectors are stored chunk by chunk by the cache writer's thread (stored before
-            # _encode returns), as the cache policy decides.
+            # Each new vector goes straight into its row of ``matrix`` (one allocation per
+            # request: at millions of texts every extra full-size copy costs the main thread
+            # seconds), and is stored by the cache writer's thread, chunk by chunk, when the
+            # cache policy says so. (Found vectors of another width cannot be: the key holds
+            # the model's fingerprint and the checksum its width; numpy would refuse the rows.)
             some = bool(found.any())
             store = self.cache is not None and self.store
             matrix = self._encode(
