@@ -79,7 +79,8 @@ def nullify(loaded: LoadedModel, dim: int | None = None) -> None:
     `bench scale` asks for a BERT-base width with MiniLM's tokenizer); rename it so its results
     and cache entries can never pass for the real model's."""
     model: Any = loaded.model
-    model.forward = NullForward(dim or model.get_sentence_embedding_dimension(), model.device)
+    with stage("forward"):  # building the null model is the stand-in forward's own cost
+        model.forward = NullForward(dim or model.get_sentence_embedding_dimension(), model.device)
     loaded.name = "neobench/null-encoder"
     # Another width is another model: its cache entries must not meet the default width's.
     loaded.revision = f"null{'' if dim is None else dim}-{loaded.revision}"
@@ -183,8 +184,7 @@ def run_null_eval(cmd: BenchHostCommand, cache: str, folder: Path) -> HostRun:
 
     def hook(loaded: LoadedModel) -> None:
         configs.append(loaded.model[0].auto_model.config)  # type: ignore[index]
-        with stage("forward"):  # building the null model is the stand-in forward's cost
-            nullify(loaded)
+        nullify(loaded)
 
     summary, wall, clock = timed_null_eval(cfg, hook, "bench host")
     return HostRun(
@@ -228,8 +228,7 @@ def run_stock(cmd: BenchHostCommand, folder: Path) -> HostRun:
                     cfg.model, max_seq_length=parse_max_seq_length(cfg.max_seq_length)
                 )
                 config = loaded.model[0].auto_model.config  # type: ignore[index]
-                with stage("forward"):  # as in run_null_eval
-                    nullify(loaded)
+                nullify(loaded)
                 model: Any = loaded.model
                 model.prompts, _ = mteb_prompts(profile, tasks)
                 preprocess = model.preprocess

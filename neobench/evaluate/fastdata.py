@@ -27,13 +27,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 from datasets import Dataset
 from datasets.arrow_dataset import Column
 from datasets.features.features import require_decoding
+
+from neobench.evaluate.patches import NestedPatch
 
 # Longer columns are never cached (datasets' row-by-row path keeps their memory flat); mteb's
 # per-element loops are over label and text columns of classification and clustering sets.
@@ -42,8 +43,6 @@ _CACHE = "_neobench_listed"  # attribute of a Column instance: (fingerprint, val
 
 _STOCK_ITER = Column.__iter__
 _STOCK_GETITEM = Column.__getitem__
-_lock = threading.Lock()
-_active = 0
 
 
 def plain_source(column: Column) -> Dataset | None:
@@ -93,23 +92,12 @@ def _getitem(self: Column, key: Any) -> Any:
     return _STOCK_GETITEM(self, key)
 
 
-@contextlib.contextmanager
-def listed_columns() -> Iterator[None]:
+_COLUMNS = NestedPatch((Column, "__iter__", _iter), (Column, "__getitem__", _getitem))
+
+
+def listed_columns() -> contextlib.AbstractContextManager[None]:
     """Columns convert once and keep their values while the block runs (see the module doc)."""
-    global _active
-    with _lock:
-        _active += 1
-        if _active == 1:
-            Column.__iter__ = _iter  # type: ignore[method-assign]
-            Column.__getitem__ = _getitem  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        with _lock:
-            _active -= 1
-            if _active == 0:
-                Column.__iter__ = _STOCK_ITER  # type: ignore[method-assign]
-                Column.__getitem__ = _STOCK_GETITEM  # type: ignore[method-assign]
+    return _COLUMNS.active()
 
 
 # --- predictions ---------------------------------------------------------------------------

@@ -17,21 +17,17 @@ dict looks queries up by id (the scores are per-query means).
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 from datasets import Features, Value
 from mteb.abstasks.retrieval_dataset_loaders import RetrievalDatasetLoader
 
+from neobench.evaluate.patches import NestedPatch
+
 COLUMNS = ("query-id", "corpus-id", "score")
 FEATURES = Features(
     {"query-id": Value("string"), "corpus-id": Value("string"), "score": Value("int32")}
 )
-
-_STOCK = RetrievalDatasetLoader._load_qrels
-_lock = threading.Lock()
-_active = 0
 
 
 def qrels_config(loader: Any) -> str:
@@ -61,18 +57,9 @@ def load_qrels(loader: Any, num_proc: int | None) -> dict[str, dict[str, int]]:
     return qrels
 
 
-@contextlib.contextmanager
-def fast_qrels() -> Iterator[None]:
+_QRELS = NestedPatch((RetrievalDatasetLoader, "_load_qrels", load_qrels))
+
+
+def fast_qrels() -> contextlib.AbstractContextManager[None]:
     """mteb's qrels loader replaced by `load_qrels` while the block runs (nestable)."""
-    global _active
-    with _lock:
-        _active += 1
-        if _active == 1:
-            RetrievalDatasetLoader._load_qrels = load_qrels  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        with _lock:
-            _active -= 1
-            if _active == 0:
-                RetrievalDatasetLoader._load_qrels = _STOCK  # type: ignore[method-assign]
+    return _QRELS.active()
