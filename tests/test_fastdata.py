@@ -29,6 +29,7 @@ from neobench.evaluate.fastdata import (
     listed_columns,
     save_task_predictions,
 )
+from neobench.evaluate.fastloaders import fast_loaders
 from neobench.evaluate.fastqrels import fast_qrels, load_qrels
 from neobench.evaluate.mtebtexts import document_texts, loader_texts, query_texts
 from neobench.protocol import mirror as mirror_mod
@@ -151,7 +152,8 @@ def _fewer_sets(task) -> None:
 )
 def test_mteb_scores_and_prediction_files_unchanged(name, prepare, mirror, tmp_path):
     """mteb.evaluate with mteb's random (text-hashed) encoder: every score and the prediction
-    file byte for byte, stock vs inside listed_columns(), fast_qrels() and fast_predictions()."""
+    file byte for byte, stock vs inside listed_columns(), fast_qrels(), fast_loaders() and
+    fast_predictions()."""
     model = mteb.get_model("mteb/baseline-random-encoder")
 
     def run(fast: bool, kept: dict | None = None):
@@ -163,6 +165,7 @@ def test_mteb_scores_and_prediction_files_unchanged(name, prepare, mirror, tmp_p
             if fast:
                 stack.enter_context(listed_columns())
                 stack.enter_context(fast_qrels())
+                stack.enter_context(fast_loaders())
                 stack.enter_context(fast_predictions([task], kept))
             result = mteb.evaluate(
                 model, [task], cache=None, prediction_folder=folder, show_progress_bar=False

@@ -57,6 +57,34 @@ def test_mteb_phases_feed_the_clock_and_keep_mtebs_record(monkeypatch):
     assert [p["name"] for p in timer.phases] == ["Scoring", "Running experiment (1/10)"]
 
 
+def test_metrics_mteb_leaves_unmarked_count_as_scoring(monkeypatch):
+    """Legacy clustering's V-measure per set runs after mteb's "Scoring" phase: inside
+    mteb_timing it is scoring too, and mteb's own method is back afterwards."""
+    import sys
+
+    import mteb.evaluate  # noqa: F401  (mteb_timing swaps a name in that module)
+    from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
+
+    stock = vars(AbsTaskClusteringLegacy)["_compute_metrics"]
+    clock_time = FakeTime()
+    monkeypatch.setattr(stages.time, "perf_counter", clock_time)
+
+    def metric(self, labels, assignment, v_measure_only=False):
+        clock_time.now += 2.0
+        return {"v_measure": 1.0}
+
+    monkeypatch.setattr(AbsTaskClusteringLegacy, "_compute_metrics", metric)
+    clock = stages.StageClock()
+    with clock.running(), stages.stage("other"), stages.mteb_timing():
+        assert AbsTaskClusteringLegacy._compute_metrics(None, [0], [0]) == {"v_measure": 1.0}
+        clock_time.now += 1.0
+    assert clock.seconds["scoring"] == 2.0 and clock.seconds["other"] == 1.0
+    assert vars(AbsTaskClusteringLegacy)["_compute_metrics"] is metric
+    assert sys.modules["mteb.evaluate"].TimingStack.__name__ == "TimingStack"
+    monkeypatch.undo()
+    assert vars(AbsTaskClusteringLegacy)["_compute_metrics"] is stock
+
+
 @pytest.fixture(scope="module")
 def bench_json(tmp_path_factory, mirror):
     out = tmp_path_factory.mktemp("bench") / "host.json"
@@ -78,6 +106,8 @@ def test_json_holds_tokens_stages_and_tasks(bench_json):
     assert seconds["tokenize"] > 0 and seconds["total"] > seconds["other_host"] > 0
     assert [t["task"] for t in bench_json["tasks"]] == ["BIOSSES"]
     assert bench_json["settings"]["tasks"] == ["BIOSSES"]
+    # Batches of the GPU path's size by default: the host cost a GPU waits on.
+    assert bench_json["settings"]["token_budget"] == bench_json["token_budget"] == 32_768
     assert [r["cache"] for r in bench_json["runs"]] == ["off", "cold", "warm", "stock"]
 
 

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from neobench.protocol.config import DEFAULT_BENCHMARK, DTYPE_CHOICES, EvalConfig, like, opt
+from neobench.protocol.config import (
+    DEFAULT_BENCHMARK,
+    DTYPE_CHOICES,
+    TOKEN_BUDGET,
+    EvalConfig,
+    like,
+    opt,
+)
 
 __all__ = [
     "GPU_MODELS",
@@ -72,6 +79,12 @@ class BenchHostCommand:
     instructions: str = like(EvalConfig, "instructions")
     max_seq_length: int | str = like(EvalConfig, "max_seq_length")
     tokenize_workers: int | str = like(EvalConfig, "tokenize_workers")
+    # The host's cost per batch is what a GPU waits on, so batches are the GPU path's size.
+    token_budget: int = opt(
+        TOKEN_BUDGET["cuda"],
+        "padded tokens per forward batch (default: the CUDA default, the batches whose host "
+        "cost a GPU waits on)",
+    )
     stock: bool = opt(
         False, "also run the tasks through stock mteb.evaluate + SentenceTransformer.encode"
     )

@@ -15,6 +15,7 @@ Everything is written to a temporary folder that is removed afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections.abc import Callable
@@ -101,6 +102,7 @@ class HostRun:
     cpu: dict[str, float] = field(default_factory=dict)  # the main thread's CPU s per stage
     model_config: Any = None  # the real model's transformers config (for its forward ceiling)
     startup: float = 0.0  # per process, before the runs: imports and mteb's benchmark registry
+    token_budget: int | None = None  # padded tokens per forward batch
 
     @property
     def label(self) -> str:
@@ -138,6 +140,7 @@ class HostRun:
         }
         return {
             "cache": self.cache,
+            "token_budget": self.token_budget,
             "startup_seconds": round(self.startup, 4),
             "tokens": self.tokens,
             "texts_requested": self.texts_requested,
@@ -196,6 +199,7 @@ def run_null_eval(cmd: BenchHostCommand, cache: str, folder: Path) -> HostRun:
         seconds=dict(clock.seconds),
         cpu=dict(clock.cpu_seconds),
         model_config=configs[0] if configs else None,
+        token_budget=cfg.token_budget,
         busy=dict(clock.busy_seconds),
         tasks=[
             {"task": o.task, "type": o.type, "seconds": o.seconds, "main_score": o.main_score}
@@ -280,6 +284,7 @@ def _eval_config(cmd: BenchHostCommand, results: Path, no_cache: bool) -> Any:
         instructions=cmd.instructions,
         max_seq_length=cmd.max_seq_length,
         tokenize_workers=cmd.tokenize_workers,
+        token_budget=cmd.token_budget,
     )
 
 
@@ -296,7 +301,7 @@ def run_host_bench(cmd: BenchHostCommand) -> list[HostRun]:
         )
     if "warm" in modes and "cold" not in modes:
         modes.append("cold")  # warm reads the cache a cold run filled
-    startup = _start_up(cmd.benchmark)
+    startup = _start_up(cmd.benchmark, cmd.model or default_model())
     runs = []
     with tempfile.TemporaryDirectory(prefix="neobench-bench-host-") as tmp:
         for mode in (m for m in CACHE_MODES if m in modes):
@@ -309,16 +314,22 @@ def run_host_bench(cmd: BenchHostCommand) -> list[HostRun]:
     return runs
 
 
-def _start_up(benchmark: str) -> float:
-    """Once per process, before any timed run (so no run pays for being first): importing mteb
-    and sentence-transformers and building mteb's benchmark registry. Returns the seconds it
-    took."""
+def _start_up(benchmark: str, model: str) -> float:
+    """Once per process, before any timed run (so no run pays for being first): importing mteb,
+    sentence-transformers and the model's architecture, and building mteb's benchmark registry.
+    Returns the seconds it took."""
     start = time.perf_counter()
     import mteb  # noqa: F401
     import sentence_transformers  # noqa: F401  (imported by the first model load otherwise)
     import sklearn.linear_model  # noqa: F401  (mteb's classifier, imported at first use)
 
+    from neobench.models.attention import backbone_class
     from neobench.protocol.tasks import load_benchmark
 
     load_benchmark(benchmark)
+    if Path(model).is_dir():  # a hub id is located (downloaded) by the run itself
+        # The architecture's module (transformers imports it at the first model of its kind).
+        # A folder it cannot read this way is the run's to load and report on.
+        with contextlib.suppress(ValueError, OSError):
+            backbone_class(Path(model), trust_remote_code=False)
     return time.perf_counter() - start

@@ -112,7 +112,8 @@ def _feeding(runs: list[HostRun], model_config: Any, bert_base: Any) -> list[str
     per_core = run.tokens / run.tokenize / cores if run.tokenize else 0.0
     host = run.tokens / run.other_host if run.other_host > 0 else float("inf")
     lines = [
-        f"cache {run.cache}: {run.tokens:,} tokens, mean {context:.0f} per text; {cores} cores",
+        f"cache {run.cache}: {run.tokens:,} tokens, mean {context:.0f} per text; {cores} cores; "
+        f"forward batches of at most {run.token_budget or 0:,} padded tokens",
         f"tokenisation: {run.tokens / run.tokenize / 1e6:.2f}M tokens/s "
         f"({per_core / 1e6:.2f}M per core); the rest of the host path (other_host): "
         f"{host / 1e6:.2f}M tokens/s, {run.tokenize / max(run.other_host, 1e-9):.1f}x "
@@ -162,6 +163,7 @@ def to_json(runs: list[HostRun], cmd: BenchHostCommand) -> str:
             "device": cmd.device,
             "instructions": cmd.instructions,
             "max_seq_length": cmd.max_seq_length,
+            "token_budget": cmd.token_budget,
         },
         "environment": provenance.environment(),
     }

@@ -117,7 +117,8 @@ def mteb_timing() -> Iterator[None]:
 
     mteb.evaluate takes a ``timer`` but (mteb 2.26) does not pass it on to the task's evaluation,
     which makes its own ``TimingStack()``; so the class that module looks up is swapped for the
-    duration instead. mteb keeps its phases as before (they are saved in the task's result).
+    duration instead. mteb keeps its phases as before (they are saved in the task's result). The
+    metric computations mteb runs outside its phases count as scoring too.
     """
     clock = _clock.get()
     if clock is None:
@@ -128,10 +129,34 @@ def mteb_timing() -> Iterator[None]:
     module = sys.modules["mteb.evaluate"]
     original = module.TimingStack
     module.TimingStack = mteb_phases(clock)
+    unmarked = _unmarked_metrics()
+    for owner, function in unmarked:
+        owner._compute_metrics = _as_scoring(function)
     try:
         yield
     finally:
         module.TimingStack = original
+        for owner, function in unmarked:
+            owner._compute_metrics = function
+
+
+def _unmarked_metrics() -> list[tuple[type, Any]]:
+    """mteb's metric computations that its phases leave unmarked (the task's own evaluation
+    algorithm, run after its "Scoring" phase): legacy clustering's V-measure per set, pair
+    classification's thresholds and averages. (class, its own function)."""
+    from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
+    from mteb.abstasks.pair_classification import AbsTaskPairClassification
+
+    owners = (AbsTaskClusteringLegacy, AbsTaskPairClassification)
+    return [(owner, vars(owner)["_compute_metrics"]) for owner in owners]
+
+
+def _as_scoring(function: Any) -> Any:
+    def scored(*args: Any, **kwargs: Any) -> Any:
+        with stage("scoring"):
+            return function(*args, **kwargs)
+
+    return scored
 
 
 def mteb_phases(clock: StageClock) -> type:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -74,6 +75,7 @@ class FastEncoder:
         self.tokenize_workers = resolve_workers(tokenize_workers)
         self._pool: TokenizePool | None = None
         self._writer: CacheWriter | None = None  # cache_writer.py: stores new vectors
+        self._feeder: ThreadPoolExecutor | None = None  # the feed's thread (feed.py), kept
         # Whether new embeddings go into the cache (the eval's cache policy sets it per task;
         # the cache is read either way).
         self.store = True
@@ -156,7 +158,9 @@ class FastEncoder:
         writer = self._cache_writer() if keys is not None else None
         try:
             with unpadded(model, self.packed):
-                for item in feed(model, pieces, prompt or None, self.token_budget, pool, pin):
+                for item in feed(
+                    model, pieces, prompt or None, self.token_budget, pool, pin, self._feed_thread()
+                ):
                     if isinstance(item, ChunkEnd):
                         self.tokens_encoded += item.tokens
                         with stage("copy to host"):
@@ -206,6 +210,12 @@ class FastEncoder:
             weakref.finalize(self, self._pool.close)  # an encoder nobody closed
         return self._pool
 
+    def _feed_thread(self) -> ThreadPoolExecutor:
+        """The thread preparing batches (started at the first request, kept for the next)."""
+        if self._feeder is None:
+            self._feeder = ThreadPoolExecutor(1, thread_name_prefix="neobench-feed")
+        return self._feeder
+
     def _cache_writer(self) -> CacheWriter:
         """The thread storing new vectors (started at the first store, kept for the next)."""
         if self._writer is None:
@@ -214,12 +224,15 @@ class FastEncoder:
             weakref.finalize(self, self._writer.close)  # an encoder nobody closed
         return self._writer
 
-    def close(self) -> None:
-        """Stop the tokenizer processes and the cache writer, if any (a later request starts
-        them again)."""
+    def close(self, wait: bool = True) -> None:
+        """Stop the tokenizer processes, the feed's thread and the cache writer, if any (a later
+        request starts them again); ``wait=False``: without waiting for the processes to end."""
         if self._pool is not None:
-            self._pool.close()
+            self._pool.close(wait)
             self._pool = None
+        if self._feeder is not None:
+            feeder, self._feeder = self._feeder, None
+            feeder.shutdown()
         if self._writer is not None:
             writer, self._writer = self._writer, None
             writer.close()

@@ -16,7 +16,9 @@ wait for the feeder; the feeder itself waits for the consumer when ``QUEUED`` ba
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
+import functools
 import itertools
 import queue
 import threading
@@ -78,20 +80,25 @@ def feed(
     budget: int,
     pool: TokenizePool | None = None,
     pin: bool = False,
+    feeder: concurrent.futures.Executor | None = None,
 ) -> Iterator[Batch | ChunkEnd]:
     """Each chunk's batches, then its ChunkEnd, chunk after chunk, in order. The consumer's
-    waiting counts as ``tokenize wait``; the feeder's work is busy time (its stages)."""
+    waiting counts as ``tokenize wait``; the feeder's work is busy time (its stages). The
+    feeder runs in ``feeder`` (a one-thread executor the caller keeps across requests) or,
+    without one, in a thread of its own."""
     items: queue.Queue[Any] = queue.Queue(maxsize=QUEUED)
     stop = threading.Event()
     chunks = _pooled(model, pieces, prompt, pool) if pool else _inline(model, pieces, prompt)
     context = contextvars.copy_context()  # the stage clock, if one runs
-    thread = threading.Thread(
-        target=context.run,
-        args=(_produce, chunks, budget, pin, items, stop),
-        name="neobench-feed",
-        daemon=True,
-    )
-    thread.start()
+    work = (context.run, _produce, chunks, budget, pin, items, stop)
+    if feeder is not None:
+        # A kept thread: Thread.start() waits until the OS schedules the new thread, which on
+        # cores the tokenizer processes keep busy is milliseconds per request.
+        finished: Any = functools.partial(concurrent.futures.wait, [feeder.submit(*work)])
+    else:
+        thread = threading.Thread(target=work[0], args=work[1:], name="neobench-feed", daemon=True)
+        thread.start()
+        finished = thread.join
     try:
         while True:
             with stage("tokenize wait"):
@@ -103,7 +110,7 @@ def feed(
             yield item
     finally:
         stop.set()  # a consumer that stops early (an exception) stops the feeder too
-        thread.join()
+        finished()
         if pool is not None:
             pool.forget()
 

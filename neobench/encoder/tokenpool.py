@@ -15,8 +15,8 @@ configured (off), so the child neither warns nor uses the Rust thread pool it ca
 processes themselves are the parallelism. Where fork does not exist, tokenisation stays in a
 thread of this process (``resolve_workers`` says so).
 
-Shutdown: ``close()`` (the encoder's, at the end of a run) asks the workers to stop and
-terminates any that do not; workers ignore Ctrl-C (the parent handles it and closes them), are
+Shutdown: ``close()`` (the encoder's, at the end of a run) terminates the workers; they ignore
+Ctrl-C (the parent handles it and closes them), are
 daemonic (multiprocessing ends them when the parent exits) and, forked from the main thread,
 get SIGTERM from the kernel if the parent dies without cleaning up.
 """
@@ -82,7 +82,7 @@ class TokenizePool:
 
     def __init__(self, model: Any, workers: int) -> None:
         context = mp.get_context("fork")
-        self._jobs: Any = context.Queue()  # (job, texts, prompt), or None: stop
+        self._jobs: Any = context.Queue()  # (job, texts, prompt)
         self._results: Any = context.Queue()  # (job, Flat | None | _Failure)
         self._arrived: dict[int, Any] = {}
         self._wanted: set[int] = set()
@@ -159,22 +159,20 @@ class TokenizePool:
                 "use fewer with --tokenize-workers N (1: tokenise in this process)."
             )
 
-    def close(self) -> None:
-        """Stop the workers (terminate those that do not stop within a second); idempotent."""
+    def close(self, wait: bool = True) -> None:
+        """Stop the workers; idempotent. They are terminated, not asked to finish: every job
+        a caller still wants has been collected or is abandoned with the pool, and a worker
+        holds nothing to save. With ``wait``, return once they have ended (the kernel tears
+        down each forked copy of this process in tens of ms); without, multiprocessing reaps
+        them later (at its next process start, or at exit)."""
         if self.closed:
             return
         self.closed = True
         alive = [p for p in self.processes if p.exitcode is None]
-        for _ in alive:
-            try:
-                self._jobs.put(None)
-            except (ValueError, OSError):  # the queue is closed already
-                break
         for process in alive:
-            process.join(timeout=1.0)
-            if process.exitcode is None:
-                process.terminate()
-                process.join()
+            process.terminate()
+        for process in alive if wait else ():
+            process.join()
         for q in (self._jobs, self._results):
             q.cancel_join_thread()  # do not block exit on data nobody will read
             q.close()
@@ -218,7 +216,8 @@ def _serve(model: Any, jobs: Any, results: Any, parent: int | None) -> None:
     os.environ[PARALLELISM] = "false"  # one core each; the processes are the parallelism
     if parent is not None:
         _die_with(parent)
-    for job, texts, prompt in iter(jobs.get, None):
+    while True:  # until close() terminates the process
+        job, texts, prompt = jobs.get()
         try:
             out: Any = flat_tokens(model, texts, prompt)
         except Exception as error:

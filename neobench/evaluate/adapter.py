@@ -19,6 +19,8 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from neobench.core.stages import stage
 from neobench.encoder.encode import FastEncoder
 from neobench.encoder.search import RunningTopK
@@ -218,13 +220,12 @@ class MtebEncoder:
         with stage("scoring"):
             scores, indices = ranking.result()  # (queries, k) each
         with stage("result building"):
-            doc_ids = corpus["id"][:]  # one conversion (a datasets 5 Column, or a list)
-            return {
-                qid: {doc_ids[i]: s for s, i in zip(row_scores, row_indices, strict=True)}
-                for qid, row_scores, row_indices in zip(
-                    query_ids, scores.tolist(), indices.tolist(), strict=True
-                )
-            }
+            # One conversion of the ids (a datasets 5 Column, or a list), their (queries, k)
+            # table picked by numpy, and each query's dict zipped in C: per query, k entries
+            # with no Python step of ours (1.7 million for ArguAna and SciFact).
+            doc_ids = np.asarray(corpus["id"][:], dtype=object)
+            names = doc_ids[indices.numpy(force=True)].tolist()
+            return dict(zip(query_ids, map(dict, map(zip, names, scores.tolist())), strict=True))
 
     def _rerank(
         self,

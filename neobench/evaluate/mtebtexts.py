@@ -23,6 +23,8 @@ from typing import Any
 
 from datasets import Dataset, Value
 
+from neobench.evaluate.fastloaders import kept_texts
+
 # Arrow string types a text column can have; ids and titles are strings in mteb's formats.
 STRING_TYPES = {"string", "large_string"}
 # default_collate turns these Values into a tensor (numbers) or a list (strings); anything else
@@ -105,6 +107,9 @@ def loader_texts(loader: Any) -> list[str] | None:
     dataset = loader.dataset
     if not _plain(dataset, COLLATABLE_TYPES) or "text" not in dataset.column_names:
         return None
+    kept = kept_texts(dataset)  # a text loader of fastloaders: the list it was built from
+    if kept is not None:
+        return kept
     if dataset.features["text"].dtype not in STRING_TYPES:
         return None
     return dataset["text"][:]

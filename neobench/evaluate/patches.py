@@ -13,13 +13,17 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+_INHERITED = object()  # the owner had no attribute of its own by that name (a base class's)
+
 
 class NestedPatch:
     """``(owner, name, replacement)`` triples set while at least one `active()` block runs."""
 
     def __init__(self, *changes: tuple[Any, str, Any]) -> None:
         self.changes = changes
-        self.originals = [getattr(owner, name) for owner, name, _ in changes]
+        # The owner's own entry, as stored (a classmethod object, not the bound method getattr
+        # returns, which set back would bind every subclass's call to this class).
+        self.originals = [vars(owner).get(name, _INHERITED) for owner, name, _ in changes]
         self._lock = threading.Lock()
         self._active = 0
 
@@ -39,4 +43,7 @@ class NestedPatch:
                     for (owner, name, _), original in zip(
                         self.changes, self.originals, strict=True
                     ):
-                        setattr(owner, name, original)
+                        if original is _INHERITED:
+                            delattr(owner, name)
+                        else:
+                            setattr(owner, name, original)

@@ -184,7 +184,8 @@ def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSumma
             card.status = "failed"
         raise
     finally:
-        run.encoder.fast.close()  # the tokenizer processes, if any
+        # The tokenizer processes, if any: killed, not waited for (the kernel reaps them).
+        run.encoder.fast.close(wait=False)
         use = run.cache_use.record(run.embedding_cache)
         end_card(card, run.card_path, run.encoder.fast, run.embedding_cache, summary, use)
     return summary

@@ -12,7 +12,9 @@ in staging and go with it (retrieval rankings can take hundreds of MB).
 While mteb evaluates, datasets 5's lazy columns convert once (fastdata.listed_columns) and the
 prediction files are written by the C JSON encoder (fastdata.fast_predictions): the same values
 and bytes as stock, without a row format per element. A retrieval task's relevance judgements
-are read column-wise (fastqrels.fast_qrels) instead of a polars frame per query.
+are read column-wise (fastqrels.fast_qrels) instead of a polars frame per query. mteb's text
+data loaders skip hashing their table and its result writes ask for package versions once
+(fastloaders.fast_loaders).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from neobench.core.stages import mteb_timing, stage
 from neobench.evaluate import units
 from neobench.evaluate.fastdata import fast_predictions, listed_columns
+from neobench.evaluate.fastloaders import fast_loaders
 from neobench.evaluate.fastqrels import fast_qrels
 from neobench.protocol.instructions import expand
 
@@ -81,6 +84,7 @@ def evaluate_staged(
             mteb_timing(),
             listed_columns(),  # datasets 5's lazy columns, one conversion each (see fastdata)
             fast_qrels(),  # relevance judgements read column-wise (see fastqrels)
+            fast_loaders(),  # text loaders without hashing, versions asked once (fastloaders)
             # mteb's predictions kept in memory for the units (the file in staging was only
             # ever read back by them); a task with its own writer writes its file as before.
             fast_predictions(expand([task]), kept),

@@ -1,0 +1,109 @@
+"""mteb's per-call bookkeeping that costs more than the work it wraps, while mteb evaluates.
+
+Three things mteb (2.26) does on every task or encode call cost the main thread time in which a
+GPU would wait, for nothing the evaluation reads:
+
+- **Hashing in-memory datasets.** mteb builds datasets with ``Dataset.from_dict``: each text data
+  loader (``_create_dataloader_from_texts``, behind ``create_dataloader(dataset,
+  input_column=...)``: classification, clustering, STS, pair classification, bitext mining) and
+  each set of a legacy clustering task. datasets fingerprints every one by pickling and hashing its
+  whole Arrow table (~0.1 s for the 5 tasks of `bench host`; seconds for a clustering set of 700k
+  texts). A fingerprint names a dataset's cache files, and a dataset built in memory has none:
+  while ``fast_loaders()`` runs, ``Dataset.from_dict`` gives its dataset a random fingerprint
+  (what datasets itself gives a dataset it cannot hash). The table, features and rows are
+  from_dict's own; only the fingerprint's value differs.
+- **Reading a loader's texts back.** `text_loader` is mteb's text loader that keeps the list it was
+  given, so `kept_texts` hands the encoder the texts without converting the column back from Arrow.
+  A text that is not a ``str`` (None, a number) takes mteb's loader unchanged.
+- **Package versions per result.** ``ResultCache._get_package_versions`` asks importlib.metadata
+  for five packages' versions on every save (~15 ms: it scans every installed distribution). They
+  cannot change under a running interpreter's imports, so they are asked once per process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from contextvars import ContextVar
+from typing import Any
+
+import datasets.arrow_dataset
+from datasets import Dataset
+from datasets.fingerprint import generate_random_fingerprint
+from mteb._create_dataloaders import _create_dataloader_from_texts as _stock_text_loader
+
+from neobench.evaluate.patches import NestedPatch
+
+_TEXTS = "_neobench_texts"  # attribute of a dataset text_loader built: (fingerprint, texts)
+# mteb's modules that hold ``_create_dataloader_from_texts`` under its own name (imported from
+# mteb._create_dataloaders, which holds the one create_dataloader calls).
+_LOADER_MODULES = (
+    "mteb._create_dataloaders",
+    "mteb._evaluators.pair_classification_evaluator",
+    "mteb._evaluators.text.bitext_mining_evaluator",
+    "mteb._evaluators.text.summarization_evaluator",
+    "mteb._evaluators.zeroshot_classification_evaluator",
+    "mteb._evaluators.image.imagetext_pairclassification_evaluator",
+)
+
+_stock_from_dict = vars(Dataset)["from_dict"].__func__
+_stock_fingerprint = datasets.arrow_dataset.generate_fingerprint
+_in_from_dict: ContextVar[bool] = ContextVar("neobench_in_from_dict", default=False)
+
+
+def _from_dict(cls: type[Dataset], *args: Any, **kwargs: Any) -> Dataset:
+    """``Dataset.from_dict``, its dataset fingerprinted at random (see the module doc)."""
+    token = _in_from_dict.set(True)
+    try:
+        return _stock_from_dict(cls, *args, **kwargs)
+    finally:
+        _in_from_dict.reset(token)
+
+
+def _fingerprint(dataset: Dataset) -> str:
+    # Dataset.__init__ asks for one only when none was given; from_dict never gives one.
+    return generate_random_fingerprint() if _in_from_dict.get() else _stock_fingerprint(dataset)
+
+
+def text_loader(text: Any, batch_size: int = 32, num_proc: int | None = None, **kwargs: Any) -> Any:
+    """mteb's ``_create_dataloader_from_texts``, its dataset keeping the list of texts."""
+    texts = list(text)  # a list, or a datasets Column (one conversion under fastdata's patch)
+    if not all(type(t) is str for t in texts):
+        return _stock_text_loader(text, batch_size, num_proc, **kwargs)
+    loader = _stock_text_loader(texts, batch_size, num_proc, **kwargs)
+    setattr(loader.dataset, _TEXTS, (loader.dataset._fingerprint, texts))
+    return loader
+
+
+def kept_texts(dataset: Any) -> list[str] | None:
+    """The texts `text_loader` built ``dataset`` from, if it did and the dataset is unchanged
+    (datasets renews the fingerprint of any change made in place)."""
+    kept = getattr(dataset, _TEXTS, None)
+    if kept is None or kept[0] != getattr(dataset, "_fingerprint", None):
+        return None
+    return kept[1]
+
+
+@functools.cache
+def _patch() -> NestedPatch:
+    """Built at first use: the modules must be imported (mteb imports them with its tasks)."""
+    import mteb.cache.result_cache as result_cache
+
+    asked = functools.cache(result_cache._get_package_versions)
+    changes: list[tuple[Any, str, Any]] = [
+        (Dataset, "from_dict", classmethod(_from_dict)),
+        (datasets.arrow_dataset, "generate_fingerprint", _fingerprint),
+        (result_cache, "_get_package_versions", lambda: dict(asked())),  # a dict per caller
+    ]
+    for name in _LOADER_MODULES:
+        held = getattr(sys.modules.get(name), "_create_dataloader_from_texts", None)
+        if held is _stock_text_loader:
+            changes.append((sys.modules[name], "_create_dataloader_from_texts", text_loader))
+    return NestedPatch(*changes)
+
+
+def fast_loaders() -> contextlib.AbstractContextManager[None]:
+    """Unhashed in-memory datasets, text loaders that keep their texts and package versions
+    asked once, while the block runs (nestable)."""
+    return _patch().active()

@@ -1,0 +1,123 @@
+"""evaluate.fastloaders: mteb's text loaders and in-memory datasets as stock builds them, without
+hashing their tables; package versions asked once; every patch undone after the block.
+
+Compared on the mirror's Banking77 texts against mteb's own loader, outside the block.
+"""
+
+import datasets.arrow_dataset
+import mteb
+import mteb._create_dataloaders as loaders
+import mteb.cache.result_cache as result_cache
+import pytest
+from datasets import Dataset
+
+from neobench.evaluate import fastloaders
+from neobench.evaluate.fastloaders import fast_loaders, kept_texts, text_loader
+from neobench.evaluate.mtebtexts import loader_texts
+from neobench.evaluate.patches import NestedPatch
+
+STOCK_LOADER = loaders._create_dataloader_from_texts
+STOCK_FROM_DICT = vars(Dataset)["from_dict"]
+STOCK_FINGERPRINT = datasets.arrow_dataset.generate_fingerprint
+STOCK_VERSIONS = result_cache._get_package_versions
+
+
+@pytest.fixture(scope="module")
+def texts(mirror_texts):
+    return mirror_texts["sentences"][:3000]
+
+
+def _batches(loader) -> list:
+    return [batch["text"] for batch in loader]
+
+
+def test_text_loader_builds_mteb_s_loader_and_keeps_its_texts(texts):
+    stock = STOCK_LOADER(texts, batch_size=7)
+    with fast_loaders():
+        ours = loaders._create_dataloader_from_texts(texts, batch_size=7)  # what mteb calls
+    assert type(ours.dataset) is Dataset
+    assert ours.dataset.features == stock.dataset.features
+    assert ours.dataset.data.table.equals(stock.dataset.data.table)
+    assert ours.batch_size == stock.batch_size == 7 and ours.num_workers == stock.num_workers
+    assert _batches(ours) == _batches(stock)
+    assert kept_texts(ours.dataset) == texts
+    assert loader_texts(ours) == texts
+    assert kept_texts(stock.dataset) is None  # not one of ours: read from its column
+    assert loader_texts(stock) == texts
+
+
+def test_in_memory_datasets_are_fingerprinted_at_random_only_inside_the_block(texts):
+    outside = [Dataset.from_dict({"text": texts}) for _ in range(2)]
+    assert outside[0]._fingerprint == outside[1]._fingerprint  # datasets' content hash
+    with fast_loaders():
+        inside = [Dataset.from_dict({"text": texts}) for _ in range(2)]
+        # A dataset made another way (here from a table) keeps its content hash.
+        from_table = Dataset(outside[0].data)._fingerprint
+    assert inside[0]._fingerprint != inside[1]._fingerprint
+    assert outside[0]._fingerprint not in {d._fingerprint for d in inside}
+    assert from_table == Dataset(outside[0].data)._fingerprint
+    assert inside[0].data.table.equals(outside[0].data.table)
+    assert inside[0].features == outside[0].features
+
+
+def test_texts_that_are_not_strings_take_mteb_s_loader():
+    with fast_loaders():
+        loader = text_loader(["a", None, "b"], batch_size=2)
+    assert kept_texts(loader.dataset) is None
+    assert loader.dataset.data.table.equals(STOCK_LOADER(["a", None, "b"]).dataset.data.table)
+
+
+def test_kept_texts_are_dropped_when_the_dataset_changes(texts):
+    with fast_loaders():
+        loader = text_loader(texts[:10])
+    loader.dataset.set_format("numpy")  # in place: datasets renews the fingerprint
+    assert kept_texts(loader.dataset) is None
+
+
+def test_package_versions_are_asked_once_per_process(monkeypatch):
+    asked = []
+    stock_version = result_cache.version
+
+    def counted(name):
+        asked.append(name)
+        return stock_version(name)
+
+    monkeypatch.setattr(result_cache, "version", counted)
+    expected = STOCK_VERSIONS()
+    asked.clear()
+    with fast_loaders():
+        first = result_cache._get_package_versions()
+        second = result_cache._get_package_versions()
+    assert first == second == expected
+    assert first is not second  # each caller gets its own dict
+    assert len(asked) <= len(expected)  # at most once per package (none if asked before)
+    assert expected["mteb"] == mteb.__version__
+
+
+def test_every_patch_is_undone_after_the_block_and_subclasses_still_bind():
+    class Sub(Dataset):
+        pass
+
+    with fast_loaders(), fast_loaders():  # nested: undone by the last one out
+        assert isinstance(Sub.from_dict({"text": ["a"]}), Sub)
+        assert datasets.arrow_dataset.generate_fingerprint is not STOCK_FINGERPRINT
+    assert vars(Dataset)["from_dict"] is STOCK_FROM_DICT
+    assert isinstance(Sub.from_dict({"text": ["a"]}), Sub)
+    assert datasets.arrow_dataset.generate_fingerprint is STOCK_FINGERPRINT
+    assert loaders._create_dataloader_from_texts is STOCK_LOADER
+    assert result_cache._get_package_versions is STOCK_VERSIONS
+    assert fastloaders._in_from_dict.get() is False
+
+
+def test_a_patched_inherited_attribute_is_removed_again():
+    class Base:
+        def f(self):
+            return "base"
+
+    class Child(Base):
+        pass
+
+    patch = NestedPatch((Child, "f", lambda self: "patched"))
+    with patch.active():
+        assert Child().f() == "patched" and Base().f() == "base"
+    assert "f" not in vars(Child) and Child().f() == "base"
