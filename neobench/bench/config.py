@@ -215,6 +215,7 @@ class BenchScaleCommand:
     data_dir: str | None = like(EvalConfig, "data_dir")
     device: str = like(EvalConfig, "device")
     max_seq_length: int | str = like(EvalConfig, "max_seq_length")
+    token_budget: int = like(BenchHostCommand, "token_budget")
     seed: int = opt(0, "seed of the documents, the queries drawn and the relevance")
     work_dir: str | None = opt(
         None,

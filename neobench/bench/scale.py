@@ -186,6 +186,7 @@ def _run_size(
         "no_cache": cmd.cache == "off",
         "device": cmd.device,
         "max_seq_length": cmd.max_seq_length,
+        "token_budget": cmd.token_budget,
         "dim": cmd.dim,
         "out": str(folder / "figures.json"),
     }

@@ -113,6 +113,7 @@ def to_json(bench: ScaleBench, cmd: BenchScaleCommand) -> str:
             "benchmark": cmd.benchmark,
             "device": cmd.device,
             "max_seq_length": cmd.max_seq_length,
+            "token_budget": cmd.token_budget,
             "seed": cmd.seed,
         },
         "environment": provenance.environment(),

@@ -78,6 +78,7 @@ def _eval_config(spec: dict[str, Any]) -> Any:
         cache_policy="all",
         device=spec["device"],
         max_seq_length=spec["max_seq_length"],
+        token_budget=spec["token_budget"],
     )
 
 
