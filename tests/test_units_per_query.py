@@ -88,6 +88,20 @@ def test_top_candidates_keep_every_tie_at_the_cut(scifact):
     assert retrieval._top(nan_query, 10) is nan_query  # no order to cut by: kept whole
 
 
+def test_all_queries_cut_at_once_equal_the_cut_per_query(scifact):
+    _, run, _ = scifact
+    assert len({len(docs) for docs in run.values()}) > 1  # some queries lost documents
+    for k in (1, 10, 100, 999, 1000, 1001):
+        expected = {qid: retrieval._top(docs, k) for qid, docs in run.items()}
+        got = retrieval._tops(run, k)
+        assert got == expected and list(got) == list(expected)
+        for qid, docs in got.items():  # each query's documents in their first order
+            assert list(docs) == list(expected[qid])
+    odd = {"short": {"d1": 0.5, "d2": 0.25}, "nan": {"d1": float("nan"), "d2": 1.0, "d3": 0.0}}
+    assert retrieval._tops(odd, 1) == {"short": {"d1": 0.5}, "nan": odd["nan"]}
+    assert retrieval._tops({}, 10) == {}
+
+
 def test_identical_ids_are_dropped_as_mteb_drops_them(scifact):
     _, run, _ = scifact
     mine = retrieval._run(SimpleNamespace(ignore_identical_ids=True), run)

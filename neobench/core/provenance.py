@@ -6,6 +6,7 @@ Captured when a card is written, so a result can be traced to the software and m
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import platform
@@ -39,8 +40,11 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+@functools.cache
 def git_sha() -> str | None:
-    """Commit of the neobench source (with '-dirty' when it has local changes), if in a checkout."""
+    """Commit of the neobench source (with '-dirty' when it has local changes), if in a checkout.
+    Asked once per process (two git commands, ~40 ms per card): the code that runs is the code
+    imported, whatever the checkout says later."""
     root = Path(_version.__file__).resolve().parent.parent
     if not (root / ".git").exists():
         return None

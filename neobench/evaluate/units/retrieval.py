@@ -26,6 +26,7 @@ that subtask and averages the 12 scores (`neobench.evaluate.units.combine`).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
@@ -132,7 +133,7 @@ def per_query(run: Run, qrels: Qrels, metric: str, k: int, k_values: list[int]) 
     """
     import pytrec_eval
 
-    top = {qid: _top(docs, k) for qid, docs in run.items()}
+    top = _tops(run, k)
     if metric == "mrr":
         return {qid: _reciprocal_rank(docs, qrels[qid], k) for qid, docs in top.items()}
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, {f"{_PYTREC[metric].rstrip('_')}.{k}"})
@@ -154,6 +155,33 @@ def _top(docs: dict[str, float], k: int) -> dict[str, float]:
     kth = np.partition(values, len(docs) - k)[len(docs) - k]
     ids = list(docs)
     return {ids[i]: docs[ids[i]] for i in np.flatnonzero(values >= kth).tolist()}
+
+
+def _tops(run: Run, k: int) -> Run:
+    """``{qid: _top(docs, k)}`` for every query at once: the scores of all queries in one
+    (queries, longest) float32 array (short rows padded with -inf, masked out), each query's
+    k-th highest found by one partition over it. Per query only the selection is Python."""
+    if not run:
+        return {}
+    lengths = np.fromiter(map(len, run.values()), np.int64, len(run))
+    real = np.arange(lengths.max()) < lengths[:, None]  # (queries, longest)
+    values = np.full(real.shape, -np.inf, np.float32)
+    flat = itertools.chain.from_iterable(docs.values() for docs in run.values())
+    # A boolean mask fills row by row, each row's first len(docs) cells: the order of ``flat``.
+    values[real] = np.fromiter(flat, np.float64, int(lengths.sum())).astype(np.float32)
+    at = min(k, values.shape[1]) - 1  # each row's k-th highest (rows of k or fewer: unused)
+    kth = -np.partition(-values, at, axis=1)[:, at]
+    kept = (values >= kth[:, None]) & real
+    # Kept whole, as _top keeps them: k or fewer results, or a NaN (no order to cut by).
+    whole = (lengths <= k) | np.isnan(values).any(axis=1)
+    top: Run = {}
+    for (qid, docs), row, as_is in zip(run.items(), kept, whole, strict=True):
+        if as_is:
+            top[qid] = docs
+            continue
+        ids = list(docs)
+        top[qid] = {ids[i]: docs[ids[i]] for i in np.flatnonzero(row).tolist()}
+    return top
 
 
 def _reciprocal_rank(docs: dict[str, float], judged: dict[str, int], k: int) -> float:
