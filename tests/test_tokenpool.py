@@ -122,6 +122,24 @@ def test_a_killed_worker_is_one_clear_error(model, texts):
     assert pool.closed and all(p.exitcode is not None for p in pool.processes)
 
 
+def test_close_ends_workers_quietly_under_the_cli_s_signal_handler(model, texts):
+    """The CLI's SIGTERM handler raises Terminated; forked workers inherit it, but close()'s
+    SIGTERM must end them at once, not raise it there (a traceback in the run's log): a
+    worker killed by the signal itself exits with -SIGTERM, one that raised with 1."""
+
+    def raises(signum, frame):
+        raise RuntimeError("the parent's handler ran in a worker")
+
+    previous = signal.signal(signal.SIGTERM, raises)
+    try:
+        pool = tokenpool.TokenizePool(model, 2)
+        assert pool.result(pool.submit(texts[:64], None)).tokens > 0
+        pool.close()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert [p.exitcode for p in pool.processes] == [-signal.SIGTERM] * 2
+
+
 def test_workers_leave_ctrl_c_to_the_parent(model, texts, pool):
     """Ctrl-C reaches the whole process group; a worker ignores it and goes on."""
     os.kill(pool.processes[1].pid, signal.SIGINT)

@@ -15,10 +15,11 @@ configured (off), so the child neither warns nor uses the Rust thread pool it ca
 processes themselves are the parallelism. Where fork does not exist, tokenisation stays in a
 thread of this process (``resolve_workers`` says so).
 
-Shutdown: ``close()`` (the encoder's, at the end of a run) terminates the workers; they ignore
-Ctrl-C (the parent handles it and closes them), are
-daemonic (multiprocessing ends them when the parent exits) and, forked from the main thread,
-get SIGTERM from the kernel if the parent dies without cleaning up.
+Shutdown: ``close()`` (the encoder's, at the end of a run) terminates the workers. They ignore
+Ctrl-C and Slurm's notice (the parent handles both and closes them), end at SIGTERM without
+running the parent's inherited handler, are daemonic (multiprocessing ends them when the parent
+exits) and, forked from the main thread, get SIGTERM from the kernel if the parent dies without
+cleaning up.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ logger = logging.getLogger(__name__)
 PARALLELISM = "TOKENIZERS_PARALLELISM"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 POLL_SECONDS = 0.5  # how often a wait for a result checks that the workers are alive
+# Signals whose handlers a forked worker replaces before it takes them (see TokenizePool).
+PARENTS_SIGNALS = {signal.SIGTERM, *([signal.SIGUSR2] if hasattr(signal, "SIGUSR2") else [])}
 
 
 def cores() -> int:
@@ -108,10 +111,15 @@ class TokenizePool:
             # The parent's objects frozen while forking: a child's garbage collector then never
             # writes to them, so their pages stay shared instead of being copied per worker.
             gc.freeze()
+            # A child inherits this process's signal handlers (the CLI's raise Terminated): the
+            # signals that end a run stay blocked across the fork, until the child has put its
+            # own in place (_serve); here they wait, blocked, and arrive once it is done.
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, PARENTS_SIGNALS)
             try:
                 for process in self.processes:
                     process.start()
             finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                 gc.unfreeze()
 
     def submit(self, texts: list[str], prompt: str | None) -> int:
@@ -213,6 +221,13 @@ class _Failure:
 def _serve(model: Any, jobs: Any, results: Any, parent: int | None) -> None:
     """A worker's loop (in the child): jobs in, flat tokens (or the failure) out."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    # SIGTERM (close(), the parent's death, scancel) ends a worker at once and quietly: the
+    # parent's handler, inherited, would raise its Terminated here and print a traceback.
+    # Slurm's notice before a time limit is the parent's to act on.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "SIGUSR2"):
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENTS_SIGNALS)
     os.environ[PARALLELISM] = "false"  # one core each; the processes are the parallelism
     if parent is not None:
         _die_with(parent)
