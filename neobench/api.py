@@ -134,9 +134,7 @@ def leaderboard(results: PathLike | Sequence[PathLike] = ".", **options: Any) ->
     return tables.leaderboard(_roots(results), fields.pop("benchmark"), **fields)
 
 
-def compare(
-    results: PathLike | Sequence[PathLike], baseline: str, **options: Any
-) -> Comparison:
+def compare(results: PathLike | Sequence[PathLike], baseline: str, **options: Any) -> Comparison:
     """`neobench compare`: each model against ``baseline``, paired per task (its flags as
     keywords: ``models=[...]``, ``tasks=[...]``, ``resamples=...``, ``seed=...``)."""
     from neobench.report import compare as comparison

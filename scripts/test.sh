@@ -20,6 +20,7 @@ if [ "$(id -u)" -eq 0 ] || [ -n "${CI:-}" ]; then
     install_browser
 fi
 ruff check neobench tests benchmarks
+ruff format --check --quiet neobench tests benchmarks  # the house layout (design.md)
 # The layers of pyproject.toml ([tool.importlinter]): imports only downward, stages independent.
 lint-imports --no-cache
 # pytest exits 5 when it collected no test: that is a failure here like any non-zero code.

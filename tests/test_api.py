@@ -39,7 +39,8 @@ def test_the_leaderboard_frame_holds_the_csv_numbers(golden_runs, tmp_path, caps
     assert sorted(computed["label"]) == sorted(written)
     for _, row in computed.iterrows():  # the run named in separate fields, as in the CSV
         assert (row["model"], row["revision"]) == (
-            written[row["label"]]["model"], written[row["label"]]["revision"]
+            written[row["label"]]["model"],
+            written[row["label"]]["revision"],
         )
     for _, row in computed.iterrows():
         # the CSV rounds to one decimal; the frame keeps the computed value

@@ -250,7 +250,8 @@ def test_the_page_in_a_browser(page, browser, tmp_path, capsys):
     focused.send_keys(Keys.ENTER)
     assert [avg[label] for label in rows(chrome)] == sorted(avg.values())
     th = chrome.find_element(By.CSS_SELECTOR, 'button[data-key="sort:Avg."]').find_element(
-        By.XPATH, "..")
+        By.XPATH, ".."
+    )
     assert th.get_attribute("aria-sort") == "ascending"
 
     # Filter to STS: the STS column and its tasks held by a row, Avg.; nothing of other types.
@@ -316,7 +317,8 @@ def test_the_page_in_a_browser(page, browser, tmp_path, capsys):
     chrome.get(again)
     shots.append(shoot(chrome, tmp_path, "sts-drilldown-ab-400px"))
     overflow = chrome.execute_script(
-        "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
     assert overflow <= 0  # wide tables scroll inside their box, the page itself does not
     assert errors(chrome) == []
     with capsys.disabled():

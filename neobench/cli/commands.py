@@ -171,6 +171,7 @@ class StudyTableCommand:
     format: str | None = like(TableCommand, "format")
     out: str | None = like(TableCommand, "out")
     html: str | None = opt(
-        None, "where the HTML page goes (default: --out's name as .html, else table.html in "
-        "the study's output)"
+        None,
+        "where the HTML page goes (default: --out's name as .html, else table.html in "
+        "the study's output)",
     )

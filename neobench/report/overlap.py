@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from neobench.report.table import LeaderTable
 
+
 def annotate_table(table: LeaderTable, runs: dict[str, Run], tasks: list[AbsTask]) -> None:
     """Mark each computed row's in-domain columns, fill its zero-shot percentage over the
     table's tasks, and explain both in the notes (quoted rows stay unmarked and empty)."""

@@ -204,9 +204,7 @@ def _left_out(found: list[TaskUnits], order: TaskUnits) -> int:
     return sum(p.n for p in found[0].parts) - sum(p.n for p in order.parts)
 
 
-def test(
-    base: Side, other: Side, names: list[str], column: str, settings: Settings
-) -> Test | None:
+def test(base: Side, other: Side, names: list[str], column: str, settings: Settings) -> Test | None:
     """The column's test over the tasks of ``names`` both sides hold, or None."""
     shared = [n for n in names if n in base.scores and n in other.scores]
     if not shared:

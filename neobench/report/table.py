@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass
 class Cell:
     value: float | None  # x100
@@ -118,9 +119,7 @@ class LeaderTable:
     # The tasks type columns and Avg. average when computed rows hold different tasks (the
     # ones they share); None when they all hold the same tasks.
     averaged: list[str] | None = None
-    baseline: str | None = (
-        None  # with --baseline: the label of that row (report/intervals.py)
-    )
+    baseline: str | None = None  # with --baseline: the label of that row (report/intervals.py)
     zero_shot: bool = False  # a Zero-shot column (report/overlap.py fills it)
 
     def columns(self, tasks: list[AbsTask]) -> dict[str, list[str]]:
