@@ -8,7 +8,9 @@ import datasets.arrow_dataset
 import mteb
 import mteb._create_dataloaders as loaders
 import mteb.cache.result_cache as result_cache
+import mteb.results.task_result as task_result
 import pytest
+import torch
 from datasets import Dataset
 
 from neobench.evaluate import fastloaders
@@ -20,6 +22,8 @@ STOCK_LOADER = loaders._create_dataloader_from_texts
 STOCK_FROM_DICT = vars(Dataset)["from_dict"]
 STOCK_FINGERPRINT = datasets.arrow_dataset.generate_fingerprint
 STOCK_VERSIONS = result_cache._get_package_versions
+STOCK_DISTRIBUTION = task_result._mteb_distribution
+STOCK_GPU_SEED = torch.cuda.manual_seed_all
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +110,31 @@ def test_every_patch_is_undone_after_the_block_and_subclasses_still_bind():
     assert datasets.arrow_dataset.generate_fingerprint is STOCK_FINGERPRINT
     assert loaders._create_dataloader_from_texts is STOCK_LOADER
     assert result_cache._get_package_versions is STOCK_VERSIONS
+    assert task_result._mteb_distribution is STOCK_DISTRIBUTION
+    assert torch.cuda.manual_seed_all is STOCK_GPU_SEED
     assert fastloaders._in_from_dict.get() is False
+
+
+def test_mteb_distribution_is_looked_up_once():
+    with fast_loaders():
+        first = task_result._mteb_distribution()
+        assert task_result._mteb_distribution() is first
+    assert first.version == STOCK_DISTRIBUTION().version == mteb.__version__
+
+
+@pytest.mark.skipif(torch.backends.cuda.is_built(), reason="a torch built with CUDA seeds it")
+def test_without_cuda_in_torch_seeding_queues_nothing_and_still_seeds_the_cpu():
+    """mteb's evaluator seeding: the CPU generator as stock seeds it, no CUDA seed queued."""
+    from mteb._set_seed import _set_seed
+
+    tracker = torch.cuda._lazy_seed_tracker
+    _set_seed(7)  # stock: queues a CUDA seed, a new entry holding its formatted stack
+    stock, queued = torch.rand(4), tracker.manual_seed_all_cb
+    assert queued is not None
+    with fast_loaders():
+        _set_seed(7)
+        assert torch.equal(torch.rand(4), stock)
+        assert tracker.manual_seed_all_cb is queued  # nothing new queued
 
 
 def test_a_patched_inherited_attribute_is_removed_again():

@@ -57,32 +57,39 @@ def test_mteb_phases_feed_the_clock_and_keep_mtebs_record(monkeypatch):
     assert [p["name"] for p in timer.phases] == ["Scoring", "Running experiment (1/10)"]
 
 
-def test_metrics_mteb_leaves_unmarked_count_as_scoring(monkeypatch):
-    """Legacy clustering's V-measure per set runs after mteb's "Scoring" phase: inside
-    mteb_timing it is scoring too, and mteb's own method is back afterwards."""
+@pytest.mark.parametrize(
+    ("owner", "name"),
+    [("clustering_legacy.AbsTaskClusteringLegacy", "_compute_metrics"),
+     ("sts.AbsTaskSTS", "_calculate_scores")],
+)  # fmt: skip
+def test_metrics_mteb_leaves_unmarked_count_as_scoring(monkeypatch, owner, name):
+    """Legacy clustering's V-measure per set and STS's correlations run after mteb's "Scoring"
+    phase: inside mteb_timing they are scoring too, and mteb's own method is back afterwards."""
+    import importlib
     import sys
 
     import mteb.evaluate  # noqa: F401  (mteb_timing swaps a name in that module)
-    from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
 
-    stock = vars(AbsTaskClusteringLegacy)["_compute_metrics"]
+    module, cls = owner.split(".")
+    task_class = getattr(importlib.import_module(f"mteb.abstasks.{module}"), cls)
+    stock = vars(task_class)[name]
     clock_time = FakeTime()
     monkeypatch.setattr(stages.time, "perf_counter", clock_time)
 
-    def metric(self, labels, assignment, v_measure_only=False):
+    def metric(self, *args):
         clock_time.now += 2.0
         return {"v_measure": 1.0}
 
-    monkeypatch.setattr(AbsTaskClusteringLegacy, "_compute_metrics", metric)
+    monkeypatch.setattr(task_class, name, metric)
     clock = stages.StageClock()
     with clock.running(), stages.stage("other"), stages.mteb_timing():
-        assert AbsTaskClusteringLegacy._compute_metrics(None, [0], [0]) == {"v_measure": 1.0}
+        assert getattr(task_class, name)(None, [0], [0]) == {"v_measure": 1.0}
         clock_time.now += 1.0
     assert clock.seconds["scoring"] == 2.0 and clock.seconds["other"] == 1.0
-    assert vars(AbsTaskClusteringLegacy)["_compute_metrics"] is metric
+    assert vars(task_class)[name] is metric
     assert sys.modules["mteb.evaluate"].TimingStack.__name__ == "TimingStack"
     monkeypatch.undo()
-    assert vars(AbsTaskClusteringLegacy)["_compute_metrics"] is stock
+    assert vars(task_class)[name] is stock
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,11 @@ def now() -> str:
 
 def write_card(path: Path, card: dict) -> None:
     """Write YAML atomically: a kill mid-write leaves the previous card, never half of one."""
-    write_text_atomic(path, yaml.safe_dump(card, sort_keys=False, allow_unicode=True, width=100))
+    # libyaml's emitter where PyYAML has it: the same text as yaml.safe_dump, ~5x faster (an
+    # eval card is rewritten at every task's end).
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    text = yaml.dump(card, Dumper=dumper, sort_keys=False, allow_unicode=True, width=100)
+    write_text_atomic(path, text)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

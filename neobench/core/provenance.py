@@ -31,6 +31,14 @@ PACKAGES = (
 
 
 def package_versions() -> dict[str, str | None]:
+    """The installed versions of PACKAGES (None where one is missing), a new dict per caller."""
+    return dict(_installed_versions())
+
+
+@functools.cache
+def _installed_versions() -> dict[str, str | None]:
+    # Asked once per process (importlib.metadata scans every installed distribution, ~3 ms a
+    # package): the modules imported cannot change under a running interpreter.
     versions: dict[str, str | None] = {}
     for name in PACKAGES:
         try:

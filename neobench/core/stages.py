@@ -130,25 +130,31 @@ def mteb_timing() -> Iterator[None]:
     original = module.TimingStack
     module.TimingStack = mteb_phases(clock)
     unmarked = _unmarked_metrics()
-    for owner, function in unmarked:
-        owner._compute_metrics = _as_scoring(function)
+    for owner, name, function in unmarked:
+        setattr(owner, name, _as_scoring(function))
     try:
         yield
     finally:
         module.TimingStack = original
-        for owner, function in unmarked:
-            owner._compute_metrics = function
+        for owner, name, function in unmarked:
+            setattr(owner, name, function)
 
 
-def _unmarked_metrics() -> list[tuple[type, Any]]:
+def _unmarked_metrics() -> list[tuple[type, str, Any]]:
     """mteb's metric computations that its phases leave unmarked (the task's own evaluation
     algorithm, run after its "Scoring" phase): legacy clustering's V-measure per set, pair
-    classification's thresholds and averages. (class, its own function)."""
+    classification's thresholds and averages, STS's correlations. (class, name, its own
+    function)."""
     from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
     from mteb.abstasks.pair_classification import AbsTaskPairClassification
+    from mteb.abstasks.sts import AbsTaskSTS
 
-    owners = (AbsTaskClusteringLegacy, AbsTaskPairClassification)
-    return [(owner, vars(owner)["_compute_metrics"]) for owner in owners]
+    names = (
+        (AbsTaskClusteringLegacy, "_compute_metrics"),
+        (AbsTaskPairClassification, "_compute_metrics"),
+        (AbsTaskSTS, "_calculate_scores"),
+    )
+    return [(owner, name, vars(owner)[name]) for owner, name in names]
 
 
 def _as_scoring(function: Any) -> Any:

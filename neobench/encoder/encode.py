@@ -14,6 +14,7 @@ import contextlib
 import logging
 import weakref
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import torch
@@ -94,11 +95,16 @@ class FastEncoder:
         self.texts_requested += len(texts)
         if not texts:
             return np.zeros((0, 0), np.float32)
-        with stage("cache keys"):
-            keys = EmbeddingCache.keys(self.fingerprint, prompt, texts)
+        if self.cache:
+            with stage("cache keys"):
+                keys: list[Any] = EmbeddingCache.keys(self.fingerprint, prompt, texts)
+        else:
+            # Without a cache the texts themselves are the keys (one request, one prompt): the
+            # same duplicates without hashing each text (~0.6 µs a text).
+            keys = texts
         with stage("dedup"):
             # Each distinct key once, in first-seen order; ``where`` maps every text to its row.
-            rows: dict[bytes, int] = {}
+            rows: dict[Any, int] = {}
             where = np.fromiter(
                 (rows.setdefault(key, len(rows)) for key in keys), dtype=np.int64, count=len(keys)
             )

@@ -145,14 +145,16 @@ def json_copy(value: Any) -> Any:
     gives (lists for tuples, Python floats for float subclasses such as numpy's). Anything
     else a round trip would change (a non-string key, another type) takes the round trip."""
     kind = type(value)
+    # The types are gathered by set(map(type, ...)), in C: a ranking's 1,000 entries per query
+    # cost no Python step each.
     if kind is dict:
-        if not all(type(k) is str for k in value):
+        if not {*map(type, value)} <= {str}:
             return json.loads(json.dumps(value))
-        if all(type(v) is float for v in value.values()):  # a ranking: {doc id: score}
+        if {*map(type, value.values())} <= {float}:  # a ranking: {doc id: score}
             return dict(value)
         return {k: json_copy(v) for k, v in value.items()}
     if kind is list or kind is tuple:
-        if all(type(v) is int or type(v) is float for v in value):
+        if {*map(type, value)} <= {int, float}:
             return list(value)
         return [json_copy(v) for v in value]
     if value is None or kind in (str, int, float, bool):

@@ -16,8 +16,14 @@ GPU would wait, for nothing the evaluation reads:
   given, so `kept_texts` hands the encoder the texts without converting the column back from Arrow.
   A text that is not a ``str`` (None, a number) takes mteb's loader unchanged.
 - **Package versions per result.** ``ResultCache._get_package_versions`` asks importlib.metadata
-  for five packages' versions on every save (~15 ms: it scans every installed distribution). They
-  cannot change under a running interpreter's imports, so they are asked once per process.
+  for five packages' versions on every save, and ``TaskResult.from_task_results`` looks up mteb's
+  distribution (~15 ms: each scans every installed distribution). They cannot change under a
+  running interpreter's imports, so they are asked once per process.
+- **Queued GPU seeds without a GPU.** mteb seeds every evaluator, and torch's CUDA seeding, before
+  CUDA starts, queues the seed with a formatted stack of the call (~4 ms a call, twice per
+  evaluator: ``linecache`` checks every source file of the stack). A torch built without CUDA
+  can never start it and never reads the queue, so with such a build the CUDA seeding is skipped.
+  On a GPU the model's move to the device has started CUDA, and seeding is immediate anyway.
 """
 
 from __future__ import annotations
@@ -69,7 +75,7 @@ def _fingerprint(dataset: Dataset) -> str:
 def text_loader(text: Any, batch_size: int = 32, num_proc: int | None = None, **kwargs: Any) -> Any:
     """mteb's ``_create_dataloader_from_texts``, its dataset keeping the list of texts."""
     texts = list(text)  # a list, or a datasets Column (one conversion under fastdata's patch)
-    if not all(type(t) is str for t in texts):
+    if not {*map(type, texts)} <= {str}:  # the types gathered in C, not a Python step a text
         return _stock_text_loader(text, batch_size, num_proc, **kwargs)
     loader = _stock_text_loader(texts, batch_size, num_proc, **kwargs)
     setattr(loader.dataset, _TEXTS, (loader.dataset._fingerprint, texts))
@@ -85,17 +91,26 @@ def kept_texts(dataset: Any) -> list[str] | None:
     return kept[1]
 
 
+def _no_gpu_seed(seed: int) -> None:
+    """torch.cuda.manual_seed_all in a torch built without CUDA: nothing to seed, ever."""
+
+
 @functools.cache
 def _patch() -> NestedPatch:
     """Built at first use: the modules must be imported (mteb imports them with its tasks)."""
     import mteb.cache.result_cache as result_cache
+    import mteb.results.task_result as task_result
+    import torch
 
     asked = functools.cache(result_cache._get_package_versions)
     changes: list[tuple[Any, str, Any]] = [
         (Dataset, "from_dict", classmethod(_from_dict)),
         (datasets.arrow_dataset, "generate_fingerprint", _fingerprint),
         (result_cache, "_get_package_versions", lambda: dict(asked())),  # a dict per caller
+        (task_result, "_mteb_distribution", functools.cache(task_result._mteb_distribution)),
     ]
+    if not torch.backends.cuda.is_built():
+        changes.append((torch.cuda, "manual_seed_all", _no_gpu_seed))
     for name in _LOADER_MODULES:
         held = getattr(sys.modules.get(name), "_create_dataloader_from_texts", None)
         if held is _stock_text_loader:
