@@ -23,7 +23,8 @@ STOCK_FROM_DICT = vars(Dataset)["from_dict"]
 STOCK_FINGERPRINT = datasets.arrow_dataset.generate_fingerprint
 STOCK_VERSIONS = result_cache._get_package_versions
 STOCK_DISTRIBUTION = task_result._mteb_distribution
-STOCK_GPU_SEED = torch.cuda.manual_seed_all
+ACCELERATORS = (torch.cuda, torch.xpu, torch.mtia)
+STOCK_SEEDS = [a.manual_seed_all for a in ACCELERATORS]
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +112,7 @@ def test_every_patch_is_undone_after_the_block_and_subclasses_still_bind():
     assert loaders._create_dataloader_from_texts is STOCK_LOADER
     assert result_cache._get_package_versions is STOCK_VERSIONS
     assert task_result._mteb_distribution is STOCK_DISTRIBUTION
-    assert torch.cuda.manual_seed_all is STOCK_GPU_SEED
+    assert [a.manual_seed_all for a in ACCELERATORS] == STOCK_SEEDS
     assert fastloaders._in_from_dict.get() is False
 
 
@@ -124,7 +125,8 @@ def test_mteb_distribution_is_looked_up_once():
 
 @pytest.mark.skipif(torch.backends.cuda.is_built(), reason="a torch built with CUDA seeds it")
 def test_without_cuda_in_torch_seeding_queues_nothing_and_still_seeds_the_cpu():
-    """mteb's evaluator seeding: the CPU generator as stock seeds it, no CUDA seed queued."""
+    """mteb's evaluator seeding: the CPU generator as stock seeds it, no CUDA seed queued (nor
+    an XPU or MTIA one, in a torch without them)."""
     from mteb._set_seed import _set_seed
 
     tracker = torch.cuda._lazy_seed_tracker
@@ -135,6 +137,9 @@ def test_without_cuda_in_torch_seeding_queues_nothing_and_still_seeds_the_cpu():
         _set_seed(7)
         assert torch.equal(torch.rand(4), stock)
         assert tracker.manual_seed_all_cb is queued  # nothing new queued
+        for accelerator in ACCELERATORS[1:]:
+            if not accelerator._is_compiled():
+                assert accelerator.manual_seed_all is fastloaders._no_gpu_seed
 
 
 def test_a_patched_inherited_attribute_is_removed_again():

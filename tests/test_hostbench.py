@@ -116,6 +116,8 @@ def test_json_holds_tokens_stages_and_tasks(bench_json):
     # Batches of the GPU path's size by default: the host cost a GPU waits on.
     assert bench_json["settings"]["token_budget"] == bench_json["token_budget"] == 32_768
     assert [r["cache"] for r in bench_json["runs"]] == ["off", "cold", "warm", "stock"]
+    # Once per process, before the timed runs: start-up, then an untimed warm-up run.
+    assert bench_json["startup_seconds"] > 0 and bench_json["warmup_seconds"] > 0
 
 
 def test_main_thread_stages_add_up_to_the_wall_time(bench_json):

@@ -88,6 +88,11 @@ class BenchHostCommand:
     stock: bool = opt(
         False, "also run the tasks through stock mteb.evaluate + SentenceTransformer.encode"
     )
+    no_warmup: bool = opt(
+        False,
+        "skip the untimed null-model run of the tasks before the timed runs (without it, the "
+        "first timed run also pays the process's first-use costs)",
+    )
     json: str | None = opt(None, "also write the figures to this JSON file", metavar="FILE")
 
 

@@ -85,9 +85,15 @@ def report(runs: list[HostRun]) -> str:
         f"{'texts (encoded)':<18}"
         + "".join(f"{f'{r.texts_requested:,} ({r.texts_encoded:,})':>24}" for r in runs)
     )
+    first = runs[0]
+    warmup = (
+        f"; then an untimed warm-up run of the tasks (first-use costs): {first.warmup:.2f} s"
+        if first.warmup
+        else "; no warm-up run (--no-warmup): the first run above also pays first-use costs"
+    )
     lines.append(
         f"start-up, once per process and not in the runs above (imports, mteb's benchmark "
-        f"registry): {runs[0].startup:.2f} s"
+        f"registry): {first.startup:.2f} s{warmup}"
     )
     stock = next((r for r in runs if r.cache == "stock"), None)
     ours = next((r for r in runs if r.cache == "off"), None)
@@ -164,6 +170,7 @@ def to_json(runs: list[HostRun], cmd: BenchHostCommand) -> str:
             "instructions": cmd.instructions,
             "max_seq_length": cmd.max_seq_length,
             "token_budget": cmd.token_budget,
+            "warmup": not cmd.no_warmup,
         },
         "environment": provenance.environment(),
     }

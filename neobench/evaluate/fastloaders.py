@@ -1,7 +1,8 @@
 """mteb's per-call bookkeeping that costs more than the work it wraps, while mteb evaluates.
 
-Three things mteb (2.26) does on every task or encode call cost the main thread time in which a
-GPU would wait, for nothing the evaluation reads:
+What mteb (2.26), and datasets and torch under it, do on every task or encode call costs the main
+thread time in which a GPU would wait, for nothing the evaluation reads. While ``fast_loaders()``
+runs (around each task's evaluation, its data loading included):
 
 - **Hashing in-memory datasets.** mteb builds datasets with ``Dataset.from_dict``: each text data
   loader (``_create_dataloader_from_texts``, behind ``create_dataloader(dataset,
@@ -19,11 +20,17 @@ GPU would wait, for nothing the evaluation reads:
   for five packages' versions on every save, and ``TaskResult.from_task_results`` looks up mteb's
   distribution (~15 ms: each scans every installed distribution). They cannot change under a
   running interpreter's imports, so they are asked once per process.
-- **Queued GPU seeds without a GPU.** mteb seeds every evaluator, and torch's CUDA seeding, before
-  CUDA starts, queues the seed with a formatted stack of the call (~4 ms a call, twice per
-  evaluator: ``linecache`` checks every source file of the stack). A torch built without CUDA
-  can never start it and never reads the queue, so with such a build the CUDA seeding is skipped.
-  On a GPU the model's move to the device has started CUDA, and seeding is immediate anyway.
+- **A thread pool per file.** ``datasets.load_dataset`` reads each data file's metadata (its
+  origin: mtime, etag or revision) and memory-maps each cached shard through tqdm's
+  ``thread_map``: a new pool per call, whose thread start (milliseconds on a busy machine) costs
+  more than the work when there is one file. A retrieval task loads 3 splits, each asking 2-3
+  times. One item is mapped in the calling thread; several still go to the pool.
+- **Queued accelerator seeds without an accelerator.** mteb seeds every evaluator; torch's seeding
+  of CUDA, XPU and MTIA, before the device starts, queues the seed with a formatted stack of the
+  call (milliseconds per evaluator: ``linecache`` checks every source file of the stack). A torch
+  built without that accelerator can never start it and never reads the queue, so with such a
+  build its seeding is skipped. On a GPU the model's move to the device has started CUDA, and
+  seeding it is immediate anyway.
 """
 
 from __future__ import annotations
@@ -31,10 +38,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+from collections.abc import Callable, Sized
 from contextvars import ContextVar
 from typing import Any
 
 import datasets.arrow_dataset
+import datasets.arrow_reader
+import datasets.data_files
 from datasets import Dataset
 from datasets.fingerprint import generate_random_fingerprint
 from mteb._create_dataloaders import _create_dataloader_from_texts as _stock_text_loader
@@ -91,8 +101,19 @@ def kept_texts(dataset: Any) -> list[str] | None:
     return kept[1]
 
 
+def _one_in_place(stock: Callable[..., list]) -> Callable[..., list]:
+    """tqdm's ``thread_map`` (as ``stock``), mapping a single item in the calling thread."""
+
+    def mapped(fn: Callable[..., Any], *iterables: Any, **kwargs: Any) -> list:
+        if iterables and all(isinstance(i, Sized) and len(i) == 1 for i in iterables):
+            return [fn(*args) for args in zip(*iterables, strict=True)]
+        return stock(fn, *iterables, **kwargs)
+
+    return mapped
+
+
 def _no_gpu_seed(seed: int) -> None:
-    """torch.cuda.manual_seed_all in a torch built without CUDA: nothing to seed, ever."""
+    """manual_seed_all of an accelerator torch was built without: nothing to seed, ever."""
 
 
 @functools.cache
@@ -109,8 +130,11 @@ def _patch() -> NestedPatch:
         (result_cache, "_get_package_versions", lambda: dict(asked())),  # a dict per caller
         (task_result, "_mteb_distribution", functools.cache(task_result._mteb_distribution)),
     ]
-    if not torch.backends.cuda.is_built():
-        changes.append((torch.cuda, "manual_seed_all", _no_gpu_seed))
+    for module in (datasets.data_files, datasets.arrow_reader):
+        changes.append((module, "thread_map", _one_in_place(module.thread_map)))
+    for accelerator in (torch.cuda, torch.xpu, torch.mtia):  # each one torch.manual_seed seeds
+        if not getattr(accelerator, "_is_compiled", lambda: True)():
+            changes.append((accelerator, "manual_seed_all", _no_gpu_seed))
     for name in _LOADER_MODULES:
         held = getattr(sys.modules.get(name), "_create_dataloader_from_texts", None)
         if held is _stock_text_loader:
