@@ -154,3 +154,26 @@ def test_a_patched_inherited_attribute_is_removed_again():
     with patch.active():
         assert Child().f() == "patched" and Base().f() == "base"
     assert "f" not in vars(Child) and Child().f() == "base"
+
+
+def test_one_file_is_mapped_in_place_and_several_still_in_a_pool():
+    import threading
+
+    import datasets.arrow_reader
+    import datasets.data_files
+
+    stock = [datasets.data_files.thread_map, datasets.arrow_reader.thread_map]
+    where = []
+
+    def work(x):
+        where.append(threading.get_ident())
+        return x * 2
+
+    with fast_loaders():
+        for thread_map in (datasets.data_files.thread_map, datasets.arrow_reader.thread_map):
+            assert thread_map(work, [3], max_workers=4, disable=True) == [6]
+            assert where.pop() == threading.get_ident()  # one item: this thread
+            assert thread_map(work, [1, 2, 3], max_workers=4, disable=True) == [2, 4, 6]
+            assert threading.get_ident() not in where  # several: the pool's threads
+            where.clear()
+    assert [datasets.data_files.thread_map, datasets.arrow_reader.thread_map] == stock
