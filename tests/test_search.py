@@ -49,7 +49,7 @@ def scifact(mirror):
     mirror_mod.point_tasks_at_mirror([task], mirror.resolve(), "MTEB(eng, v1)")
     task.load_data()
     split = task.dataset["default"]["test"]
-    # A slice keeps the test quick; 600 documents still span three of the corpus chunks below.
+    # A slice keeps the test quick; 600 documents span three corpus chunks of 250.
     return task, split["corpus"].select(range(600)), split["queries"].select(range(60))
 
 
@@ -82,6 +82,62 @@ def test_full_corpus_search_equals_mteb(scifact, encoder):
         }
         for doc in fast[qid].keys() & stock[qid].keys():
             assert fast[qid][doc] == pytest.approx(stock[qid][doc], abs=1e-6)
+
+
+def test_a_corpus_in_chunks_reuses_the_first_chunks_memory(scifact, encoder, monkeypatch):
+    """600 documents in chunks of 250, 250 and 100: the later chunks are encoded into the first
+    one's matrix, and the lists equal stock mteb's (no cache: every vector encoded)."""
+    import numpy as np
+
+    from neobench.evaluate import adapter
+
+    task, corpus, queries = scifact
+    fresh = MtebEncoder(encoder.model, {}, FastEncoder(encoder.model, "minilm-128", None))
+    outs = []
+    embed = fresh.fast.embed
+
+    def spied(texts, prompt, out=None):
+        result = embed(texts, prompt, out)
+        outs.append((out, result))
+        return result
+
+    monkeypatch.setattr(fresh.fast, "embed", spied)
+    monkeypatch.setattr(adapter, "CORPUS_CHUNK", 250)
+    fast = _run(fresh, task, corpus, queries)
+    documents = [(out, result) for out, result in outs if len(result) != len(queries)]
+    assert [len(result) for _, result in documents] == [250, 250, 100]
+    first = documents[0][1]
+    assert documents[0][0] is None
+    assert all(out is first and np.shares_memory(result, first) for out, result in documents[1:])
+    stock = _run(SearchEncoderWrapper(encoder, corpus_chunk_size=250), task, corpus, queries)
+    assert stock.keys() == fast.keys()
+    for qid in stock:
+        boundary = min(stock[qid].values())
+        assert {d for d, s in fast[qid].items() if s > boundary} == {
+            d for d, s in stock[qid].items() if s > boundary
+        }
+        for doc in fast[qid].keys() & stock[qid].keys():
+            assert fast[qid][doc] == pytest.approx(stock[qid][doc], abs=1e-6)
+
+
+def test_embed_into_a_given_array_equals_a_new_one(encoder):
+    """FastEncoder.embed's ``out``: the same vectors, written into the array's first rows,
+    with duplicates, with cached vectors, and refused when it cannot hold them."""
+    import numpy as np
+
+    texts = ["a cat", "a dog", "a cat", "the sea", "a dog"]
+    plain = FastEncoder(encoder.model, "minilm-128", None)
+    expected = plain.embed(texts, None)
+    buffer = np.full((8, expected.shape[1]), np.nan, np.float32)
+    for fast in (plain, encoder.fast):  # no cache; a cache (filled by the first call)
+        for request in (texts, texts[:2], ["the sea", "a cat"]):
+            got = fast.embed(request, None, buffer)
+            assert np.shares_memory(got, buffer) and got.shape == (len(request), buffer.shape[1])
+            np.testing.assert_allclose(got, plain.embed(request, None), rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="at least 5 rows"):
+        plain.embed(texts, None, buffer[:3])
+    with pytest.raises(ValueError, match="float32"):
+        plain.embed(texts, None, buffer.astype(np.float64))
 
 
 def test_reranking_follows_each_querys_own_candidates(scifact, encoder):

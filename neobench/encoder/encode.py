@@ -85,12 +85,25 @@ class FastEncoder:
         self.tokens_encoded = 0  # real (unpadded) tokens of the encoded texts
         self.forward_calls = 0
 
-    def embed(self, texts: list[str], prompt: str | None) -> np.ndarray:
-        """(len(texts), dim) float32: cached vectors, the rest encoded once per distinct text."""
-        with stage("batching"):  # what no finer stage below claims
-            return self._embed(texts, prompt)
+    def embed(
+        self, texts: list[str], prompt: str | None, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """(len(texts), dim) float32: cached vectors, the rest encoded once per distinct text.
 
-    def _embed(self, texts: list[str], prompt: str | None) -> np.ndarray:
+        ``out``: a float32 (rows, dim) array of at least len(texts) rows, whose first rows take
+        the vectors (the return value is then a view of it). A caller that is done with one
+        request's vectors before the next passes the same array again: the OS maps fresh
+        memory in page by page at its first write, a cost of the size of the matrix per request
+        (seconds per GB in a VM) that a reused array pays once."""
+        if out is not None and (out.dtype != np.float32 or out.ndim != 2 or len(out) < len(texts)):
+            raise ValueError(
+                f"out: needs a float32 (rows, dim) array of at least {len(texts)} rows, got "
+                f"{out.dtype} {out.shape}"
+            )
+        with stage("batching"):  # what no finer stage below claims
+            return self._embed(texts, prompt, None if out is None else out[: len(texts)])
+
+    def _embed(self, texts: list[str], prompt: str | None, target: np.ndarray | None) -> np.ndarray:
         prompt = prompt or ""
         self.texts_requested += len(texts)
         if not texts:
@@ -125,17 +138,25 @@ class FastEncoder:
             # the model's fingerprint and the checksum its width; numpy would refuse the rows.)
             some = bool(found.any())
             store = self.cache is not None and self.store
+            # Nothing found and every text distinct: the vectors go straight into ``target``.
+            direct = target if len(unique) == len(texts) else None
             matrix = self._encode(
                 [texts[i] for i in text_of[missing]],
                 prompt,
-                out=matrix if some else None,
+                out=matrix if some else direct,
                 at=missing if some else None,
                 keys=[unique[i] for i in missing] if store else None,
             )
         if len(unique) == len(texts):  # every text distinct: ``where`` is 0..n-1
-            return matrix
+            if target is None or matrix is target:
+                return matrix
+            with stage("assemble"):
+                target[:] = matrix
+                return target
         with stage("assemble"):
-            return matrix[where]
+            if target is None:
+                return matrix[where]
+            return np.take(matrix, where, axis=0, out=target)
 
     def _encode(
         self,

@@ -102,13 +102,16 @@ class MtebEncoder:
                 texts = [text for batch in inputs for text in batch["text"]]
         return self._embed(texts, task_metadata, prompt_type)
 
-    def _embed(self, texts: list[str], task_metadata: Any, prompt_type: Any) -> Any:
-        """Embeddings of ``texts`` under the task's prompt (mteb's key order)."""
+    def _embed(
+        self, texts: list[str], task_metadata: Any, prompt_type: Any, out: Any = None
+    ) -> Any:
+        """Embeddings of ``texts`` under the task's prompt (mteb's key order); into ``out`` when
+        given (FastEncoder.embed)."""
         from mteb.models.abs_encoder import get_prompt_name
 
         name = get_prompt_name(self.prompts, task_metadata, prompt_type)
         prompt = self.prompts.get(name) if name else None
-        return self.fast.embed(texts, prompt)
+        return self.fast.embed(texts, prompt, out)
 
     def similarity(self, embeddings1: Any, embeddings2: Any) -> Any:
         """The model's own similarity matrix (FastEncoder's float32 needs no upcast)."""
@@ -173,11 +176,11 @@ class MtebEncoder:
         with timer("Searching corpus", split=hf_split, subset=hf_subset):
             return self._full_search(corpus, query_ids, query_embeddings, top_k, call)
 
-    def _encode_rows(self, rows: Any, prompt_type: Any, call: _Call) -> Any:
+    def _encode_rows(self, rows: Any, prompt_type: Any, call: _Call, out: Any = None) -> Any:
         """Queries or documents as mteb's data loader words them (a document's title and text
         joined, a query's instruction appended), encoded under the task's prompt. The plain
-        text case is read column-wise (evaluate.mtebtexts); anything else goes through mteb's
-        data loader and encode()."""
+        text case is read column-wise (evaluate.mtebtexts), into ``out`` when given; anything
+        else goes through mteb's data loader and encode()."""
         # mteb exports no public equivalent; its own search wrappers use the same function.
         from mteb._create_dataloaders import create_dataloader
         from mteb.types import PromptType
@@ -189,7 +192,7 @@ class MtebEncoder:
             else:
                 texts = query_texts(rows, modalities)
         if texts is not None:
-            return self._embed(texts, call.task_metadata, prompt_type)
+            return self._embed(texts, call.task_metadata, prompt_type, out)
         with stage("collate"):
             loader = create_dataloader(
                 rows,
@@ -211,12 +214,19 @@ class MtebEncoder:
         ranking = RunningTopK(
             torch.as_tensor(query_embeddings), top_k, self.similarity, self.model.device
         )
+        reused = None  # the first chunk's matrix, the largest: every later chunk fits in it
         for start in range(0, len(corpus), CORPUS_CHUNK):
             with stage("collate"):
                 chunk = corpus.select(range(start, min(start + CORPUS_CHUNK, len(corpus))))
-            embeddings = self._encode_rows(chunk, PromptType.document, call)
+            embeddings = self._encode_rows(chunk, PromptType.document, call, reused)
             with stage("scoring"):
+                # Scored at once; the ranking keeps scores and indices, never the vectors.
                 ranking.add(torch.as_tensor(embeddings))
+            if reused is None and _writable_float32(embeddings):
+                # The next chunk is encoded into this one's memory (FastEncoder.embed's
+                # ``out``): 614 MB per 200k documents at 768 dimensions, which fresh memory
+                # would cost again in page faults per chunk, and two chunks' peak memory.
+                reused = embeddings
         with stage("scoring"):
             scores, indices = ranking.result()  # (queries, k) each
         with stage("result building"):
@@ -254,6 +264,17 @@ class MtebEncoder:
             **call.where,
         )
         return {qid: {doc: score for score, doc in heap} for qid, heap in heaps.items()}
+
+
+def _writable_float32(array: Any) -> bool:
+    """Whether FastEncoder.embed can write a later request's vectors into ``array``."""
+    return (
+        isinstance(array, np.ndarray)
+        and array.dtype == np.float32
+        and array.ndim == 2
+        and array.flags.c_contiguous
+        and array.flags.writeable
+    )
 
 
 @dataclass(frozen=True)
