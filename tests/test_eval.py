@@ -48,9 +48,9 @@ class EncodeSpy:
         embed, encode = FastEncoder.embed, FastEncoder._encode
         spy = self
 
-        def spy_embed(encoder, texts, prompt):
+        def spy_embed(encoder, texts, prompt, out=None):
             spy.prompts.append(prompt)
-            return embed(encoder, texts, prompt)
+            return embed(encoder, texts, prompt, out)
 
         def spy_encode(encoder, texts, prompt, **where):
             spy.texts += len(texts)
