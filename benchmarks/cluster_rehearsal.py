@@ -490,16 +490,7 @@ class Injector:
 
     def _inject(self, kind: str, running: list[Window], watcher: Watcher) -> bool:
         if kind == "requeue":
-            # Trained a few steps in this window, and as many left: a requeue at the last step
-            # lands in the final save, which finishes (the run is complete, nothing to rerun),
-            # so it would not test a restart.
-            tunes = [
-                w
-                for w in running
-                if w.key.startswith("finetune/")
-                and watcher.curve(w.key) - w.curve_at_start >= self.min_steps
-                and watcher.curve(w.key) <= self.steps - self.min_steps
-            ]
+            tunes = [w for w in running if self._requeue_target(w, watcher, started=True)]
             return bool(tunes) and self._command(kind, tunes[0], ["scontrol", "requeue"], watcher)
         if kind == "time-limit":
             # One of the longest shards (a short one would end before its new limit came).
@@ -522,9 +513,25 @@ class Injector:
             settled = [w for w in running if w.used_s >= 5]
             return bool(settled) and self._kill_slurmd(settled, watcher)
         candidates = [w for w in running if (watcher.working_s(w) or -1) >= self.scancel_after]
+        if self.owed["requeue"]:
+            # A requeue still owed needs a fine-tune with steps left, and its chance is a short
+            # span of steps: a scancel leaves such fine-tunes to it (the evals after them are
+            # there to cancel). The reduced rehearsal once cancelled one fine-tune while the
+            # other was past its span, and the requeue was never made.
+            candidates = [w for w in candidates if not self._requeue_target(w, watcher)]
         if not candidates:
             return False
         return self._command(kind, self.rng.choice(candidates), ["scancel"], watcher)
+
+    def _requeue_target(self, win: Window, watcher: Watcher, started: bool = False) -> bool:
+        """A fine-tune a requeue can test a restart on: steps left (a requeue at the last step
+        lands in the final save, which finishes, so nothing restarts) and, with ``started``,
+        a few steps trained in this window already."""
+        if not win.key.startswith("finetune/"):
+            return False
+        step = watcher.curve(win.key)
+        trained = step - win.curve_at_start >= self.min_steps if started else True
+        return trained and step <= self.steps - self.min_steps
 
     def _command(
         self,

@@ -63,6 +63,9 @@ AccountingStorageType=accounting_storage/none
 MpiDefault=none
 ReturnToService=2
 SchedulerType=sched/backfill
+# Pending jobs whose begin time has come (a requeued job waits cred_expire) are started by the
+# next backfill pass: every 2 s here instead of Slurm's 30, so tests do not sit idle.
+SchedulerParameters=bf_interval=2,sched_interval=5
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$DIR/run/slurmctld.pid
