@@ -18,6 +18,12 @@ os.environ.pop("NEOBENCH_DATA_DIR", None)
 os.environ["NEOBENCH_CACHE"] = tempfile.mkdtemp(prefix="neobench-cache-")
 # Remote code (tests/fixtures/nomic_bert) is copied here by transformers, not into ~/.cache.
 os.environ["HF_MODULES_CACHE"] = tempfile.mkdtemp(prefix="neobench-hf-modules-")
+# Under pytest-xdist (scripts/test.sh runs two workers), each worker and what it starts gets its
+# share of the cores: torch's default, all cores per process, makes two workers' thread pools
+# spin against each other.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _workers)))
 
 import pytest
 
@@ -195,7 +201,20 @@ def tiny_model(folder: Path, minilm: Path, seed: int) -> Path:
 @pytest.fixture(scope="session")
 def golden_runs(tmp_path_factory, minilm, mirror) -> Path:
     """The results root ``<root>/runs`` of the real runs described above; returns ``<root>``."""
-    root = tmp_path_factory.mktemp("golden")
+    import torch
+
+    # One thread, whatever the machine or the xdist workers: a fine-tune's last bits depend on
+    # how many threads summed its products, and some golden cells (a 100-pair task's bootstrap
+    # bounds) move by a printed digit with them.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _golden_runs(tmp_path_factory.mktemp("golden"), minilm, mirror)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _golden_runs(root: Path, minilm: Path, mirror: Path) -> Path:
     models = root / "models"
     tiny = tiny_model(models / "tiny-bert", minilm, 0)
     tiny_b = tiny_model(models / "tiny-bert-b", minilm, 1)
@@ -238,3 +257,37 @@ signal.signal(signal.SIGUSR2, stop)
 print("started", flush=True)
 time.sleep({run_s})
 """
+
+
+# --- How the tests are shared between xdist workers (--dist loadgroup) ----------------------
+# A module's tests stay together (its module-scoped fixtures are made once); every module that
+# uses the session's Slurm cluster runs in one worker (one cluster, and its jobs do not compete
+# with each other), as do the users of the golden runs (made once). The largest groups come
+# first, so that no worker starts a long group when the other is nearly done.
+SLURM_GROUP = "slurm"
+GOLDEN_GROUP = "golden"
+FIRST = (SLURM_GROUP, GOLDEN_GROUP)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    def module(item) -> str:
+        return item.module.__name__.rsplit(".", 1)[-1]
+
+    def slurm(item) -> bool:
+        names = set(getattr(item, "fixturenames", ()))
+        return "slurm_cluster" in names or item.get_closest_marker("slurm") is not None
+
+    with_slurm = {module(item) for item in items if slurm(item)}  # whole modules: shared fixtures
+    groups = {}
+    for item in items:
+        if module(item) in with_slurm:
+            group = SLURM_GROUP
+        elif "golden_runs" in getattr(item, "fixturenames", ()):
+            group = GOLDEN_GROUP
+        else:
+            group = module(item)
+        groups[item.nodeid] = group
+        item.add_marker(pytest.mark.xdist_group(group))
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(FIRST)))  # stable

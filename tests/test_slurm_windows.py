@@ -19,7 +19,9 @@ import yaml
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-STEPS = 60  # two or three windows: the notice comes ~30 s into each, ~40 steps at most at MiniLM's one-thread pace
+# Two or three windows: the notice comes ~30 s into each window, and a window trains ~40 steps
+# at most at MiniLM's one-thread pace here.
+STEPS = 60
 
 
 def _study(folder, mirror):
