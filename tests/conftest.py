@@ -279,15 +279,18 @@ def pytest_collection_modifyitems(config, items):
         return "slurm_cluster" in names or item.get_closest_marker("slurm") is not None
 
     with_slurm = {module(item) for item in items if slurm(item)}  # whole modules: shared fixtures
-    groups = {}
-    for item in items:
+
+    def group(item) -> str:
         if module(item) in with_slurm:
-            group = SLURM_GROUP
-        elif "golden_runs" in getattr(item, "fixturenames", ()):
-            group = GOLDEN_GROUP
-        else:
-            group = module(item)
-        groups[item.nodeid] = group
-        item.add_marker(pytest.mark.xdist_group(group))
-    rank = {name: i for i, name in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(FIRST)))  # stable
+            return SLURM_GROUP
+        if "golden_runs" in getattr(item, "fixturenames", ()):
+            return GOLDEN_GROUP
+        return module(item)
+
+    first = {name: i for i, name in enumerate(FIRST)}
+    ranked = []
+    for item in items:
+        name = group(item)
+        item.add_marker(pytest.mark.xdist_group(name))
+        ranked.append((first.get(name, len(FIRST)), item))
+    items[:] = [item for _, item in sorted(ranked, key=lambda pair: pair[0])]  # stable

@@ -71,11 +71,16 @@ def test_a_fine_tune_longer_than_its_time_limit_completes_over_several_windows(
                                  stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     command = [sys.executable, "-m", "neobench", "study", "run", str(study), "--launcher",
                "slurm", "--wait"]  # fmt: skip
-    for _ in range(3):  # a window the notice cut before any step fails; the next run resumes
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
-        if done.returncode == 0:
-            break
-    assert plain.wait(timeout=900) == 0, (tmp_path / "plain.log").read_text()[-2000:]
+    try:
+        for _ in range(3):  # a window the notice cut before any step fails; the next run resumes
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+            if done.returncode == 0:
+                break
+        assert plain.wait(timeout=900) == 0, (tmp_path / "plain.log").read_text()[-2000:]
+    finally:
+        if plain.poll() is None:  # the test failed before it ended: not left running
+            plain.kill()
+            plain.wait()
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "Traceback" not in done.stdout + done.stderr
     out = tmp_path / "out"
