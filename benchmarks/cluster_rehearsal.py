@@ -469,6 +469,9 @@ class Injector:
         self.faults: list[Fault] = []
         self.refused: list[Fault] = []  # commands Slurm refused (the job had just ended)
         self.hit: set[str] = set()  # keys already faulted
+        # The steps each running fine-tune was seen at while a requeue was owed: when the
+        # requeue is never made, they show whether the polls stepped over its span.
+        self.seen_steps: dict[str, list[int]] = {}
         self.last = -math.inf
         self.turn = 0
 
@@ -477,9 +480,15 @@ class Injector:
         return not any(self.owed.values())
 
     def tick(self, watcher: Watcher) -> None:
-        if self.done or watcher.at() - self.last < self.gap_s:
+        if self.done:
             return
         running = [w for w in watcher.running() if w.key not in self.hit]
+        if self.owed["requeue"]:
+            for win in running:
+                if win.key.startswith("finetune/"):
+                    self.seen_steps.setdefault(win.key, []).append(watcher.curve(win.key))
+        if watcher.at() - self.last < self.gap_s:
+            return
         for i in range(len(FAULTS)):
             kind = FAULTS[(self.turn + i) % len(FAULTS)]
             if self.owed[kind] and self._inject(kind, running, watcher):
@@ -1122,6 +1131,8 @@ def rehearse(args: argparse.Namespace, report: dict[str, Any]) -> None:
         report["faulted"] = faulted
         report["faults"] = [asdict(f) for f in injector.faults]
         report["faults_owed"] = {k: n for k, n in injector.owed.items() if n}
+        if injector.owed["requeue"]:
+            report["finetune_steps_seen"] = injector.seen_steps
         report["fault_commands_refused"] = [asdict(f) for f in injector.refused]
         report["finetune_windows"] = {
             j.key: {
@@ -1161,7 +1172,10 @@ def verdict(report: dict[str, Any], args: argparse.Namespace) -> list[str]:
                 f"{label}: jobs held by Slurm, released by hand: {run['held_and_released']}"
             )
     if report.get("faults_owed"):
-        problems.append(f"faults not injected (no fitting running job): {report['faults_owed']}")
+        seen = report.get("finetune_steps_seen")
+        polls = f"; fine-tune steps at each poll while a requeue was owed: {seen}" if seen else ""
+        owed = report["faults_owed"]
+        problems.append(f"faults not injected (no fitting running job): {owed}{polls}")
     for fault in report.get("faults", []):
         if fault["survived"] is None:
             problems.append(f"fault {fault['kind']} on {fault['key']}: not assessed (cut short)")
