@@ -177,3 +177,27 @@ def test_one_file_is_mapped_in_place_and_several_still_in_a_pool():
             assert threading.get_ident() not in where  # several: the pool's threads
             where.clear()
     assert [datasets.data_files.thread_map, datasets.arrow_reader.thread_map] == stock
+
+
+def test_lists_of_ints_hash_as_datasets_hashes_them_only_faster():
+    """Fingerprints of row numbers: the C pickler's bytes are datasets' own, so every hash (and a
+    select's fingerprint) is the one datasets gives outside the block; anything but a list of
+    plain ints (bools, floats, nested lists) keeps datasets' path."""
+    import random
+
+    from datasets.fingerprint import Hasher
+
+    rng = random.Random(0)
+    values = [
+        [rng.randrange(-(2**70), 2**70) for _ in range(rng.randrange(3000))] for _ in range(20)
+    ]
+    values += [[], [True, 1], [1, 1.0], [1, [2]], list(range(5000)), "text", (1, 2)]
+    rows = Dataset.from_dict({"label": list(range(3000))})
+    picked = rng.sample(range(3000), 700)
+    stock = [Hasher.hash(v) for v in values], rows.select(picked)._fingerprint
+    assert fastloaders._int_list_protocol() is not None  # the fast path is taken with these
+    with fast_loaders():
+        assert vars(Hasher)["hash"].__func__ is not fastloaders._stock_hash
+        fast = [Hasher.hash(v) for v in values], rows.select(picked)._fingerprint
+    assert fast == stock
+    assert vars(Hasher)["hash"].__func__ is fastloaders._stock_hash

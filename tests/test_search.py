@@ -1,5 +1,7 @@
 """Retrieval on the device: blocked top-k gives mteb's retrieved lists and scores."""
 
+import json
+
 import mteb
 import pytest
 import torch
@@ -82,6 +84,28 @@ def test_full_corpus_search_equals_mteb(scifact, encoder):
         }
         for doc in fast[qid].keys() & stock[qid].keys():
             assert fast[qid][doc] == pytest.approx(stock[qid][doc], abs=1e-6)
+
+
+def test_a_ranking_with_str_ids_is_copied_for_the_units_without_a_type_check(scifact, encoder):
+    """The search marks its lists PlainRanking only when every id is a str (its scores are
+    always Python floats): json_copy then skips the per-entry check, and still gives what a
+    JSON round trip gives. Integer document ids get a plain dict (the round trip makes them
+    strings)."""
+    from neobench.evaluate.fastdata import PlainRanking, json_copy
+
+    task, corpus, queries = scifact
+    fast = _run(encoder, task, corpus, queries, k=10)
+    assert type(fast) is PlainRanking
+    copy = json_copy(fast)
+    assert type(copy) is dict and all(type(docs) is dict for docs in copy.values())
+    assert copy == json.loads(json.dumps(fast)) and copy == fast
+    assert all(type(s) is float for docs in fast.values() for s in docs.values())
+    numbered = corpus.select(range(40))
+    numbered = numbered.remove_columns("id").add_column("id", list(range(40)))
+    with_ints = _run(encoder, task, numbered, queries, k=10)
+    assert type(with_ints) is dict
+    assert {type(d) for docs in with_ints.values() for d in docs} == {int}
+    assert json_copy(with_ints) == json.loads(json.dumps(with_ints))
 
 
 def test_a_corpus_in_chunks_reuses_the_first_chunks_memory(scifact, encoder, monkeypatch):

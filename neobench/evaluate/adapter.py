@@ -24,6 +24,7 @@ import numpy as np
 from neobench.core.stages import stage
 from neobench.encoder.encode import FastEncoder
 from neobench.encoder.search import RunningTopK
+from neobench.evaluate.fastdata import PlainRanking
 from neobench.evaluate.mtebtexts import document_texts, loader_texts, query_texts
 
 if TYPE_CHECKING:
@@ -235,7 +236,11 @@ class MtebEncoder:
             # with no Python step of ours (1.7 million for ArguAna and SciFact).
             doc_ids = np.asarray(corpus["id"][:], dtype=object)
             names = doc_ids[indices.numpy(force=True)].tolist()
-            return dict(zip(query_ids, map(dict, map(zip, names, scores.tolist())), strict=True))
+            ranking = zip(query_ids, map(dict, map(zip, names, scores.tolist())), strict=True)
+            # Scores are Python floats (tolist); with str ids the predictions' copy for the
+            # units needs no check of each entry (fastdata.PlainRanking).
+            plain = {*map(type, doc_ids), *map(type, query_ids)} <= {str}
+            return PlainRanking(ranking) if plain else dict(ranking)
 
     def _rerank(
         self,

@@ -25,6 +25,11 @@ runs (around each task's evaluation, its data loading included):
   ``thread_map``: a new pool per call, whose thread start (milliseconds on a busy machine) costs
   more than the work when there is one file. A retrieval task loads 3 splits, each asking 2-3
   times. One item is mapped in the calling thread; several still go to the pool.
+- **Fingerprints of row numbers.** ``Dataset.select(indices)`` fingerprints its arguments with
+  datasets' ``Hasher``: a pickle by dill's pure-Python pickler, ~1 us an int (classification's
+  undersampling and experiments, retrieval's query filter: ~20 ms a run of `bench host`). For a
+  list of plain ints that pickle is byte for byte the C pickler's (checked once per process on
+  a probe of every int opcode, else left alone), which takes 1% of the time: the same hash.
 - **Queued accelerator seeds without an accelerator.** mteb seeds every evaluator; torch's seeding
   of CUDA, XPU and MTIA, before the device starts, queues the seed with a formatted stack of the
   call (milliseconds per evaluator: ``linecache`` checks every source file of the stack). A torch
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import pickle
 import sys
 from collections.abc import Callable, Sized
 from contextvars import ContextVar
@@ -46,7 +52,7 @@ import datasets.arrow_dataset
 import datasets.arrow_reader
 import datasets.data_files
 from datasets import Dataset
-from datasets.fingerprint import generate_random_fingerprint
+from datasets.fingerprint import Hasher, generate_random_fingerprint
 from mteb._create_dataloaders import _create_dataloader_from_texts as _stock_text_loader
 
 from neobench.evaluate.patches import NestedPatch
@@ -112,6 +118,33 @@ def _one_in_place(stock: Callable[..., list]) -> Callable[..., list]:
     return mapped
 
 
+_stock_hash = vars(Hasher)["hash"].__func__
+# Ints of every size pickle writes differently (1, 2, 4 bytes, long, negative), and more than a
+# batch of APPENDS (1,000): if datasets' pickle of these is the C pickler's, so is every list's.
+_INT_PROBE = [0, 1, 255, 256, 65535, 65536, 2**31 - 1, 2**31, -1, -(2**31), -(2**31) - 1]
+_INT_PROBE += [2**64, -(2**100), *range(1500)]
+
+
+def _int_list_protocol() -> int | None:
+    """The pickle protocol with which the C pickler gives datasets' bytes for a list of ints,
+    or None when it does not (another datasets or dill: the fast path is then not taken)."""
+    from datasets.utils._dill import dumps
+
+    stock = dumps(_INT_PROBE)
+    protocol = stock[1] if stock[:1] == pickle.PROTO else None
+    same = protocol is not None and pickle.dumps(_INT_PROBE, protocol=protocol) == stock
+    return protocol if same else None
+
+
+def _hash_int_lists(protocol: int) -> Callable[..., str]:
+    def hashed(cls: type[Hasher], value: Any) -> str:
+        if type(value) is list and {*map(type, value)} <= {int}:  # bools are not ints here
+            return cls.hash_bytes(pickle.dumps(value, protocol=protocol))
+        return _stock_hash(cls, value)
+
+    return hashed
+
+
 def _no_gpu_seed(seed: int) -> None:
     """manual_seed_all of an accelerator torch was built without: nothing to seed, ever."""
 
@@ -130,6 +163,9 @@ def _patch() -> NestedPatch:
         (result_cache, "_get_package_versions", lambda: dict(asked())),  # a dict per caller
         (task_result, "_mteb_distribution", functools.cache(task_result._mteb_distribution)),
     ]
+    protocol = _int_list_protocol()
+    if protocol is not None:
+        changes.append((Hasher, "hash", classmethod(_hash_int_lists(protocol))))
     for module in (datasets.data_files, datasets.arrow_reader):
         changes.append((module, "thread_map", _one_in_place(module.thread_map)))
     for accelerator in (torch.cuda, torch.xpu, torch.mtia):  # each one torch.manual_seed seeds
