@@ -303,9 +303,13 @@ class Fault:
 
 
 class Watcher(threading.Thread):
-    """Polls squeue and the study's logs every POLL_S; injects the faults it is given."""
+    """Polls squeue and the study's logs every POLL_S (HURRIED_POLL_S while a requeue waits for
+    a running fine-tune); injects the faults it is given."""
 
     POLL_S = 1.0
+    # While a requeue is owed and a fine-tune runs: the span of steps a requeue may hit lasts
+    # only seconds when steps are fast (the reduced rehearsal's tiny BERT: 0.03 s a step).
+    HURRIED_POLL_S = 0.2
 
     def __init__(self, output: Path, env: dict[str, str], injector: Injector | None) -> None:
         super().__init__(daemon=True)
@@ -328,7 +332,11 @@ class Watcher(threading.Thread):
             except Exception as error:  # keep watching; the report names it
                 self.error = f"{type(error).__name__}: {error}"
                 say(f"watcher: {self.error}")
-            self.stop.wait(self.POLL_S)
+            self.stop.wait(self.HURRIED_POLL_S if self._hurried() else self.POLL_S)
+
+    def _hurried(self) -> bool:
+        owed = self.injector is not None and self.injector.owed["requeue"] > 0
+        return owed and any(w.key.startswith("finetune/") for w in self.running())
 
     def tick(self) -> None:
         done = slurm(SQUEUE, self.env, timeout=30)

@@ -18,9 +18,10 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 # The two smallest STS tasks of the mirror, one per shard; 120 steps under a limit the fine-tunes
 # never reach (the limit's own requeue is the full rehearsal's). A fine-tune may be requeued
-# between its 5th step in a window and its 115th. The tiny BERT trains a step in 0.03-0.15 s, and
-# the watcher polls about once a second: with 40 steps the span lasted 1-4 s, and a CI run under
-# the other worker's load once polled over it ("faults not injected"); now it lasts 3-15 s.
+# between its 5th step in a window and its 115th. The tiny BERT trains a step in 0.03-0.15 s: with
+# 40 steps the span lasted 1-4 s, and a CI run under the other worker's load, the watcher then
+# polling once a second, missed it ("faults not injected"). Now the span lasts 3-15 s and the
+# watcher polls five times a second while a requeue waits for a running fine-tune.
 STEPS = 120
 REDUCED = [
     "--backbones", "BERT", "--seeds", "2", "--shards", "2",
