@@ -57,7 +57,7 @@ def _write_run(root, name, index, seed, tasks, gold, strength, rng) -> None:
     from mteb.results import TaskResult
 
     from neobench.core import layout
-    from neobench.evaluate import units
+    from neobench.evaluation import units
 
     training = TRAINED_ON if index < 3 else set()
     meta = ModelMeta.create_empty(
@@ -89,7 +89,7 @@ def _write_run(root, name, index, seed, tasks, gold, strength, rng) -> None:
 
 
 def _units(task: str, gold: np.ndarray, strength: float, rng: np.random.Generator):
-    from neobench.evaluate.units import Part, TaskUnits
+    from neobench.evaluation.units import Part, TaskUnits
 
     pred = strength * gold + rng.normal(0, 0.3, len(gold))
     ids = [str(k) for k in range(len(gold))]

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from neobench.core.runs import Run
-    from neobench.evaluate.outcomes import EvalSummary
+    from neobench.evaluation.outcomes import EvalSummary
     from neobench.report.compare import Comparison
     from neobench.report.table import LeaderTable
     from neobench.study.plan import Plan
@@ -79,7 +79,7 @@ def evaluate(model: str | Path, **options: Any) -> EvalSummary:
     """Evaluate ``model`` (a folder or a hub id) on MTEB; `neobench eval`'s flags as keywords
     (``tasks=[...]``, ``results="runs"``, ``model_name=...``, ``data_dir=...``). Failed tasks
     are listed in the summary's ``failed``, as the CLI lists them."""
-    from neobench.evaluate.runner import run_eval
+    from neobench.evaluation.runner import run_eval
 
     for key in ("tasks", "types"):
         if isinstance(options.get(key), str):

@@ -87,3 +87,34 @@ def test_the_docs_example_runs_offline(tmp_path, mirror):
     assert "BIOSSES" in done.stdout and "STS16" in done.stdout and "evaluated" in done.stdout
     assert "STS_ci_low" in done.stdout and "MiniLM" in done.stdout
     assert "refused: Unknown --baseline model 'MiniLM-typo'. Did you mean 'MiniLM'?" in done.stdout
+
+
+# Run in a fresh process: which neobench modules are imported, and in which order, is what
+# decides whether a package attribute shadows an API function.
+API_NAMES_SURVIVE_IMPORTS = """
+import importlib, pkgutil, sys
+import neobench as nb
+from neobench import api
+
+model, mirror, results = sys.argv[1:4]
+first = nb.evaluate(model, tasks=["BIOSSES"], results=results, data_dir=mirror)
+for module in pkgutil.walk_packages(nb.__path__, "neobench."):
+    if ".cli" in module.name or module.name.endswith("__main__"):
+        continue
+    importlib.import_module(module.name)
+second = nb.evaluate(model, tasks=["BIOSSES"], results=results, data_dir=mirror)
+shadowed = [n for n in nb.API if getattr(nb, n) is not getattr(api, n)]
+print("statuses", [o.status for o in first.outcomes], [o.status for o in second.outcomes])
+print("shadowed", shadowed)
+"""
+
+
+@pytest.mark.slow
+def test_every_api_name_stays_the_function_whatever_is_imported(tmp_path, minilm, mirror):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    argv = [sys.executable, "-c", API_NAMES_SURVIVE_IMPORTS, str(minilm), str(mirror),
+            str(tmp_path / "runs")]  # fmt: skip
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "statuses ['evaluated'] ['cached']" in done.stdout
+    assert "shadowed []" in done.stdout

@@ -26,7 +26,7 @@ from sentence_transformers import SentenceTransformer
 from neobench.cli.main import main
 from neobench.core.errors import NeobenchError
 from neobench.encoder.encode import FastEncoder
-from neobench.evaluate.runner import EvalConfig, run_eval
+from neobench.evaluation.runner import EvalConfig, run_eval
 from neobench.models.load import load_model
 from neobench.train.finetune import FinetuneConfig, finetune
 

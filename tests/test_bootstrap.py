@@ -5,8 +5,8 @@ import pytest
 from scipy.stats import spearmanr
 
 from neobench.core.errors import NeobenchError
-from neobench.evaluate import units
-from neobench.evaluate.units import Part, TaskUnits, TypeSpec
+from neobench.evaluation import units
+from neobench.evaluation.units import Part, TaskUnits, TypeSpec
 from neobench.report import bootstrap
 
 

@@ -18,7 +18,7 @@ from neobench.core.errors import NeobenchError
 from neobench.encoder import cache as cache_module
 from neobench.encoder.cache import CACHE_FILE, READ_ENV, EmbeddingCache
 from neobench.encoder.encode import FastEncoder
-from neobench.evaluate.runner import EvalConfig, Reporter, run_eval
+from neobench.evaluation.runner import EvalConfig, Reporter, run_eval
 
 pytestmark = pytest.mark.slow
 

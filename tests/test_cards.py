@@ -21,7 +21,7 @@ from neobench.core.cards import EvalCard, EvalConditions, read_eval_card, write_
 from neobench.core.conditions import UNKNOWN
 from neobench.core.errors import NeobenchError
 from neobench.core.reader import load_runs
-from neobench.evaluate.runner import check_same_conditions
+from neobench.evaluation.runner import check_same_conditions
 from neobench.protocol.tasks import load_benchmark, select_tasks
 
 # A card as `neobench eval` wrote it before the card was typed (a real one, from a BIOSSES run

@@ -11,8 +11,8 @@ from mteb.models.model_meta import ModelMeta
 from mteb.results import TaskResult
 
 from neobench.cli.main import main
-from neobench.evaluate import units
-from neobench.evaluate.units import Part, TaskUnits, TypeSpec
+from neobench.evaluation import units
+from neobench.evaluation.units import Part, TaskUnits, TypeSpec
 from neobench.report.compare import record_keys
 
 TASKS = ["SciFact", "ArguAna", "NFCorpus"]
@@ -24,7 +24,7 @@ def _mean(data, idx, _main):
 
 @pytest.fixture(autouse=True)
 def _retrieval_as_mean(monkeypatch):
-    # Retrieval units are per-query values whose mean is the main score (neobench/evaluate/units).
+    # Retrieval units are per-query values whose mean is the main score (neobench/evaluation/units).
     monkeypatch.setattr(units, "registry", lambda: {"Retrieval": TypeSpec("query", None, _mean)})
 
 

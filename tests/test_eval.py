@@ -7,7 +7,7 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from neobench.core.errors import NeobenchError
-from neobench.evaluate.runner import EvalConfig, run_eval
+from neobench.evaluation.runner import EvalConfig, run_eval
 
 # Official MTEB leaderboard main score of sentence-transformers/all-MiniLM-L6-v2 (test split).
 OFFICIAL_STSBENCHMARK = 0.8203

@@ -23,15 +23,15 @@ from mteb.abstasks.abstask import AbsTask
 from mteb.types import PromptType
 from torch.utils.data import DataLoader
 
-from neobench.evaluate.fastdata import (
+from neobench.evaluation.fastdata import (
     fast_predictions,
     listed,
     listed_columns,
     save_task_predictions,
 )
-from neobench.evaluate.fastloaders import fast_loaders
-from neobench.evaluate.fastqrels import fast_qrels, load_qrels
-from neobench.evaluate.mtebtexts import document_texts, loader_texts, query_texts
+from neobench.evaluation.fastloaders import fast_loaders
+from neobench.evaluation.fastqrels import fast_qrels, load_qrels
+from neobench.evaluation.mtebtexts import document_texts, loader_texts, query_texts
 from neobench.protocol import mirror as mirror_mod
 
 BENCHMARK = "MTEB(eng, v1)"
@@ -231,7 +231,7 @@ def test_prediction_file_identical_to_mteb_s_writer(tmp_path):
 
 
 def test_json_copy_is_a_json_round_trip():
-    from neobench.evaluate.fastdata import json_copy
+    from neobench.evaluation.fastdata import json_copy
 
     value = {
         "a": (1, 2.5, float("nan")),

@@ -13,10 +13,10 @@ import pytest
 import torch
 from datasets import Dataset
 
-from neobench.evaluate import fastloaders
-from neobench.evaluate.fastloaders import fast_loaders, kept_texts, text_loader
-from neobench.evaluate.mtebtexts import loader_texts
-from neobench.evaluate.patches import NestedPatch
+from neobench.evaluation import fastloaders
+from neobench.evaluation.fastloaders import fast_loaders, kept_texts, text_loader
+from neobench.evaluation.mtebtexts import loader_texts
+from neobench.evaluation.patches import NestedPatch
 
 STOCK_LOADER = loaders._create_dataloader_from_texts
 STOCK_FROM_DICT = vars(Dataset)["from_dict"]

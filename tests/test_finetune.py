@@ -327,7 +327,7 @@ def test_smoke_minilm_on_real_pairs_and_triplets(tmp_path, minilm, mirror):
         assert field in card
     assert (out / "neobench_loss_curve.png").stat().st_size > 5_000
 
-    from neobench.evaluate.runner import EvalConfig, run_eval
+    from neobench.evaluation.runner import EvalConfig, run_eval
 
     result = run_eval(
         EvalConfig(

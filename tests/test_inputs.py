@@ -261,7 +261,7 @@ def test_run_settings_written_by_a_concurrent_shard_are_kept(tiny_bert, mirror, 
     """Another shard adds its entry to run_settings.jsonl while this task runs: both survive."""
     from mteb.results.task_result import _read_run_settings_from_file, _write_and_merge_keyed_json
 
-    from neobench.evaluate.runner import EvalConfig, Reporter, run_eval
+    from neobench.evaluation.runner import EvalConfig, Reporter, run_eval
 
     res = tmp_path / "res"
 

@@ -150,7 +150,7 @@ def tiny_neobert(tmp_path_factory):
 
 @pytest.mark.slow
 def test_finetune_and_eval_a_tiny_neobert_on_cpu(tiny_neobert, tmp_path, mirror):
-    from neobench.evaluate.runner import EvalConfig, run_eval
+    from neobench.evaluation.runner import EvalConfig, run_eval
     from neobench.train.finetune import FinetuneConfig, finetune
 
     out = tmp_path / "tuned"

@@ -11,7 +11,7 @@ from neobench.cli.main import main
 from neobench.core import cards as record
 from neobench.core.card_io import write_card
 from neobench.core.errors import NeobenchError
-from neobench.evaluate.runner import EvalConfig, run_eval
+from neobench.evaluation.runner import EvalConfig, run_eval
 from neobench.protocol import overlap
 from neobench.protocol.tasks import load_benchmark, select_tasks
 from neobench.report.compare import compare

@@ -14,8 +14,8 @@ from mteb.results import TaskResult
 
 from neobench.cli.main import main
 from neobench.core.errors import NeobenchError
-from neobench.evaluate import units
-from neobench.evaluate.units import Part, TaskUnits, TypeSpec
+from neobench.evaluation import units
+from neobench.evaluation.units import Part, TaskUnits, TypeSpec
 from neobench.report.columns import AVG
 from neobench.report.leaderboard import leaderboard
 from neobench.report.render import forest

@@ -1,4 +1,4 @@
-"""`neobench eval` saves per-item units (neobench.evaluate.units) beside every task result.
+"""`neobench eval` saves per-item units (neobench.evaluation.units) beside every task result.
 
 The task-type modules are tested in their own files; here the registry is replaced by one STS
 spec defined below, so the plumbing (staging, publication order, the card, --no-predictions,
@@ -18,7 +18,7 @@ from scipy.stats import spearmanr
 
 from neobench.cli.main import main
 from neobench.core.reader import units_path
-from neobench.evaluate import units
+from neobench.evaluation import units
 
 
 def _sts_build(task, predictions, subset, split):
@@ -144,12 +144,12 @@ def test_a_units_build_that_fails_keeps_the_result(evaluate, monkeypatch, caplog
 
     spec = units.TypeSpec("pair", broken, _sts_score)
     monkeypatch.setattr(units, "registry", lambda: {"STS": spec})
-    with caplog.at_level(logging.WARNING, logger="neobench.evaluate.staging"):
+    with caplog.at_level(logging.WARNING, logger="neobench.evaluation.staging"):
         code, folder = evaluate()
     assert code == 0
     assert TaskResult.from_disk(folder / "BIOSSES.json").get_score() > -1
     assert units_path(folder, "BIOSSES") is None
-    (warning,) = [r.getMessage() for r in caplog.records if r.name == "neobench.evaluate.staging"]
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "neobench.evaluation.staging"]
     assert "BIOSSES: per-item units not saved (KeyError" in warning
     assert last_card(folder)["tasks"]["BIOSSES"]["units"] is False
     assert_clean(evaluate.res)
@@ -158,7 +158,7 @@ def test_a_units_build_that_fails_keeps_the_result(evaluate, monkeypatch, caplog
 def test_units_that_do_not_give_mteb_s_score_are_not_saved(evaluate, monkeypatch, caplog):
     off = units.TypeSpec("pair", _sts_build, lambda data, idx, name: 0.5)
     monkeypatch.setattr(units, "registry", lambda: {"STS": off})
-    with caplog.at_level(logging.WARNING, logger="neobench.evaluate.staging"):
+    with caplog.at_level(logging.WARNING, logger="neobench.evaluation.staging"):
         code, folder = evaluate()
     assert code == 0 and units_path(folder, "BIOSSES") is None
     assert "differs from mteb's" in caplog.text

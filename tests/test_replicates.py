@@ -17,8 +17,8 @@ from neobench.cli.main import main
 from neobench.core import cards as record
 from neobench.core.cards import EvalCard, EvalModel
 from neobench.core.errors import NeobenchError
-from neobench.evaluate import units
-from neobench.evaluate.units import Part, TaskUnits, TypeSpec
+from neobench.evaluation import units
+from neobench.evaluation.units import Part, TaskUnits, TypeSpec
 from neobench.protocol.config import FinetuneConfig
 from neobench.report import bootstrap
 from neobench.train.seeds import seed_configs

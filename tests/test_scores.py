@@ -13,7 +13,7 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from neobench.cli.main import main
-from neobench.evaluate import units
+from neobench.evaluation import units
 from neobench.protocol import mirror as mirror_mod
 
 

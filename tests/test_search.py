@@ -11,7 +11,7 @@ from sentence_transformers.util import cos_sim
 
 from neobench.encoder.encode import EmbeddingCache, FastEncoder
 from neobench.encoder.search import RunningTopK, top_k
-from neobench.evaluate.adapter import MtebEncoder
+from neobench.evaluation.adapter import MtebEncoder
 from neobench.protocol import mirror as mirror_mod
 
 
@@ -91,7 +91,7 @@ def test_a_ranking_with_str_ids_is_copied_for_the_units_without_a_type_check(sci
     always Python floats): json_copy then skips the per-entry check, and still gives what a
     JSON round trip gives. Integer document ids get a plain dict (the round trip makes them
     strings)."""
-    from neobench.evaluate.fastdata import PlainRanking, json_copy
+    from neobench.evaluation.fastdata import PlainRanking, json_copy
 
     task, corpus, queries = scifact
     fast = _run(encoder, task, corpus, queries, k=10)
@@ -113,7 +113,7 @@ def test_a_corpus_in_chunks_reuses_the_first_chunks_memory(scifact, encoder, mon
     one's matrix, and the lists equal stock mteb's (no cache: every vector encoded)."""
     import numpy as np
 
-    from neobench.evaluate import adapter
+    from neobench.evaluation import adapter
 
     task, corpus, queries = scifact
     fresh = MtebEncoder(encoder.model, {}, FastEncoder(encoder.model, "minilm-128", None))

@@ -17,8 +17,8 @@ from datasets import Dataset
 from sentence_transformers import SentenceTransformer
 from sklearn.metrics import accuracy_score, v_measure_score
 
-from neobench.evaluate import units
-from neobench.evaluate.units import classification, clustering
+from neobench.evaluation import units
+from neobench.evaluation.units import classification, clustering
 from neobench.protocol import mirror as mirror_mod
 
 

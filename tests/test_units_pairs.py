@@ -18,9 +18,9 @@ from mteb._evaluators.text.summarization_evaluator import DeprecatedSummarizatio
 from scipy.stats import spearmanr
 
 from neobench.encoder.encode import FastEncoder
-from neobench.evaluate import units
-from neobench.evaluate.adapter import MtebEncoder
-from neobench.evaluate.units import pair_classification, sts, summarization
+from neobench.evaluation import units
+from neobench.evaluation.adapter import MtebEncoder
+from neobench.evaluation.units import pair_classification, sts, summarization
 from neobench.models.load import load_model
 from neobench.protocol import mirror as mirror_mod
 from neobench.report import bootstrap

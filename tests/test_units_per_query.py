@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from mteb._evaluators.retrieval_metrics import calculate_retrieval_scores, mrr
 
-from neobench.evaluate.units import retrieval
+from neobench.evaluation.units import retrieval
 from neobench.protocol import mirror as mirror_mod
 
 METRICS = ("ndcg", "map", "recall", "precision", "hit_rate", "mrr")

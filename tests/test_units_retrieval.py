@@ -22,8 +22,8 @@ from mteb.abstasks.task_metadata import TaskMetadata
 from mteb.mocks.mock_tasks.reranking import general_args
 from sentence_transformers import SentenceTransformer
 
-from neobench.evaluate import staging, units
-from neobench.evaluate.units import retrieval
+from neobench.evaluation import staging, units
+from neobench.evaluation.units import retrieval
 from neobench.protocol import mirror as mirror_mod
 from neobench.report import bootstrap
 

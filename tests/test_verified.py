@@ -24,7 +24,7 @@ from conftest import GOLDEN_BASELINE
 
 from neobench.cli.main import main
 from neobench.core import layout
-from neobench.evaluate import units
+from neobench.evaluation import units
 from neobench.protocol.config import DEFAULT_BENCHMARK
 from neobench.report.leaderboard import leaderboard
 

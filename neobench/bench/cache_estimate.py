@@ -2,7 +2,7 @@
 own descriptive statistics (distinct texts per task) and the bytes a row really takes.
 
 The texts each policy stores come from the same decision the run takes
-(neobench/evaluate/cache_use.py, neobench/protocol/cache_policy.py), task by task in the
+(neobench/evaluation/cache_use.py, neobench/protocol/cache_policy.py), task by task in the
 benchmark's order under the standard instruction profile. A row's bytes are measured, not
 assumed: ROWS random vectors of the width are stored in a fresh cache (same schema, page size
 and indexes as a run's) and its database size, (page_count - freelist_count) x page_size, is
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from neobench.encoder.cache import EmbeddingCache
-from neobench.evaluate.cache_use import CacheUse
+from neobench.evaluation.cache_use import CacheUse
 from neobench.protocol.cache_policy import shared_texts, task_texts
 from neobench.protocol.config import DEFAULT_BENCHMARK, standard
 from neobench.protocol.instructions import load_profile, mteb_prompts

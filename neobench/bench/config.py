@@ -181,7 +181,7 @@ class BenchGpuCommand:
 
 # Documents per synthetic corpus. The six large corpora of MTEB(eng, v1) hold 2.7 (NQ) to 8.8
 # (MSMARCO) million documents; every size here holds at least one search chunk (200,000
-# documents, neobench/evaluate/adapter.py), so memory is measured as it behaves at full size, and
+# documents, neobench/evaluation/adapter.py), so memory is measured as it behaves at full size, and
 # the four take about half the time of 0.5-4 million (docs/performance.md).
 SCALE_SIZES = ["250000", "500000", "1000000", "2000000"]
 

@@ -81,7 +81,7 @@ def scores_section(
 
 def _main_score(task: str, data_dir: Path, device: str, dtype: str, results: Path) -> float | None:
     """One task through run_eval (cache off, no units); its main score, None if it failed."""
-    from neobench.evaluate.runner import run_eval
+    from neobench.evaluation.runner import run_eval
     from neobench.protocol.config import EvalConfig
 
     summary = run_eval(

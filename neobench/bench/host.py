@@ -168,7 +168,7 @@ def timed_null_eval(
     """run_eval(cfg) under a stage clock, ``hook`` nulling the model's forward; (summary, wall
     seconds, clock). A failed task fails the benchmark: its seconds would mean nothing."""
     from neobench.core.errors import RunFailed
-    from neobench.evaluate.runner import run_eval
+    from neobench.evaluation.runner import run_eval
 
     clock = StageClock()
     with clock.running():
@@ -218,7 +218,7 @@ def run_stock(cmd: BenchHostCommand, folder: Path) -> HostRun:
     import mteb
 
     from neobench.core.stages import mteb_timing
-    from neobench.evaluate.checks import locate_data, prepare_tasks
+    from neobench.evaluation.checks import locate_data, prepare_tasks
     from neobench.models.load import load_model, parse_max_seq_length
     from neobench.protocol.instructions import mteb_prompts
 

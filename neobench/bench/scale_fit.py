@@ -216,7 +216,7 @@ def memory_fit(runs: list[dict[str, Any]]) -> tuple[dict[str, float] | None, lis
     Search encodes the corpus CORPUS_CHUNK documents at a time, so below that size a corpus
     holds a partial chunk and memory grows with it; above it, the chunk's share is constant.
     The sizes from one chunk up are used when there are two of them, else all sizes."""
-    from neobench.evaluate.adapter import CORPUS_CHUNK
+    from neobench.evaluation.adapter import CORPUS_CHUNK
 
     chunked = [r for r in runs if r["documents"] >= CORPUS_CHUNK]
     used = chunked if len(chunked) >= 2 else runs

@@ -11,7 +11,7 @@ from neobench.protocol import config, listing
 
 def cmd_eval(cfg: config.EvalConfig) -> int:
     """evaluate an encoder on MTEB"""
-    from neobench.evaluate.runner import run_eval
+    from neobench.evaluation.runner import run_eval
 
     reporter = EvalProgress(console)
     try:

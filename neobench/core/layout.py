@@ -4,7 +4,7 @@
         <Task>.json                       mteb's result of one task
         model_meta.json                   mteb's ModelMeta of the evaluated model
         neobench/run-*.yaml               neobench's run cards (one per `neobench eval` call)
-        predictions/<Task>.units.json     per-item units of one task (neobench/evaluate/units)
+        predictions/<Task>.units.json     per-item units of one task (neobench/evaluation/units)
 
 mteb's own layout (its ResultCache reads it); every reader of a results root goes through here.
 """

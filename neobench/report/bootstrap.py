@@ -1,4 +1,4 @@
-"""Bootstrap intervals and paired tests over a task's evaluation units (neobench/evaluate/units).
+"""Bootstrap intervals and paired tests over a task's evaluation units (neobench/evaluation/units).
 
 Every resample is drawn from a generator seeded by (seed, task name, part index), so the same
 inputs and seed give the same numbers, and two models evaluated on the same units are resampled
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from neobench.core.errors import NeobenchError
-from neobench.evaluate import units as units_mod
-from neobench.evaluate.units import TaskUnits
+from neobench.evaluation import units as units_mod
+from neobench.evaluation.units import TaskUnits
 from neobench.protocol import config
 
 RESAMPLES, SEED, ALPHA = config.RESAMPLES, config.BOOTSTRAP_SEED, config.ALPHA

@@ -2,7 +2,7 @@
 
 Every difference is paired: both models' scores are recomputed on the same resampled units of
 each task (neobench/report/bootstrap.py), from the per-item files `neobench eval` saves beside each
-result (evaluate/units). Per task: the baseline's and the model's score, the difference with its
+result (evaluation/units). Per task: the baseline's and the model's score, the difference with its
 95% interval, a two-sided p-value, and the Holm-adjusted p-value over the tasks compared (the
 family is one model's tasks). The "Avg." row is the mean over those tasks with the tasks fixed
 (units resampled within every task); its p-value is a single test, not adjusted. A model
@@ -25,8 +25,8 @@ from neobench.core.conditions import RECORD
 from neobench.core.errors import NeobenchError
 from neobench.core.replicates import seed_sd
 from neobench.core.runs import NAMES, Run, find, find_one, identity
-from neobench.evaluate import units
-from neobench.evaluate.units import TaskUnits
+from neobench.evaluation import units
+from neobench.evaluation.units import TaskUnits
 from neobench.protocol import overlap
 from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, RESAMPLES
 from neobench.report import stats

@@ -1,6 +1,6 @@
 """`neobench table --ci` and `--baseline`: intervals and significance marks on the table's cells.
 
-A cell's interval comes from the per-item units each result carries (neobench/evaluate/units):
+A cell's interval comes from the per-item units each result carries (neobench/evaluation/units):
 every task of the row is resampled (its units, B times, seeded: report/bootstrap.py) and a type
 column or Avg. is the mean of its tasks on each resample, with the tasks fixed ("if the test
 items were drawn again"). A cell is marked against the baseline row by the same paired test

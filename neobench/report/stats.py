@@ -20,8 +20,8 @@ import numpy as np
 
 from neobench.core.errors import NeobenchError, unknown
 from neobench.core.runs import Run
-from neobench.evaluate import units as units_mod
-from neobench.evaluate.units import TaskUnits
+from neobench.evaluation import units as units_mod
+from neobench.evaluation.units import TaskUnits
 from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, MIN_RESAMPLES, RESAMPLES, SEED_RANGE
 from neobench.report import bootstrap, verified
 from neobench.report.columns import AVG

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from neobench.core import layout
 from neobench.core.runs import Run
-from neobench.evaluate import units as units_mod
-from neobench.evaluate.units import TaskUnits
+from neobench.evaluation import units as units_mod
+from neobench.evaluation.units import TaskUnits
 
 # Scores are stored as mteb computes them (float64) and recomputed here by the same formulas:
 # they agree to ~1e-12; anything beyond 1e-6 is another set of predictions.

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neobench.core import layout
-from neobench.evaluate.units.spec import TypeSpec, draw_counts
+from neobench.evaluation.units.spec import TypeSpec, draw_counts
 
 __all__ = ["TypeSpec", "draw_counts"]  # the type modules take them from .spec; callers may too
 
@@ -82,7 +82,7 @@ def drops_units(task_type: str) -> bool:
 @functools.cache
 def registry() -> dict[str, TypeSpec]:
     """Task type (mteb's metadata.type) -> its spec. A type missing here has no intervals."""
-    from neobench.evaluate.units import (
+    from neobench.evaluation.units import (
         classification,
         clustering,
         pair_classification,

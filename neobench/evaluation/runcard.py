@@ -24,8 +24,8 @@ from neobench.core.cards import (
     EvalShard,
 )
 from neobench.core.selection import eval_record
-from neobench.evaluate.model import EvalModelRun
-from neobench.evaluate.outcomes import EvalSummary
+from neobench.evaluation.model import EvalModelRun
+from neobench.evaluation.outcomes import EvalSummary
 from neobench.protocol import mirror
 from neobench.protocol.config import EvalConfig
 from neobench.protocol.tasks import parse_shard
@@ -86,7 +86,7 @@ def end_card(
     cache_use: dict[str, Any] | None = None,
 ) -> None:
     """Final status, end time, encoder counts and the cache's policy, cap and use
-    (``cache_use``, from evaluate/cache_use.py); a card that cannot be written any more is
+    (``cache_use``, from evaluation/cache_use.py); a card that cannot be written any more is
     left for the next run to mark interrupted."""
     if card.status == "running":
         card.status = "failed" if summary.failed else "complete"

@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.metrics import average_precision_score, f1_score, precision_score, recall_score
 from sklearn.model_selection import KFold
 
-from neobench.evaluate.units.spec import TypeSpec
+from neobench.evaluation.units.spec import TypeSpec
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask

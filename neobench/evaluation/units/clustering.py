@@ -26,8 +26,8 @@ from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
 from scipy.optimize import linear_sum_assignment
 from sklearn import metrics
 
-from neobench.evaluate.units.classification import eval_split
-from neobench.evaluate.units.spec import TypeSpec
+from neobench.evaluation.units.classification import eval_split
+from neobench.evaluation.units.spec import TypeSpec
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -148,7 +148,7 @@ def _replay_fast(task: AbsTaskClustering, hf_subset: str, split: str) -> list[li
         raise ValueError(
             f"{task.metadata.name}: the task's random draws are not those of one evaluation of "
             "all its parts from its seed (evaluated twice, or only some parts?); call "
-            "neobench.evaluate.units.clustering.reset_draws(task) before mteb.evaluate and "
+            "neobench.evaluation.units.clustering.reset_draws(task) before mteb.evaluate and "
             "build the "
             "units right after it"
         )

@@ -34,7 +34,7 @@ from datasets import Dataset
 from datasets.arrow_dataset import Column
 from datasets.features.features import require_decoding
 
-from neobench.evaluate.patches import NestedPatch
+from neobench.evaluation.patches import NestedPatch
 
 # Longer columns are never cached (datasets' row-by-row path keeps their memory flat); mteb's
 # per-element loops are over label and text columns of classification and clustering sets.

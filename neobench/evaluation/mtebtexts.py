@@ -23,7 +23,7 @@ from typing import Any
 
 from datasets import Dataset, Value
 
-from neobench.evaluate.fastloaders import kept_texts
+from neobench.evaluation.fastloaders import kept_texts
 
 # Arrow string types a text column can have; ids and titles are strings in mteb's formats.
 STRING_TYPES = {"string", "large_string"}

@@ -24,8 +24,8 @@ import numpy as np
 from neobench.core.stages import stage
 from neobench.encoder.encode import FastEncoder
 from neobench.encoder.search import RunningTopK
-from neobench.evaluate.fastdata import PlainRanking
-from neobench.evaluate.mtebtexts import document_texts, loader_texts, query_texts
+from neobench.evaluation.fastdata import PlainRanking
+from neobench.evaluation.mtebtexts import document_texts, loader_texts, query_texts
 
 if TYPE_CHECKING:
     from mteb.models import ModelMeta

@@ -55,7 +55,7 @@ from datasets import Dataset
 from datasets.fingerprint import Hasher, generate_random_fingerprint
 from mteb._create_dataloaders import _create_dataloader_from_texts as _stock_text_loader
 
-from neobench.evaluate.patches import NestedPatch
+from neobench.evaluation.patches import NestedPatch
 
 _TEXTS = "_neobench_texts"  # attribute of a dataset text_loader built: (fingerprint, texts)
 # mteb's modules that hold ``_create_dataloader_from_texts`` under its own name (imported from

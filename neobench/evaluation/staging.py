@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neobench.core.stages import mteb_timing, stage
-from neobench.evaluate import units
-from neobench.evaluate.fastdata import fast_predictions, listed_columns
-from neobench.evaluate.fastloaders import fast_loaders
-from neobench.evaluate.fastqrels import fast_qrels
+from neobench.evaluation import units
+from neobench.evaluation.fastdata import fast_predictions, listed_columns
+from neobench.evaluation.fastloaders import fast_loaders
+from neobench.evaluation.fastqrels import fast_qrels
 from neobench.protocol.instructions import expand
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ CQADupstackRetrieval is an aggregate of 12 forum tasks, each an ordinary Retriev
 own predictions; mteb's score is the unweighted mean of the 12 main scores. Its units file holds
 the 12 subtasks' parts, each built here as any retrieval task and marked with its subtask
 (`evaluate.units.build`); an interval for the aggregate resamples each subtask's queries within
-that subtask and averages the 12 scores (`neobench.evaluate.units.combine`).
+that subtask and averages the 12 scores (`neobench.evaluation.units.combine`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neobench.evaluate.units.spec import TypeSpec
+from neobench.evaluation.units.spec import TypeSpec
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask

@@ -25,8 +25,8 @@ import numpy as np
 from mteb.abstasks.pair_classification import AbsTaskPairClassification
 from sklearn.metrics import average_precision_score
 
-from neobench.evaluate.units.spec import TypeSpec, draw_counts
-from neobench.evaluate.units.sts import compact, data_split
+from neobench.evaluation.units.spec import TypeSpec, draw_counts
+from neobench.evaluation.units.sts import compact, data_split
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask

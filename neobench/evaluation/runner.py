@@ -7,7 +7,7 @@ decide the folder, so runs under different conditions never share one:
     <results>/results/<org__model>/<revision>/<Task>.json             standard conditions
     <results>/results/<org__model>/<revision>/experiments/<kw>/<Task>.json   any other
     ... and beside the task files: neobench/run-<time>-shard<K>of<N>-<pid>.yaml (run cards),
-    predictions/<Task>.units.json (per-item units, neobench.evaluate.units; no --no-predictions)
+    predictions/<Task>.units.json (per-item units, neobench.evaluation.units; no --no-predictions)
 
 The steps of run_eval are here; their pieces beside it: checks (every cheap input, the data),
 model (loading, the encoder), results_folder (the folder, the conditions it holds, what it
@@ -29,9 +29,9 @@ from neobench.core.errors import RunFailed, disk_full
 from neobench.core.reader import units_path
 from neobench.core.stages import stage
 from neobench.encoder.cache import EmbeddingCache
-from neobench.evaluate import model as eval_model
-from neobench.evaluate.adapter import MtebEncoder
-from neobench.evaluate.cache_use import (
+from neobench.evaluation import model as eval_model
+from neobench.evaluation.adapter import MtebEncoder
+from neobench.evaluation.cache_use import (
     CacheUse,
     effective_policy,
     later_tasks,
@@ -39,17 +39,17 @@ from neobench.evaluate.cache_use import (
     open_cache,
     result_exists,
 )
-from neobench.evaluate.checks import locate_data, prepare_tasks
-from neobench.evaluate.outcomes import EvalSummary, Reporter, TaskOutcome
-from neobench.evaluate.results_folder import (
+from neobench.evaluation.checks import locate_data, prepare_tasks
+from neobench.evaluation.outcomes import EvalSummary, Reporter, TaskOutcome
+from neobench.evaluation.results_folder import (
     card_path,
     check_same_conditions,
     disk_full_message,
     experiment_kwargs,
     write_card,
 )
-from neobench.evaluate.runcard import end_card, new_card
-from neobench.evaluate.staging import evaluate_staged
+from neobench.evaluation.runcard import end_card, new_card
+from neobench.evaluation.staging import evaluate_staged
 from neobench.models.load import LoadedModel
 from neobench.protocol.config import EvalConfig
 from neobench.protocol.instructions import mteb_prompts

@@ -22,7 +22,7 @@ from typing import Any
 from datasets import Features, Value
 from mteb.abstasks.retrieval_dataset_loaders import RetrievalDatasetLoader
 
-from neobench.evaluate.patches import NestedPatch
+from neobench.evaluation.patches import NestedPatch
 
 COLUMNS = ("query-id", "corpus-id", "score")
 FEATURES = Features(

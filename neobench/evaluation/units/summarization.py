@@ -24,8 +24,8 @@ import numpy as np
 from mteb._evaluators.text.summarization_evaluator import DeprecatedSummarizationEvaluator
 from scipy.stats import pearsonr, spearmanr
 
-from neobench.evaluate.units.spec import TypeSpec
-from neobench.evaluate.units.sts import data_split
+from neobench.evaluation.units.spec import TypeSpec
+from neobench.evaluation.units.sts import data_split
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask

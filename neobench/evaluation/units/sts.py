@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-from neobench.evaluate.units.spec import TypeSpec, draw_counts
+from neobench.evaluation.units.spec import TypeSpec, draw_counts
 
 if TYPE_CHECKING:
     from datasets import Dataset

@@ -20,7 +20,7 @@ from neobench.core import layout
 from neobench.core.cards import EvalCard, EvalConditions, EvalShard
 from neobench.core.conditions import FOLDER, Conditions
 from neobench.core.errors import NeobenchError, RunFailed, disk_full
-from neobench.evaluate.outcomes import EvalSummary
+from neobench.evaluation.outcomes import EvalSummary
 from neobench.protocol.config import standard
 
 logger = logging.getLogger(__name__)

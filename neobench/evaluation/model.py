@@ -8,8 +8,8 @@ from pathlib import Path
 from neobench.core import cards as record
 from neobench.encoder.cache import EmbeddingCache
 from neobench.encoder.encode import DTYPES, FastEncoder, auto_unpadded, resolve_dtype
-from neobench.evaluate.adapter import MtebEncoder
-from neobench.evaluate.results_folder import experiment_kwargs
+from neobench.evaluation.adapter import MtebEncoder
+from neobench.evaluation.results_folder import experiment_kwargs
 from neobench.models.load import LoadedModel, load_model, parse_max_seq_length, resolve_device
 from neobench.protocol.config import EvalConfig, default_token_budget
 from neobench.protocol.instructions import InstructionProfile
