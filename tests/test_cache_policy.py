@@ -13,10 +13,14 @@ from mteb.results import TaskResult
 from neobench.bench.cache_estimate import estimate
 from neobench.cli.main import main
 from neobench.core.card_io import read_card
-from neobench.encoder import cache_lru
-from neobench.encoder.cache import CACHE_FILE, EmbeddingCache
-from neobench.encoder.cache_file import SCHEMA_VERSION, used_bytes
-from neobench.encoder.cache_rows import vector_digest
+from neobench.encoder import cache as cache_module
+from neobench.encoder.cache import (
+    CACHE_FILE,
+    SCHEMA_VERSION,
+    EmbeddingCache,
+    used_bytes,
+    vector_digest,
+)
 from neobench.protocol import cache_policy
 
 
@@ -125,7 +129,7 @@ def test_a_shared_corpus_is_stored_for_the_partner_that_reads_it_later():
 
 
 def test_least_recently_used_rows_go_first(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache_lru, "RESTAMP_MS", 0)  # every read stamps (normally once a minute)
+    monkeypatch.setattr(cache_module, "RESTAMP_MS", 0)  # every read stamps (normally once a minute)
     rng = np.random.default_rng(0)
     keys = [rng.bytes(32) for _ in range(600)]
     vectors = rng.standard_normal((600, 384)).astype(np.float32)

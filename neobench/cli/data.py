@@ -13,7 +13,7 @@ from neobench.core.errors import NeobenchError
 from neobench.protocol import listing
 
 if TYPE_CHECKING:
-    from neobench.encoder.cache_report import CacheReport
+    from neobench.encoder.cache import CacheReport
 
 
 def cmd_ls(cfg: commands.LsCommand) -> int:
@@ -73,7 +73,7 @@ def cache_settings_line(report: CacheReport) -> str:
 
 def cmd_cache(cfg: commands.CacheCommand) -> int:
     """the shared embedding cache: size, clear"""
-    from neobench.encoder.cache_report import cache_command
+    from neobench.encoder.cache import cache_command
 
     report = cache_command(cfg.cache_dir, cfg.action)
     for line in report.cleared:

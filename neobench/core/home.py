@@ -1,7 +1,7 @@
 """neobench's own folder on this machine: $NEOBENCH_CACHE, else ~/.cache/neobench.
 
 It holds what only saves time and can be deleted at any moment: the embedding cache
-(neobench/encoder/cache_location.py) and the model folders' remembered fingerprints
+(neobench/encoder/cache.py) and the model folders' remembered fingerprints
 (neobench/models/fingerprint.py). Nothing in it can change a score.
 """
 

@@ -1,7 +1,7 @@
 """Texts -> vectors: tokenisation off the main thread, token-budget batches, the shared
 embedding cache and retrieval top-k.
 
-Owns: the evaluation encoder (encode), tokens, the embedding cache (cache, cache_*), blocked
+Owns: the evaluation encoder (encode), tokens, the embedding cache (cache), blocked
 top-k (search).
 May import: models, protocol, core.
 """

@@ -8,8 +8,7 @@ not migrated: fresh checksums over its bytes would bless exactly the damage they
 Version 2 (no last-use stamps) is migrated in place: its checksums stay valid.
 
 With ``max_bytes`` the cache keeps the bytes its database holds under that cap, least recently
-used rows out first (neobench/encoder/cache_lru.py: last use is stamped in blocks, at most
-once a minute per row).
+used rows out first (last use is stamped in blocks, at most once a minute per row).
 
 What happens when (a logger warning each, unless it says error):
 
@@ -41,76 +40,557 @@ vectors pass the same checksum and are copied into this cache. One that is missi
 damaged or holds a vector failing its checksum is skipped for the run with one warning, and left
 as it is: it is not ours to move aside.
 
-The store (EmbeddingCache, with the warnings and the degrading above) is here; beside it:
-cache_location (folder, file name, environment), cache_rows (keys, checksums, blocks),
-cache_file (the SQLite schema, opening, moving aside), cache_others (other jobs' caches) and
-cache_report (`neobench cache info|clear`).
+New vectors are stored by a thread of their own (CacheWriter) while the encoder goes on, one
+transaction per chunk, with the store's own `put` (its warnings and degrading unchanged).
+
+`neobench cache info` (inspect_cache) is read-only: it creates, moves and repairs nothing, and
+always runs the full check. `neobench cache clear` (clear_cache) removes the cache in whatever
+state, with the caches moved aside beside it.
+
+The module reads top to bottom: where the cache lives, what a row holds, the SQLite file, least
+recently used out first, other jobs' caches, the store (EmbeddingCache, with the warnings and the
+degrading above), the writer thread, and `cache info|clear`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import errno
+import hashlib
 import logging
+import math
+import os
+import queue
 import sqlite3
+import struct
+import threading
+import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from neobench.core.errors import NeobenchError
-from neobench.encoder.cache_file import (
-    ASIDE_TAGS,
-    PAGE_SIZE,
-    SCHEMA_VERSION,
-    Damaged,
-    cache_size,
-    file_identity,
-    is_damage,
-    is_full,
-    move_aside,
-    open_db,
-    select_rows,
-    used_bytes,
-)
-from neobench.encoder.cache_location import (
-    CACHE_ENV,
-    CACHE_FILE,
-    NO_EFFECT,
-    READ_ENV,
-    cache_path,
-    check_folder,
-    default_cache_path,
-    read_paths,
-)
-from neobench.encoder.cache_lru import evict, now_ms, restamp, write_settings
-from neobench.encoder.cache_others import OtherCaches
-from neobench.encoder.cache_rows import (
-    blobs_block,
-    block_rows,
-    text_key,
-    text_keys,
-    vector_digest,
-    verify_rows,
-)
-
-# Imported from here by callers: the cache's settings and the checksum live in its siblings.
-__all__ = [
-    "CACHE_ENV",
-    "CACHE_FILE",
-    "PAGE_SIZE",
-    "READ_ENV",
-    "SCHEMA_VERSION",
-    "EmbeddingCache",
-    "cache_path",
-    "default_cache_path",
-    "vector_digest",
-]
+from neobench.core.home import CACHE_ENV as CACHE_ENV  # re-exported: callers read it here
+from neobench.core.home import neobench_home
+from neobench.core.stages import stage
 
 logger = logging.getLogger(__name__)
 
-# Both are read from this module at each open, not copied into its siblings, so a value set
-# here (tests lower them) takes effect.
+
+# Where the cache lives: its folder (--cache-dir, else $NEOBENCH_CACHE, else ~/.cache/neobench),
+# its file name, the other jobs' caches named by $NEOBENCH_CACHE_READ, the check that the folder
+# can hold a cache before any work starts, and the advice the cache's messages share.
+
+READ_ENV = "NEOBENCH_CACHE_READ"  # other jobs' finished caches, read-only
+CACHE_FILE = "embeddings.sqlite"
+LOCATION_FIX = (
+    "Pass --cache-dir with a writable folder (or set $NEOBENCH_CACHE), "
+    "or --no-cache to run without the cache."
+)
+NO_EFFECT = "scores do not depend on the cache"
+
+
+def default_cache_path() -> Path:
+    """$NEOBENCH_CACHE/embeddings.sqlite, else ~/.cache/neobench/embeddings.sqlite."""
+    return neobench_home() / CACHE_FILE
+
+
+def cache_path(cache_dir: str | None) -> Path:
+    """The cache file for a --cache-dir value (None: the default folder)."""
+    return Path(cache_dir).expanduser() / CACHE_FILE if cache_dir else default_cache_path()
+
+
+def read_paths() -> list[Path]:
+    """The other caches named by $NEOBENCH_CACHE_READ (files, or folders holding one)."""
+    return [Path(p).expanduser() for p in os.environ.get(READ_ENV, "").split(os.pathsep) if p]
+
+
+def check_folder(folder: Path) -> None:
+    """A NeobenchError unless ``folder`` is, or can be made, a folder this process can write."""
+    where = f"embedding cache folder {folder}"
+    if folder.exists() and not folder.is_dir():
+        raise NeobenchError(f"{where} is a file, not a folder. {LOCATION_FIX}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise NeobenchError(
+            f"{where} cannot be created ({error.strerror}). {LOCATION_FIX}"
+        ) from None
+    # access() honours read-only mounts even for root, for whom permission bits do not count.
+    if not os.access(folder, os.W_OK | os.X_OK):
+        read_only = os.statvfs(folder).f_flag & os.ST_RDONLY
+        why = "is on a read-only file system" if read_only else "is not writable by this user"
+        raise NeobenchError(f"{where} {why}. {LOCATION_FIX}")
+    file = folder / CACHE_FILE
+    if file.exists() and (file.is_dir() or not os.access(file, os.R_OK | os.W_OK)):
+        raise NeobenchError(
+            f"embedding cache {file} is not a readable, writable file. {LOCATION_FIX}"
+        )
+
+
+# What a row holds: ``(key, vec, digest)``. The key names (model fingerprint, prompt, text), the
+# vector is float32 bytes, and the digest is a checksum over both, so a vector damaged on disk or
+# stored under another text's key is caught on read. Blocks of rows go to and from one (n, dim)
+# float32 matrix without a numpy call per vector.
+
+
+def text_key(fingerprint: str, prompt: str, text: str) -> bytes:
+    """SHA-256 of fingerprint, prompt and text joined by NUL characters: one text's key."""
+    return hashlib.sha256("\x00".join((fingerprint, prompt, text)).encode()).digest()
+
+
+def text_keys(fingerprint: str, prompt: str, texts: Iterable[str]) -> list[bytes]:
+    """`text_key` of each text, in order: the hash state of fingerprint NUL prompt NUL, copied and
+    fed each text (UTF-8 encodes a concatenation as the concatenation of the parts'
+    encodings, so the keys are `text_key`'s), ~0.55 instead of ~0.8 µs a text."""
+    prefix = hashlib.sha256(f"{fingerprint}\x00{prompt}\x00".encode())
+    out = []
+    for text in texts:
+        digest = prefix.copy()
+        digest.update(text.encode())
+        out.append(digest.digest())
+    return out
+
+
+def vector_digest(key: bytes, vec: bytes) -> bytes:
+    """BLAKE2b-128 over key, dimension and bytes: a flipped bit, a cut blob and a vector
+    stored under another text's key all fail it (~5 µs per 768-dim vector)."""
+    digest = hashlib.blake2b(key, digest_size=16)
+    digest.update(struct.pack("<I", len(vec) // 4))
+    digest.update(vec)
+    return digest.digest()
+
+
+def block_rows(keys: list[bytes], vectors: np.ndarray) -> list[tuple[bytes, bytes, bytes]]:
+    """(key, vec, digest) rows of a (n, dim) block: one float32 copy of the whole block, and
+    each row's bytes cut from it (what ``tobytes`` of each vector gives, without a numpy call
+    per vector)."""
+    block = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(keys), -1)
+    n, dim = block.shape
+    whole, step = block.tobytes(), 4 * dim
+    blobs = [whole[i : i + step] for i in range(0, n * step, step)]
+    return [(key, vec, vector_digest(key, vec)) for key, vec in zip(keys, blobs, strict=True)]
+
+
+def blobs_block(blobs: list[bytes], n: int, places: Iterable[int] | None = None) -> np.ndarray:
+    """An (n, dim) float32 matrix holding the equal-length vector blobs, the i-th at row
+    ``places[i]`` (default: row i), zeros in the rows none fills. Each blob is copied once,
+    straight into its row through a memoryview: ~3x faster than joining them into one bytes
+    object (which is then one more copy to make writable)."""
+    size = len(blobs[0]) if blobs else 0
+    out = np.zeros((n, size // 4), dtype=np.float32)
+    if size:
+        view = memoryview(out).cast("B")
+        for i, blob in zip(range(n) if places is None else places, blobs, strict=True):
+            view[i * size : (i + 1) * size] = blob
+    return out
+
+
+def verify_rows(rows: list[tuple]) -> tuple[list[tuple], list[bytes]]:
+    """The rows whose vector passes its checksum, and the keys of those that fail it."""
+    good: list[tuple] = []
+    bad: list[bytes] = []
+    for row in rows:
+        key, vec, digest = row
+        if isinstance(vec, bytes) and digest == vector_digest(key, vec):
+            good.append(row)
+        else:
+            bad.append(key)
+    return good, bad
+
+
+# The SQLite file: its schema, opening it (created when new, checked when not), reading rows by
+# key, and the file with its -wal/-shm on disk (size, identity, moving a damaged or outdated file
+# aside). Tables ``emb(key, vec, digest, used)`` (``used``: when the row was last stored or read,
+# in ms, indexed for eviction) and ``meta(name, value)`` (the last run's policy and cap, for
+# `neobench cache info`). A version 2 file (no ``used``, no ``meta``) is migrated in place, in one
+# transaction: its checksums cover key and vector only, so they stay valid. Nothing in this
+# section warns or degrades: trouble is raised, as Damaged for a file that is not a healthy cache
+# of this schema, and the store decides what a run does about it.
+
+SCHEMA_VERSION = 3  # 1: emb(key, vec) without checksums (neobench 0.1.0); 2: no `used`, no meta
+COLUMNS = ["key", "vec", "digest", "used"]
+V2_COLUMNS = ["key", "vec", "digest"]
+TABLES = ["emb", "meta"]
+SIDE_FILES = ("-wal", "-shm")
+ASIDE_TAGS = {"corrupt": "damaged", "v1": "outdated"}
+# Page size of a new file: 16 KiB pages hold 10 rows of a 384-dim vector (4 KiB pages hold 2,
+# leaving a quarter empty; a 1024-dim row would not fit one), and a batch dirties and writes
+# 4x fewer pages to the WAL and through checkpoints: inserts 1.2-1.7x faster, lookups within
+# noise (benchmarks/cache_throughput.py). A file made with another page size is used as it is.
+PAGE_SIZE = 16384
+# Keys per SELECT ... IN (...): bounded by the connection's own variable limit (999 before
+# SQLite 3.32, 32766 after); larger lists mean fewer statements, and SQLite sorts each list.
+SELECT_CHUNK = 16384
+# SQLite primary result codes (sqlite3.Error.sqlite_errorcode & 0xFF).
+SQLITE_PERM, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_CANTOPEN = 3, 8, 11, 13, 14
+SQLITE_NOTADB = 26
+
+
+class Damaged(Exception):
+    """The file is not a healthy cache of this schema; ``tag`` names the moved-aside copy."""
+
+    def __init__(self, detail: str, tag: str = "corrupt") -> None:
+        super().__init__(detail)
+        self.tag = tag
+
+
+def _code(error: BaseException) -> int:
+    return (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF
+
+
+def is_damage(error: BaseException) -> bool:
+    return _code(error) in (SQLITE_CORRUPT, SQLITE_NOTADB)
+
+
+def is_full(error: BaseException) -> bool:
+    return _code(error) == SQLITE_FULL or getattr(error, "errno", None) == errno.ENOSPC
+
+
+def read_schema(db: sqlite3.Connection, path: Path, migrate: bool = False) -> bool:
+    """True for a cache of this schema, False for an empty file; else Damaged or, for a newer
+    schema (which a newer neobench still uses), a NeobenchError. A version 2 cache is migrated
+    when ``migrate``, and accepted as it is otherwise (read-only readers select key, vec and
+    digest only)."""
+    version, tables, columns = _schema(db)
+    if version > SCHEMA_VERSION:
+        raise NeobenchError(
+            f"embedding cache {path} has schema version {version}, newer than this neobench's "
+            f"({SCHEMA_VERSION}): a newer neobench wrote it. Upgrade neobench, or pass "
+            "--cache-dir with another folder, or --no-cache."
+        )
+    if not tables and version == 0:
+        return False
+    if tables == TABLES and columns == COLUMNS and version == SCHEMA_VERSION:
+        return True
+    if tables == ["emb"] and columns == V2_COLUMNS and version == 2:
+        if migrate:
+            migrate_v2(db)
+        return True
+    if tables == ["emb"] and columns == ["key", "vec"] and version == 0:
+        raise Damaged("written by neobench 0.1.0, without checksums to verify it", tag="v1")
+    raise Damaged(f"not a neobench embedding cache: tables {tables}, schema version {version}")
+
+
+def _schema(db: sqlite3.Connection) -> tuple[int, list[str], list[str]]:
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    query = "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name"
+    tables = [name for (name,) in db.execute(query)]
+    columns = [row[1] for row in db.execute("PRAGMA table_info(emb)")]
+    return version, tables, columns
+
+
+def _create_v3(db: sqlite3.Connection) -> None:
+    """What version 3 adds to version 2's table (and what a new file gets after creating it).
+
+    Old rows get ``used`` 0: least recently used of all, the first out under a cap."""
+    if "used" not in [row[1] for row in db.execute("PRAGMA table_info(emb)")]:
+        db.execute("ALTER TABLE emb ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
+    db.execute("CREATE INDEX IF NOT EXISTS emb_used ON emb (used)")
+    db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def migrate_v2(db: sqlite3.Connection) -> None:
+    """Version 2 -> 3 in one write transaction; another shard that migrated first wins (the
+    version is read again under the lock). The index is built by one scan of the table."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if _schema(db)[0] == 2:
+            _create_v3(db)
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def quick_check(db: sqlite3.Connection) -> None:
+    found = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
+    if found != ["ok"]:
+        # Rows may hold several lines under a "*** in database main ***" heading.
+        lines = [line for row in found for line in row.splitlines() if not line.startswith("***")]
+        raise Damaged("; ".join(lines[:3]))
+
+
+def open_db(path: Path, full_check: bool, timeout: float) -> sqlite3.Connection:
+    """A connection to a healthy cache at ``path``, created when the file is new or empty;
+    ``timeout`` is how long a write waits for another writer's lock.
+
+    Raises Damaged for a damaged or outdated file, NeobenchError where the path cannot be
+    opened, and sqlite3.DatabaseError for any other trouble (busy, I/O, disk full).
+    """
+    try:
+        # check_same_thread off: the cache writer (CacheWriter) stores from its own thread,
+        # never while another thread uses the connection.
+        db = sqlite3.connect(path, timeout=timeout, check_same_thread=False)
+    except sqlite3.DatabaseError as error:
+        raise NeobenchError(
+            f"embedding cache {path} cannot be opened ({error}). {LOCATION_FIX}"
+        ) from None
+    try:
+        if read_schema(db, path, migrate=True):
+            if full_check:
+                quick_check(db)
+        else:
+            # Only takes effect on a file with no page yet (another shard's creation wins).
+            db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+            db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writing shard
+            with db:  # IF NOT EXISTS: another shard may be creating it at the same time
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL, "
+                    "digest BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0)"
+                )
+                _create_v3(db)
+        return db
+    except sqlite3.DatabaseError as error:
+        db.close()
+        if is_damage(error):
+            raise Damaged(str(error)) from None
+        if _code(error) in (SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_PERM):
+            raise NeobenchError(
+                f"embedding cache {path} cannot be opened ({error}). {LOCATION_FIX}"
+            ) from None
+        raise
+    except BaseException:
+        db.close()
+        raise
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write ``path`` nor create a -wal/-shm beside it; raises
+    Damaged, NeobenchError or sqlite3.DatabaseError for a file that is not a usable cache."""
+    # immutable: no locks and no WAL index, so a file on a read-only or foreign disk opens too.
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    try:
+        if not read_schema(db, path):
+            raise Damaged("an empty file, not a neobench embedding cache")
+        return db
+    except BaseException:
+        db.close()
+        raise
+
+
+def select_rows(db: sqlite3.Connection, keys: list[bytes], used: bool = False) -> list[tuple]:
+    """The (key, vec, digest) rows of ``keys`` found in ``db``, unverified; with ``used``, the
+    last-use stamp as a fourth column (version 3 only)."""
+    chunk = min(SELECT_CHUNK, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
+    columns = "key, vec, digest, used" if used else "key, vec, digest"
+    rows: list[tuple] = []
+    for start in range(0, len(keys), chunk):
+        part = keys[start : start + chunk]
+        query = f"SELECT {columns} FROM emb WHERE key IN ({','.join('?' * len(part))})"
+        rows += db.execute(query, part).fetchall()
+    return rows
+
+
+def used_bytes(db: sqlite3.Connection) -> int:
+    """Bytes the database holds: (page_count - freelist_count) x page_size. The file is at least
+    this; pages freed by deletes stay in it (reused by later inserts), and the -wal beside it
+    holds recent transactions until a checkpoint folds them in."""
+    (pages,) = db.execute("PRAGMA page_count").fetchone()
+    (free,) = db.execute("PRAGMA freelist_count").fetchone()
+    (size,) = db.execute("PRAGMA page_size").fetchone()
+    return (pages - free) * size
+
+
+def cache_files(path: Path) -> list[Path]:
+    """The cache file and SQLite's side files that exist."""
+    return [p for p in (path, *(Path(f"{path}{s}") for s in SIDE_FILES)) if p.exists()]
+
+
+def cache_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in cache_files(path))
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def move_aside(path: Path, tag: str) -> Path:
+    """Rename the cache and its -wal/-shm to ``<name>.<tag>-<time>`` (SQLite can still open the
+    renamed file with its WAL, to look at it); returns the new path."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    aside = path.with_name(f"{path.name}.{tag}-{stamp}")
+    counter = 1
+    while cache_files(aside):
+        aside, counter = path.with_name(f"{path.name}.{tag}-{stamp}-{counter}"), counter + 1
+    for file in cache_files(path):
+        file.rename(f"{aside}{file.name[len(path.name) :]}")
+    return aside
+
+
+def moved_aside(path: Path) -> list[Path]:
+    """Earlier caches moved aside beside ``path`` (their -wal/-shm not listed)."""
+    found = {p for tag in ASIDE_TAGS for p in path.parent.glob(f"{path.name}.{tag}-*")}
+    return sorted(p for p in found if not p.name.endswith(SIDE_FILES))
+
+
+# Least recently used out first: the last-use stamps of the cache's rows and the cap on its size.
+#
+# Each row's ``used`` is the time (ms) it was stored or last read. Keeping it costs writes, so
+# they are few and in blocks: a row stored gets the time with its insert (same statement); a row
+# read is stamped again only when its stamp is older than RESTAMP_MS, in one UPDATE per lookup
+# block, inside the lookup's own short write transaction. A row read over and over during a task
+# is written at most once a minute, and a lookup that finds only fresh rows writes nothing, so
+# shards sharing the file (WAL: one writer at a time) rarely wait on each other for stamps.
+#
+# The cap applies to the bytes the database holds, (page_count - freelist_count) x page_size
+# (used_bytes), not to the file: pages freed by evictions stay in the file and are
+# reused by the next inserts, so the file settles near the cap (plus the -wal, until a checkpoint).
+# When a store takes the database over its cap, the rows with the oldest stamps (ties: the oldest
+# inserted, by rowid) are deleted until it holds at most EVICT_TO of the cap, so an eviction runs
+# once per tenth of the cap stored, not after every batch. Evicting never changes a score: a text
+# evicted is encoded again when it is asked for.
+
+# A read row is stamped again when its stamp is older than this (tests lower it).
+RESTAMP_MS = 60_000
+# Evicting down to this fraction of the cap leaves room for about a tenth of it before the next.
+EVICT_TO = 0.9
+# Rounds of deletes per eviction; the size is read again after each.
+MAX_ROUNDS = 64
+# Bytes a row takes beyond key, vector and checksum, at least: its used stamp, the record and
+# cell headers, and its entries in the key and used indexes.
+ROW_OVERHEAD = 64
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def restamp(db: sqlite3.Connection, found: list[tuple[bytes, int]]) -> int:
+    """Stamp the (key, used) rows just read whose stamp is stale; returns how many."""
+    now = now_ms()
+    stale = [(now, key) for key, used in found if used < now - RESTAMP_MS]
+    if stale:
+        with db:
+            db.executemany("UPDATE emb SET used = ? WHERE key = ?", stale)
+    return len(stale)
+
+
+def evict(db: sqlite3.Connection, max_bytes: int) -> int:
+    """Delete least recently used rows until the database holds at most EVICT_TO x max_bytes
+    when it holds more than max_bytes. Returns the rows deleted."""
+    held = used_bytes(db)
+    if held <= max_bytes:
+        return 0
+    target, deleted = int(max_bytes * EVICT_TO), 0
+    for _ in range(MAX_ROUNDS):
+        if held <= target:
+            break
+        # Each round deletes what the excess would hold at one row's payload plus ROW_OVERHEAD:
+        # a row takes at least that, so a round never deletes more than needed.
+        first = db.execute(
+            "SELECT length(key) + length(vec) + length(digest) FROM emb ORDER BY used, rowid "
+            "LIMIT 1"
+        ).fetchone()
+        if first is None:  # empty: what is left is the schema
+            break
+        count = max(1, math.ceil((held - target) / (first[0] + ROW_OVERHEAD)))
+        with db:
+            gone = db.execute(
+                "DELETE FROM emb WHERE rowid IN "
+                "(SELECT rowid FROM emb ORDER BY used, rowid LIMIT ?)",
+                (count,),
+            ).rowcount
+        deleted += gone
+        held = used_bytes(db)
+    return deleted
+
+
+def write_settings(db: sqlite3.Connection, policy: str, max_bytes: int | None) -> None:
+    """The policy and cap of the run now using the cache, for `neobench cache info`."""
+    values = {
+        "policy": policy,
+        "max_bytes": "" if max_bytes is None else str(max_bytes),
+        "set_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    with db:
+        db.executemany("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", values.items())
+
+
+def read_settings(db: sqlite3.Connection) -> dict[str, str]:
+    """What the last run wrote with `write_settings` ({} before any run)."""
+    return dict(db.execute("SELECT name, value FROM meta").fetchall())
+
+
+# Other jobs' caches: each opened at first use, read-only and immutable; one that is missing,
+# unreadable, damaged or holds a vector failing its checksum is skipped for the run.
+
+
+class OtherCaches:
+    """The other jobs' caches of one EmbeddingCache, in the order listed; ``warn`` is its own
+    warning (logged, and kept for the run card)."""
+
+    def __init__(self, paths: list[Path], own: Path, warn: Callable[[str], None]) -> None:
+        self.paths = paths
+        self.own = own  # the job's own cache file, never read as another's
+        self._warn = warn
+        # (path, connection) of those still read; None until first use, and again after close.
+        self._open: list[tuple[Path, sqlite3.Connection]] | None = None
+
+    def read(self, keys: list[bytes]) -> list[tuple]:
+        """The verified rows of ``keys`` in the other jobs' caches, the first listed first."""
+        if self._open is None:
+            self._open = [found for p in self.paths if (found := self._open_one(p))]
+        found: dict[bytes, tuple] = {}
+        for path, db in list(self._open):
+            wanted = [key for key in keys if key not in found]
+            if not wanted:
+                break
+            try:
+                got, bad = verify_rows(select_rows(db, wanted))
+            except (sqlite3.DatabaseError, OSError) as error:
+                self._skip(path, str(error))
+                continue
+            found |= {row[0]: row for row in got}
+            if bad:  # its verified vectors are still right; the file is not to be trusted further
+                self._skip(path, f"{len(bad)} cached embeddings failed their checksum")
+        return list(found.values())
+
+    def close(self) -> None:
+        for _, other in self._open or []:
+            with contextlib.suppress(sqlite3.Error):
+                other.close()
+        self._open = None
+
+    def _open_one(self, path: Path) -> tuple[Path, sqlite3.Connection] | None:
+        # Told apart at first use, not at start: this job's own folder is created meanwhile.
+        path = path / CACHE_FILE if path.is_dir() else path
+        if path.resolve() == self.own.resolve():
+            return None  # this job's own cache, read already
+        if not path.is_file():
+            problem = "no such file"
+        else:
+            try:
+                return path, open_read_only(path)
+            except (Damaged, NeobenchError, sqlite3.DatabaseError, OSError) as error:
+                problem = str(error)
+        self._skip(path, problem)
+        return None
+
+    def _skip(self, path: Path, problem: str) -> None:
+        """Stop reading another job's cache for this run; it is left as it is."""
+        for other in [db for p, db in self._open or [] if p == path]:
+            with contextlib.suppress(sqlite3.Error):
+                other.close()
+        self._open = [(p, db) for p, db in self._open or [] if p != path]
+        self._warn(
+            f"embedding cache {path} (listed in ${READ_ENV}, read-only): {problem}; not read "
+            f"again in this run, and left unchanged ({NO_EFFECT})."
+        )
+
+
+# The store: EmbeddingCache.
+
 # quick_check reads the whole file: ~1 s per GB warm, far more on a cold network disk.
 QUICK_CHECK_MAX_BYTES = 2 * 1024**3
 # Shards of one job share the cache and each holds the write lock for one batch at a time.
@@ -145,7 +625,7 @@ class EmbeddingCache:
         self.db = self._open_or_replace()
         self._identity = file_identity(self.path)
 
-    # The key of a text, and of a list of texts (see neobench/encoder/cache_rows.py).
+    # The key of a text, and of a list of texts (text_key, text_keys).
     key = staticmethod(text_key)
     keys = staticmethod(text_keys)
 
@@ -370,3 +850,172 @@ class EmbeddingCache:
     def _warn(self, message: str) -> None:
         self.events.append(message)
         logger.warning("%s", message)
+
+
+# New embeddings stored in the cache by a thread of their own, chunk by chunk, while the encoder
+# goes on.
+#
+# Storing is checksums and SQLite writes: about 37 µs a 768-dimensional vector (149 s of the main
+# thread at 4 million documents in the scale rehearsal, benchmarks/scale_rehearsal.py), and on a GPU
+# every one of those seconds is a second the device waits. The encoder hands each finished chunk's
+# rows (a copy: the caller owns the matrix) to `CacheWriter.submit`; one thread stores them, one
+# transaction per chunk, with the cache's own `put` (its warnings and degrading unchanged); hashing
+# and SQLite release the GIL for the bulk of it. `flush` waits until everything submitted is stored,
+# and the encoder flushes before it returns, so a request's vectors are in the cache before the next
+# lookup and only one thread uses the connection at a time.
+#
+# At most ``PENDING`` chunks wait (bounded memory: 2 x 8,192 x dim floats); a producer that gets
+# ahead waits. An exception in the thread that is not the cache's own (those warn and degrade) is
+# raised again by the next `submit` or `flush`.
+
+PENDING = 2  # chunks submitted and not yet stored, at most
+_STOP = object()
+
+
+class CacheWriter:
+    """One thread storing (keys, vectors) blocks into ``cache`` in submission order."""
+
+    def __init__(self, cache: EmbeddingCache) -> None:
+        self.cache = cache
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=PENDING)
+        self._error: BaseException | None = None
+        context = contextvars.copy_context()  # the stage clock, if one runs
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run,), name="neobench-cache-writer", daemon=True
+        )
+        self._thread.start()
+
+    def submit(self, keys: list[bytes], vectors: np.ndarray) -> None:
+        """Store ``vectors`` (n, dim) under ``keys`` in the thread; waits while PENDING wait."""
+        self._raise()
+        with stage("cache insert wait"):
+            self._queue.put((keys, vectors))
+
+    def flush(self) -> None:
+        """Wait until everything submitted is stored (or failed: raised here)."""
+        with stage("cache insert wait"):
+            self._queue.join()
+        self._raise()
+
+    def close(self) -> None:
+        """Flush, then end the thread."""
+        try:
+            self.flush()
+        finally:
+            self._queue.put(_STOP)
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is _STOP:
+                    return
+                if self._error is None:  # after a failure, drain without storing
+                    keys, vectors = item
+                    with stage("cache insert"):
+                        self.cache.put(keys, vectors)
+            except BaseException as error:  # raised again in the encoder's thread
+                self._error = error
+            finally:
+                self._queue.task_done()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise RuntimeError(f"storing embeddings in the cache failed: {error}") from error
+
+
+# `neobench cache info|clear`: what state the cache is in, and removing it.
+
+
+@dataclass
+class CacheReport:
+    """What `neobench cache info` shows."""
+
+    path: Path
+    state: str = "missing"  # missing | ok | corrupt | outdated | newer
+    embeddings: int = 0
+    bytes: int = 0  # the file with its -wal/-shm
+    held: int = 0  # what the database holds: (page_count - freelist_count) x page_size
+    # The last run's policy, cap (max_bytes, "" for none) and when it set them; {} before any
+    # run of schema 3.
+    settings: dict[str, str] = field(default_factory=dict)
+    problem: str | None = None  # why `neobench eval` would not use the file as it is
+    fix: str | None = None
+    aside: list[Path] = field(default_factory=list)  # earlier caches moved aside, still on disk
+    cleared: list[str] = field(default_factory=list)  # what `cache clear` did, one line each
+
+    @property
+    def ok(self) -> bool:
+        return self.state in ("missing", "ok")
+
+    @property
+    def aside_mb(self) -> float:
+        return sum(p.stat().st_size for p in self.aside) / 1e6
+
+
+def cache_command(cache_dir: str | None, action: str) -> CacheReport:
+    """`neobench cache info|clear`: clear first when asked, then the full check."""
+    path = cache_path(cache_dir)
+    cleared = clear_cache(path) if action == "clear" else []
+    report = inspect_cache(path)
+    report.cleared = cleared
+    return report
+
+
+def inspect_cache(path: Path) -> CacheReport:
+    """The state of the cache at ``path``, read-only: creates, moves and repairs nothing. Always
+    runs the full quick_check (reads every page), whatever the size."""
+    if path.parent.exists() and not path.parent.is_dir():
+        raise NeobenchError(
+            f"embedding cache folder {path.parent} is a file, not a folder. Pass --cache-dir "
+            "with the folder that holds embeddings.sqlite."
+        )
+    report = CacheReport(path, bytes=cache_size(path), aside=moved_aside(path))
+    if not path.exists():
+        return report
+    clear = f"neobench cache clear --cache-dir {path.parent}"
+    db = None
+    try:
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+        if read_schema(db, path):  # else an empty file, which eval fills in
+            quick_check(db)
+            (report.embeddings,) = db.execute("SELECT COUNT(*) FROM emb").fetchone()
+            report.held = used_bytes(db)
+            if "meta" in {n for (n,) in db.execute("SELECT name FROM sqlite_master")}:
+                report.settings = read_settings(db)  # a version 2 file has none
+        report.state = "ok"
+    except Damaged as damage:
+        report.state = "outdated" if damage.tag == "v1" else "corrupt"
+        report.problem, report.fix = str(damage), clear
+    except NeobenchError as error:  # a newer schema: not ours to clear
+        report.state, report.problem = "newer", error.problems[0]
+    except sqlite3.DatabaseError as error:
+        report.state, report.problem, report.fix = "corrupt", str(error), clear
+    finally:
+        if db is not None:
+            db.close()
+    return report
+
+
+def clear_cache(path: Path) -> list[str]:
+    """Delete the cache (with its -wal/-shm) in whatever state, and the caches moved aside
+    beside it, then start an empty one; returns what was done, one line each.
+
+    Files are removed rather than emptied with DELETE + VACUUM: that works on a damaged file and
+    on a full disk, and takes no time on a multi-GB cache. A run using the cache meanwhile sees
+    its file replaced and carries on with the new one.
+    """
+    check_folder(path.parent)
+    done = []
+    for old in [path, *moved_aside(path)]:
+        files = cache_files(old)
+        if files:
+            size = sum(f.stat().st_size for f in files)
+            for file in files:
+                file.unlink()
+            done.append(f"removed {old} ({size / 1e6:.1f} MB, {len(files)} file(s))")
+    EmbeddingCache(path).close()
+    done.append(f"started an empty cache at {path}")
+    return done

@@ -20,8 +20,7 @@ import numpy as np
 import torch
 
 from neobench.core.stages import stage
-from neobench.encoder.cache import EmbeddingCache
-from neobench.encoder.cache_writer import CacheWriter
+from neobench.encoder.cache import CacheWriter, EmbeddingCache
 from neobench.encoder.feed import ChunkEnd, feed
 from neobench.encoder.tokenpool import TokenizePool, resolve_workers
 from neobench.models.unpad import unpadded
@@ -75,7 +74,7 @@ class FastEncoder:
         # Tokenizer processes (tokenpool.py); 1: tokenise in a thread of this process.
         self.tokenize_workers = resolve_workers(tokenize_workers)
         self._pool: TokenizePool | None = None
-        self._writer: CacheWriter | None = None  # cache_writer.py: stores new vectors
+        self._writer: CacheWriter | None = None  # cache.CacheWriter: stores new vectors
         self._feeder: ThreadPoolExecutor | None = None  # the feed's thread (feed.py), kept
         # Whether new embeddings go into the cache (the eval's cache policy sets it per task;
         # the cache is read either way).
