@@ -56,7 +56,7 @@ def _write_run(root, name, index, seed, tasks, gold, strength, rng) -> None:
     from mteb.models.model_meta import ModelMeta
     from mteb.results import TaskResult
 
-    from neobench.core import layout
+    from neobench.core import results
     from neobench.evaluation import units
 
     training = TRAINED_ON if index < 3 else set()
@@ -84,7 +84,7 @@ def _write_run(root, name, index, seed, tasks, gold, strength, rng) -> None:
         path.write_text(units.to_json(found))
         entries[task_name] = {"type": task.metadata.type, "status": "evaluated",
                               "main_score": score, "units": True,
-                              "units_sha256": layout.digest(path)}  # fmt: skip
+                              "units_sha256": results.digest(path)}  # fmt: skip
     _write_card(folder, name, meta.revision, index, seed, entries)
 
 

@@ -17,7 +17,7 @@ from mteb.results import TaskResult
 from scipy.stats import spearmanr
 
 from neobench.cli.main import main
-from neobench.core.reader import units_path
+from neobench.core.results import units_file
 from neobench.evaluation import units
 
 
@@ -88,7 +88,7 @@ def test_eval_saves_units_beside_the_result(evaluate, monkeypatch):
     ((task, loaded),) = seen
     assert loaded and not task.data_loaded and "unload_data" not in vars(task)  # unloaded after
     path = folder / "predictions" / "BIOSSES.units.json"
-    assert units_path(folder, "BIOSSES") == path
+    assert units_file(folder, "BIOSSES") == path
     saved = units.read(path)
     assert (saved.task, saved.type, saved.main_score, saved.unit) == (
         "BIOSSES",
@@ -111,7 +111,7 @@ def test_eval_saves_units_beside_the_result(evaluate, monkeypatch):
 
 def test_a_resample_is_scored_on_the_resampled_pairs(evaluate):
     _, folder = evaluate()
-    saved = units.read(units_path(folder, "BIOSSES"))
+    saved = units.read(units_file(folder, "BIOSSES"))
     (part,) = saved.parts
     idx = np.random.default_rng(0).integers(0, part.n, part.n)  # with repeats
     direct = spearmanr(part.data["gold"][idx], part.data["pred"][idx])[0]
@@ -120,12 +120,12 @@ def test_a_resample_is_scored_on_the_resampled_pairs(evaluate):
 
 def test_no_predictions_and_results_from_before_are_not_rerun(evaluate):
     code, folder = evaluate()
-    assert code == 0 and units_path(folder, "BIOSSES") is not None
+    assert code == 0 and units_file(folder, "BIOSSES") is not None
     # A run killed between the units file and the task file: the re-run, without units,
     # removes the units that belong to no result.
     (folder / "BIOSSES.json").unlink()
     assert evaluate("--no-predictions")[0] == 0
-    assert units_path(folder, "BIOSSES") is None
+    assert units_file(folder, "BIOSSES") is None
     entry = last_card(folder)["tasks"]["BIOSSES"]
     assert (entry["status"], entry["units"], entry["units_bytes"]) == ("evaluated", False, None)
     # A result without units is done: a run with units on keeps it and adds none.
@@ -133,7 +133,7 @@ def test_no_predictions_and_results_from_before_are_not_rerun(evaluate):
     assert evaluate()[0] == 0
     entry = last_card(folder)["tasks"]["BIOSSES"]
     assert (entry["status"], entry["units"]) == ("cached", False)
-    assert units_path(folder, "BIOSSES") is None
+    assert units_file(folder, "BIOSSES") is None
     assert (folder / "BIOSSES.json").read_bytes() == before
     assert_clean(evaluate.res)
 
@@ -148,7 +148,7 @@ def test_a_units_build_that_fails_keeps_the_result(evaluate, monkeypatch, caplog
         code, folder = evaluate()
     assert code == 0
     assert TaskResult.from_disk(folder / "BIOSSES.json").get_score() > -1
-    assert units_path(folder, "BIOSSES") is None
+    assert units_file(folder, "BIOSSES") is None
     (warning,) = [r.getMessage() for r in caplog.records if r.name == "neobench.evaluation.staging"]
     assert "BIOSSES: per-item units not saved (KeyError" in warning
     assert last_card(folder)["tasks"]["BIOSSES"]["units"] is False
@@ -160,7 +160,7 @@ def test_units_that_do_not_give_mteb_s_score_are_not_saved(evaluate, monkeypatch
     monkeypatch.setattr(units, "registry", lambda: {"STS": off})
     with caplog.at_level(logging.WARNING, logger="neobench.evaluation.staging"):
         code, folder = evaluate()
-    assert code == 0 and units_path(folder, "BIOSSES") is None
+    assert code == 0 and units_file(folder, "BIOSSES") is None
     assert "differs from mteb's" in caplog.text
 
 

@@ -23,7 +23,7 @@ import yaml
 from conftest import GOLDEN_BASELINE
 
 from neobench.cli.main import main
-from neobench.core import layout
+from neobench.core import results
 from neobench.evaluation import units
 from neobench.protocol.config import DEFAULT_BENCHMARK
 from neobench.report.leaderboard import leaderboard
@@ -54,14 +54,14 @@ def copied(golden_runs, tmp_path):
 def _units_file(root, task, digest=True):
     """The row's units file of ``task``; ``digest=False`` first removes the sha256 its run card
     recorded (a card written before cards recorded one)."""
-    [folder] = [f for f in layout.run_folders(root) if "golden__MiniLM-ft" in str(f)]
+    [folder] = [f for f in results.run_folders(root) if "golden__MiniLM-ft" in str(f)]
     if not digest:
-        for card in layout.card_paths(folder):
+        for card in results.card_paths(folder):
             data = yaml.safe_load(card.read_text())
             for entry in data["tasks"].values():
                 entry.pop("units_sha256", None)
             card.write_text(yaml.safe_dump(data, sort_keys=False))
-    return layout.units_path(folder, task)
+    return results.units_path(folder, task)
 
 
 WHY = {True: "changed since `neobench eval` wrote it", False: "stored result"}

@@ -54,13 +54,13 @@ def cmd_study_status(cfg: commands.StudyStatusCommand) -> int:
 
 def cmd_study_table(cfg: commands.StudyTableCommand) -> int:
     """the study's table (with intervals where units were saved)"""
-    from neobench.core import layout
+    from neobench.core import results
     from neobench.study.plan import PAGE_FILE, build_plan, table_inputs
 
     plan = build_plan(cfg.file, cfg.output)
     _print_sweep(plan)
     given = table_inputs(plan.study, plan.jobs)
-    units = any(layout.has_units(folder) for folder in layout.run_folders(plan.study.output))
+    units = any(results.has_units(folder) for folder in results.run_folders(plan.study.output))
     # The page goes beside the table: --out's name as .html, else the study's table.html.
     beside = Path(cfg.out).with_suffix(".html") if cfg.out else plan.study.output / PAGE_FILE
     page = cfg.html or str(beside)

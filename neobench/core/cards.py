@@ -279,13 +279,6 @@ def read_finetune_card(path: Path) -> FinetuneCard:
     return card_from_dict(FinetuneCard, read_card(path))
 
 
-def finetune_complete(folder: Path) -> bool:
-    """Whether ``folder`` holds a finished fine-tune: its card says complete (the test a study,
-    its Slurm jobs and `finetune --resume` all use)."""
-    path = Path(folder) / FINETUNE_CARD
-    return path.is_file() and read_finetune_card(path).status == "complete"
-
-
 def finetuned_model(folder: Path) -> OutputModel | None:
     """Name, recipe hash, seed and base model that `neobench finetune` recorded in a model
     folder, if it did. Cards written before the output section held the seed and base model

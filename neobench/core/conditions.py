@@ -1,10 +1,12 @@
 """Under which conditions a run was made, and the one rule for which runs may be compared.
 
-Evaluation conditions must always match: how the model was evaluated (benchmark, instruction
-profile and its hash, max length, dtype, mteb version). The training recipe must match among
-the runs neobench fine-tuned; a run neobench did not fine-tune (a released model evaluated as it
-is) is compared with them as "not fine-tuned". A value a card does not record reads "unknown",
-the same for every reader.
+Evaluation conditions must always match: the ones that change a task's score (instruction
+profile and its hash, max length, dtype, mteb version). The benchmark a run was evaluated for is
+recorded but not compared: a task result serves every benchmark that holds the task (each reads
+the splits and subsets it asks for), so one results folder may hold several benchmarks' runs.
+The training recipe must match among the runs neobench fine-tuned; a run neobench did not
+fine-tune (a released model evaluated as it is) is compared with them as "not fine-tuned". A
+value a card does not record reads "unknown", the same for every reader.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from neobench.core.cards import EvalCard
 
-# How a model was evaluated: must match for two rows to be compared at all.
+# How a model was evaluated, as every row records it.
 EVAL = ("instructions", "instructions_sha256", "max_seq_length", "dtype", "benchmark", "mteb")
+# What changes a task's score: must match for two rows to be compared at all.
+SCORING = ("instructions", "instructions_sha256", "max_seq_length", "dtype", "mteb")
 RECIPE = "recipe"
 FIELDS = (RECIPE, *EVAL)
 # What one results folder holds fixed: `neobench eval` refuses to add to a folder whose earlier
@@ -77,7 +81,7 @@ class Conditions(dict[str, Any]):
 
     def compared(self, other: Conditions) -> tuple[str, ...]:
         """The fields that must match between ``self`` and ``other``."""
-        return (*EVAL, *([RECIPE] if self.finetuned and other.finetuned else []))
+        return (*SCORING, *([RECIPE] if self.finetuned and other.finetuned else []))
 
     def differences(
         self, other: Conditions, fields: Iterable[str] | None = None, *, known: bool = False
@@ -108,7 +112,7 @@ def groups(labelled: list[tuple[str, Conditions]]) -> dict[str, dict[str, list[s
     each evaluation field whose value differs between them, and the recipe where the fine-tuned
     ones differ. Field -> value -> the labels holding it."""
     out: dict[str, dict[str, list[str]]] = {}
-    checks = [(key, labelled) for key in EVAL]
+    checks = [(key, labelled) for key in SCORING]
     checks.append((RECIPE, [(label, c) for label, c in labelled if c.finetuned]))
     for key, group in checks:
         values: dict[str, list[str]] = {}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from neobench.core import cards as record
-from neobench.core import layout
+from neobench.core import results
 from neobench.core.conditions import FIELDS, UNKNOWN, Conditions
 from neobench.core.errors import NeobenchError
 from neobench.core.runs import Finetune, Run
@@ -35,12 +35,12 @@ def load_runs(
     """Runs under ``root`` with their benchmark-task scores, and the problems met on the way.
     ``training(meta_path, model)`` reads what a run's model trained on (protocol/overlap.py)."""
     root = Path(root)
-    if not (root / layout.RESULTS).is_dir():
+    if not (root / results.RESULTS).is_dir():
         raise NeobenchError(
             f"--results {root}: no results/ folder inside. Point it at the root given to "
             "`neobench eval --results` (the folder that contains results/)."
         )
-    folders = layout.run_folders(root)
+    folders = results.run_folders(root)
     if not folders:
         raise NeobenchError(
             f"--results {root}: results/ holds no task results yet; run `neobench eval` first."
@@ -50,18 +50,29 @@ def load_runs(
     runs = []
     for folder in folders:
         run = _identify(root, folder)
-        for path in layout.task_files(folder):
-            if path.stem not in by_name:
+        cards = _read_cards(run, problems)
+        writers = _writers(cards)
+        for path in results.task_files(folder):
+            task = by_name.get(path.stem)
+            if task is None:
                 continue
             try:
-                run.scores[path.stem] = task_score(path, by_name[path.stem])
+                scores, stored = results.file_score(path)
+                score = results.benchmark_score(scores, task)
             except Exception as error:
                 problems.append(
                     f"{path}: unreadable ({type(error).__name__}: {_first_line(error)}); skipped"
                 )
-        _read_cards(run, problems)
+                continue
+            recorded, card = writers.get(path.stem, (None, ""))
+            why = results.recorded_mismatch(path, stored, recorded, card)
+            if why is not None:
+                run.mismatched[path.stem] = why
+            else:
+                run.scores[path.stem] = score
+        _conditions(run, cards, writers)
         if training is not None:
-            run.training_datasets = training(folder / layout.META, run.model)
+            run.training_datasets = training(folder / results.META, run.model)
         runs.append(run)
     return runs, problems
 
@@ -80,49 +91,33 @@ def load_roots(
     return runs, problems
 
 
-def task_score(path: Path, task: AbsTask) -> float:
-    """Mean main score over the task's benchmark splits and subsets (raises if one is absent)."""
-    data = json.loads(path.read_text())
-    values = []
-    for split in task.eval_splits:
-        entries = {e["hf_subset"]: e for e in data["scores"][split]}
-        for subset in task.hf_subsets:
-            values.append(float(entries[subset]["main_score"]))
-    return sum(values) / len(values)
-
-
-def units_path(folder: Path, task: str) -> Path | None:
-    """The per-item units file of ``task`` in a run folder, or None: a result evaluated before
-    units existed, or with --no-predictions, has none (re-running the task adds it)."""
-    path = layout.units_path(folder, task)
-    return path if path.is_file() else None
-
-
 def _identify(root: Path, folder: Path) -> Run:
-    model, revision, experiment = layout.identity(root, folder)
-    meta = folder / layout.META
+    model, revision, experiment = results.identity(root, folder)
+    meta = folder / results.META
     if meta.is_file():
         with contextlib.suppress(ValueError):
             model = json.loads(meta.read_text()).get("name") or model
     return Run(model=model, revision=revision, experiment=experiment, folder=folder)
 
 
-def _read_cards(run: Run, problems: list[str]) -> None:
-    """The run's conditions (a field on which its cards differ is 'mixed'), card hashes and
-    fine-tune identity, from each card read once."""
-    seen: dict[str, dict[str, object]] = {}  # field -> its values as text -> as the card has it
+# The cards of one run folder, oldest first: (file name, its sha256[:12], the card).
+Cards = list[tuple[str, str, record.EvalCard]]
+
+
+def _read_cards(run: Run, problems: list[str]) -> Cards:
+    """Every readable run card of the run, each read once; the run's card hashes, fine-tune
+    identity, sweep, units digests and evaluation times from them."""
+    found: Cards = []
     tunes: set[tuple] = set()
-    for path in layout.card_paths(run.folder):
+    for path in results.card_paths(run.folder):
         try:
             card = record.read_eval_card(path)
         except Exception as error:
             problems.append(f"{path}: unreadable run card ({_first_line(error)}); skipped")
             continue
-        run.cards[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-        for key, value in Conditions.from_card(card).items():
-            # A card too old to record a field says so, rather than "None".
-            text = UNKNOWN if value is None else str(value)
-            seen.setdefault(key, {})[text] = text if value is None else value
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        run.cards[path.name] = sha
+        found.append((path.name, sha, card))
         model = card.model
         if isinstance(model.sweep, dict):
             run.sweep = model.sweep
@@ -134,6 +129,37 @@ def _read_cards(run: Run, problems: list[str]) -> None:
             cached = isinstance(entry, dict) and entry.get("status") == "cached"
             if card.started and not (cached and task in run.evaluated):
                 run.evaluated[task] = card.started
+    run.finetune = _finetune(tunes)
+    return found
+
+
+def _writers(cards: Cards) -> dict[str, tuple[float | None, str]]:
+    """Task -> (the main score recorded by the card whose eval wrote its result file, that
+    card's file name): the newest card that evaluated it (a card that found it done, "cached",
+    did not write it)."""
+    out: dict[str, tuple[float | None, str]] = {}
+    for name, _, card in cards:
+        for task, entry in card.tasks.items():
+            if isinstance(entry, dict) and entry.get("status") == "evaluated":
+                score = entry.get("main_score")
+                out[task] = (None if score is None else float(score), name)
+    return out
+
+
+def _conditions(run: Run, cards: Cards, writers: dict[str, tuple[float | None, str]]) -> None:
+    """The run's conditions, from the cards that wrote the tasks it holds here (a field on
+    which they differ reads "mixed: a, b"). A card whose results this benchmark does not read
+    (another benchmark's eval into the same folder) does not count; cards that record no task
+    (older ones) all count when no held task names its writer."""
+    held = run.scores.keys() | run.mismatched.keys()
+    wrote = {writers[t][1] for t in held if t in writers}
+    chosen = [card for name, _, card in cards if name in wrote] or [c for _, _, c in cards]
+    seen: dict[str, dict[str, object]] = {}  # field -> its values as text -> as the card has it
+    for card in chosen:
+        for key, value in Conditions.from_card(card).items():
+            # A card too old to record a field says so, rather than "None".
+            text = UNKNOWN if value is None else str(value)
+            seen.setdefault(key, {})[text] = text if value is None else value
     merged = Conditions()
     for key in FIELDS:
         # One value keeps its type (a length stays an int in JSON); several read "mixed: a, b".
@@ -143,7 +169,6 @@ def _read_cards(run: Run, problems: list[str]) -> None:
         else:
             merged[key] = next(iter(values.values()), None)
     run.conditions = merged
-    run.finetune = _finetune(tunes)
 
 
 def _finetune(found: set[tuple]) -> Finetune | None:

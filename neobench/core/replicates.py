@@ -87,9 +87,11 @@ def _replicates(kept: list[tuple[int, Run]], notes: list[str]) -> Run:
     runs = [r for _, r in kept]
     first = runs[0]
     shared = sorted(set.intersection(*(set(r.scores) for r in runs)))
+    # A task some seed holds only as a changed file is not partial: it is mismatched.
+    changed = set().union(*(set(r.mismatched) for r in runs))
     partial = {
         task: [s for s, r in kept if task in r.scores]
-        for task in sorted(set.union(*(set(r.scores) for r in runs)) - set(shared))
+        for task in sorted(set.union(*(set(r.scores) for r in runs)) - set(shared) - changed)
     }
     row = Run(
         model=first.model,
@@ -108,6 +110,8 @@ def _replicates(kept: list[tuple[int, Run]], notes: list[str]) -> Run:
         members=runs,
         seeds=seeds,
         partial=partial,
+        # a seed's result that differs from its card is not averaged in: the row names it
+        mismatched={t: why for r in runs for t, why in r.mismatched.items()},
     )
     if partial:
         lacking = "; ".join(

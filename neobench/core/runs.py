@@ -1,7 +1,7 @@
 """One record of an evaluated run, and the one way to find runs by name.
 
 A run is one folder ``results/<org__model>/<revision>/[experiments/<conditions>/]``: one model
-revision under one set of conditions (neobench/core/layout.py), read once from its task results
+revision under one set of conditions (neobench/core/results.py), read once from its task results
 and run cards (neobench/core/reader.py). The seed replicates of one fine-tune are one Run too:
 its ``members`` are the single runs, one per seed (neobench/core/replicates.py), and its scores
 their means. Every command that names runs (table, compare, the study's table job, the Python
@@ -39,6 +39,9 @@ class Run:
     experiment: str | None
     folder: Path
     scores: dict[str, float] = field(default_factory=dict)  # task -> main score in [0, 1]
+    # task -> why its stored score is not shown: the file differs from what its run card
+    # recorded (core/results.py); such a task is in neither ``scores`` nor a row's missing tasks
+    mismatched: dict[str, str] = field(default_factory=dict)
     conditions: Conditions = field(default_factory=Conditions)
     cards: dict[str, str] = field(default_factory=dict)  # run card file -> sha256[:12]
     # The mteb tasks the model trained on, as mteb computes them from model_meta.json (declared,

@@ -9,7 +9,6 @@ storing (FastEncoder.store), so scores never depend on it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neobench.encoder.cache import EmbeddingCache, cache_path
@@ -85,13 +84,3 @@ class CacheUse:
             out["cache_evicted"] = cache.evicted
             out["cache_held_bytes"] = cache.held_bytes()
         return out
-
-
-def later_tasks(tasks: list[AbsTask], index: int, done: Any) -> list[str]:
-    """Names of the tasks after ``tasks[index]`` whose result is not on disk (``done(task)``)."""
-    return [t.metadata.name for t in tasks[index + 1 :] if not done(t)]
-
-
-def result_exists(results: Any, meta: Any) -> Any:
-    """``done(task)`` for `later_tasks`: the task's result file is in the results folder."""
-    return lambda task: Path(results.get_task_result_path(task.metadata.name, meta)).is_file()

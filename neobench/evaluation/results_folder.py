@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from neobench.core import cards as record
-from neobench.core import layout
+from neobench.core import results
 from neobench.core.cards import EvalCard, EvalConditions, EvalShard
 from neobench.core.conditions import FOLDER, Conditions
 from neobench.core.errors import NeobenchError, RunFailed, disk_full
@@ -46,7 +46,7 @@ def check_same_conditions(results_dir: Path, conditions: EvalConditions) -> None
     (another hash) or another dtype, which would otherwise mix silently with earlier tasks.
     A condition an older card does not record is not held against it.
     """
-    for card_path in layout.card_paths(results_dir):
+    for card_path in results.card_paths(results_dir):
         card = record.read_eval_card(card_path)
         if record.mark_orphaned_eval_card(card_path, card):
             logger.warning(
@@ -68,7 +68,7 @@ def check_same_conditions(results_dir: Path, conditions: EvalConditions) -> None
 def card_path(results_dir: Path, shard: EvalShard) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = f"run-{stamp}-shard{shard.k}of{shard.n}-{os.getpid()}"
-    path = results_dir / layout.CARDS / f"{base}.yaml"
+    path = results_dir / results.CARDS / f"{base}.yaml"
     # Two runs of one process within a second (library use, tests) must not share a card.
     serial = 1
     while path.exists():

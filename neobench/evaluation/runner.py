@@ -23,22 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neobench.core import layout
+from neobench.core import results
 from neobench.core.cards import EvalCard, EvalInstructions
 from neobench.core.errors import RunFailed, disk_full
-from neobench.core.reader import units_path
 from neobench.core.stages import stage
 from neobench.encoder.cache import EmbeddingCache
 from neobench.evaluation import model as eval_model
 from neobench.evaluation.adapter import MtebEncoder
-from neobench.evaluation.cache_use import (
-    CacheUse,
-    effective_policy,
-    later_tasks,
-    max_bytes,
-    open_cache,
-    result_exists,
-)
+from neobench.evaluation.cache_use import CacheUse, effective_policy, max_bytes, open_cache
 from neobench.evaluation.checks import locate_data, prepare_tasks
 from neobench.evaluation.outcomes import EvalSummary, Reporter, TaskOutcome
 from neobench.evaluation.results_folder import (
@@ -164,12 +156,25 @@ def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSumma
     """Each task evaluated (or found done), the card rewritten after each; the card is ended
     whatever happens (complete, failed, interrupted)."""
     card = run.card
-    summary = EvalSummary(run.card_path.parent.parent, run.card_path)
+    folder = run.card_path.parent.parent
+    summary = EvalSummary(folder, run.card_path)
     reporter.start(len(tasks), summary.results_dir)
-    done = result_exists(run.results, run.encoder.mteb_model_meta)
+    # The one decision of what is left to run (core/results.py), made before the first task.
+    left, unreadable = results.left_to_run(folder, tasks)
+    for path in unreadable.values():
+        aside = path.with_name(path.name + f".unreadable-{int(time.time())}")
+        path.rename(aside)
+        logger.warning("%s was unreadable; moved to %s and re-running", path, aside)
+    to_run = {t.metadata.name for t in left}
     try:
         for index, task in enumerate(tasks):
-            outcome = _run_task(task, run, reporter, later_tasks(tasks, index, done))
+            name = task.metadata.name
+            if name in to_run:
+                later = [t.metadata.name for t in tasks[index + 1 :] if t.metadata.name in to_run]
+                outcome = _run_task(task, folder, run, reporter, later)
+            else:
+                outcome = _found_done(task, folder)
+                reporter.task_done(outcome)
             summary.outcomes.append(outcome)
             card.tasks[outcome.task] = outcome.card_entry()
             if outcome.disk_full:
@@ -191,42 +196,37 @@ def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSumma
     return summary
 
 
-def _run_task(task: AbsTask, run: _Run, reporter: Reporter, later: list[str]) -> TaskOutcome:
-    """One task: skipped when its result file is complete, else evaluated, its new embeddings
-    stored as the cache policy decides (``later``: the run's tasks still to run after it); a
-    failure is recorded in the outcome (the run goes on), an interrupt is not."""
-    from mteb.results import TaskResult
+def _found_done(task: AbsTask, folder: Path) -> TaskOutcome:
+    """A task whose result is complete: not run again, with or without units (a result from
+    before they existed, or made with --no-predictions, is not re-run for them)."""
+    name = task.metadata.name
+    outcome = TaskOutcome(name, task.metadata.type, "cached")
+    outcome.main_score = float(results.read_task(results.task_path(folder, name)).get_score())
+    found = results.units_file(folder, name)
+    outcome.units = found is not None
+    outcome.units_bytes = found.stat().st_size if found else None
+    return outcome
 
+
+def _run_task(
+    task: AbsTask, folder: Path, run: _Run, reporter: Reporter, later: list[str]
+) -> TaskOutcome:
+    """One task evaluated, its new embeddings stored as the cache policy decides (``later``: the
+    run's tasks still to run after it); a failure is recorded in the outcome (the run goes on),
+    an interrupt is not."""
     name = task.metadata.name
     outcome = TaskOutcome(name, task.metadata.type, "evaluated")
-    path = run.results.get_task_result_path(name, run.encoder.mteb_model_meta)
-    if path.is_file():
-        try:
-            existing = TaskResult.from_disk(path)
-        except Exception as error:
-            aside = path.with_name(path.name + f".unreadable-{int(time.time())}")
-            path.rename(aside)
-            logger.warning("%s was unreadable (%s); moved to %s and re-running", path, error, aside)
-        else:
-            if not existing.get_missing_evaluations(task):
-                # Done, with or without units (a result from before they existed, or made with
-                # --no-predictions, is not re-run for them).
-                outcome.status, outcome.main_score = "cached", float(existing.get_score())
-                found = units_path(path.parent, name)
-                outcome.units = found is not None
-                outcome.units_bytes = found.stat().st_size if found else None
-                reporter.task_done(outcome)
-                return outcome
     reporter.task_started(name)
     run.cache_use.before_task(task, later, run.encoder.fast)
     start = time.perf_counter()
     try:
         size = evaluate_staged(task, run.encoder, run.results, run.batch_size, run.predictions)
         outcome.units, outcome.units_bytes = size is not None, size
-        written = units_path(path.parent, name) if size is not None else None
-        outcome.units_sha256 = layout.digest(written) if written else None
-        # Report what mteb stored (rounded to 6 decimals), so a re-run reports the same number.
-        outcome.main_score = float(TaskResult.from_disk(path).get_score())
+        written = results.units_file(folder, name) if size is not None else None
+        outcome.units_sha256 = results.digest(written) if written else None
+        # The score of the file as mteb stored it (rounded to 6 decimals): what the card
+        # records and what every reader checks the file against (core/results.py).
+        outcome.main_score = float(results.read_task(results.task_path(folder, name)).get_score())
     except KeyboardInterrupt:
         raise
     except Exception as error:

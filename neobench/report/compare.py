@@ -214,7 +214,7 @@ def _check_conditions(labelled: dict[str, Run], base: str, others: list[str]) ->
         raise NeobenchError(
             "the models compared were not evaluated under identical conditions ("
             + "; ".join(problems)
-            + "). Evaluate them again under the same conditions (same benchmark, instructions, "
+            + "). Evaluate them again under the same conditions (same instructions, "
             "--max-seq-length, dtype and mteb version; fine-tuned rows: the same recipe), or "
             "leave a model out with --models."
         )
@@ -222,7 +222,13 @@ def _check_conditions(labelled: dict[str, Run], base: str, others: list[str]) ->
 
 def side(run: Run, label: str, settings: stats.Settings) -> stats.Side:
     """The run's units and draws on every task it holds; a task saved without units is
-    refused with the command that adds them."""
+    refused with the command that adds them, a result file that differs from its run card
+    (core/results.py) with the file and the fix."""
+    if run.mismatched:
+        raise NeobenchError(
+            f"{label}: {len(run.mismatched)} stored score(s) differ from their run cards, so "
+            "the model is not compared: " + " ".join(run.mismatched.values())
+        )
     missing = [
         t
         for t in sorted(run.scores)

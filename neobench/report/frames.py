@@ -38,6 +38,7 @@ def _leader_record(table: LeaderTable, row: Row) -> dict[str, Any]:
     record["avg_tasks"] = row.avg_of[0]
     record["mean_task_type"] = row.mean_types
     record["missing_tasks"] = len(row.missing)
+    record["changed_tasks"] = len(row.mismatched)  # results that differ from their run card
     record["zero_shot"] = row.zero_shot
     return record | {k: v for k, v in row.conditions.items()}
 

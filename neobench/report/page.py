@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from neobench._version import __version__
-from neobench.core import layout
 from neobench.core.conditions import EVAL, RECIPE
 from neobench.core.errors import NeobenchError
 from neobench.core.replicates import seed_sd
+from neobench.core.results import has_units
 from neobench.core.runs import Run, find
 from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, RESAMPLES
 from neobench.report import compare, stats
@@ -63,7 +63,7 @@ def page_data(
     tasks = select_tasks(load_benchmark(benchmark))
     runs, _, _ = load(results, tasks)
     chosen = dict(find(runs, models))
-    ci = any(layout.has_units(m.folder) for run in chosen.values() for m in run.each())
+    ci = any(has_units(m.folder) for run in chosen.values() for m in run.each())
     given = {"models": models, "resamples": resamples, "seed": seed, "over": over}
     given |= {"ci": ci, "baseline": baseline if ci else None}
     table = leaderboard(results, benchmark, reference=reference, **given)

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# The cell mark of a task whose result file differs from what its run card recorded.
+CHANGED = "✗"
+
 
 @dataclass
 class Cell:
@@ -78,18 +81,24 @@ class Row:
     # The row's run in separate fields for JSON and CSV (core/runs.NAMES): label, model name,
     # revision, experiment, seeds; a quoted row has its model name only.
     identity: dict[str, Any] = field(default_factory=dict)
+    # Tasks whose stored score differs from the run card that wrote it (core/results.py): never
+    # shown as a score; their cells, and the type columns and Avg. they belong to, read CHANGED.
+    mismatched: list[str] = field(default_factory=list)
+    flagged: set[str] = field(default_factory=set)
 
     def text(self, column: str, value: float | None, partial: str = "") -> str:
         """A cell: value, "†" when in-domain, "±" half the interval's width (with --ci), the
-        seed sd (replicate rows), task count, mark."""
+        seed sd (replicate rows), task count, mark; CHANGED where a task's stored score is not
+        the one its run card recorded."""
+        flag = f" {CHANGED}" if column in self.flagged else ""
         if value is None:
-            return "—"
+            return CHANGED if flag else "—"
         low_high = self.ci.get(column)
         spread = f" ±{(low_high[1] - low_high[0]) / 2:.1f}" if low_high else ""
         sd = f" sd {self.sd[column]:.1f}" if column in self.sd else ""
         mark = f" {self.marks[column]}" if column in self.marks else ""
         dagger = "†" if column in self.in_domain else ""
-        return f"{value:.1f}{dagger}{spread}{sd}{partial}{mark}"
+        return f"{value:.1f}{dagger}{spread}{sd}{partial}{mark}{flag}"
 
     def zero_shot_text(self) -> str:
         """The Zero-shot cell: empty for a quoted row, "unknown" when undeclared."""
@@ -197,6 +206,8 @@ def result_row(run: Run, label: str, tasks: list[AbsTask], shared: set[str] | No
     for task in tasks:
         by_type.setdefault(task.metadata.type, []).append(task.metadata.name)
     types = {}
+    changed = sorted(t.metadata.name for t in tasks if t.metadata.name in run.mismatched)
+    flagged = set(changed) | {t.metadata.type for t in tasks if t.metadata.name in changed}
     for type_, names in by_type.items():
         present = [run.scores[n] * 100 for n in names if n in averaged]
         types[type_] = Cell(fmean(present) if present else None, len(present), len(names))
@@ -208,7 +219,11 @@ def result_row(run: Run, label: str, tasks: list[AbsTask], shared: set[str] | No
         types=types,
         avg=fmean(run.scores[n] * 100 for n in names) if names else None,
         mean_types=fmean(c.value for c in types.values()) if complete else None,
-        missing=[t.metadata.name for t in tasks if t.metadata.name not in run.scores],
+        missing=[
+            t.metadata.name
+            for t in tasks
+            if t.metadata.name not in run.scores and t.metadata.name not in run.mismatched
+        ],
         tasks={k: v * 100 for k, v in run.scores.items()},
         conditions=run.conditions,
         source=f"{run.folder} (run cards: "
@@ -217,6 +232,8 @@ def result_row(run: Run, label: str, tasks: list[AbsTask], shared: set[str] | No
         avg_of=(len(names), len(tasks)),
         finetuned=run.finetuned,
         identity=identity(label, run),
+        mismatched=changed,
+        flagged=flagged | ({AVG} if changed else set()),
     )
 
 
@@ -273,6 +290,12 @@ def build_table(
     rows = [result_row(run, label, tasks, shared) for label, run in chosen]
     notes = _condition_notes(rows, strict) + _training_notes(rows)
     notes += _coverage_notes(rows, tasks, shared)
+    names = {t.metadata.name for t in tasks}
+    notes += [
+        f"{label}: {CHANGED} {run.mismatched[task]}"
+        for label, run in chosen
+        for task in sorted(run.mismatched.keys() & names)
+    ]
     if reference == "paper":
         rows += paper_rows(benchmark)
         notes.append(

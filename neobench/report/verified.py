@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from neobench.core import layout
+from neobench.core import results
 from neobench.core.runs import Run
 from neobench.evaluation import units as units_mod
 from neobench.evaluation.units import TaskUnits
@@ -27,11 +27,11 @@ FIX = "delete it and the task's result file beside it, then re-run the same `neo
 def read(run: Run, task: str) -> tuple[TaskUnits | None, str | None]:
     """The task's units of a single run, checked: (units, None); (None, None) when the run saved
     none; (None, why) when the file cannot be read or gives another score than the stored one."""
-    path = layout.units_path(run.folder, task)
+    path = results.units_path(run.folder, task)
     if not path.is_file():
         return None, None
     recorded = run.units_digests.get(task)
-    if recorded is not None and layout.digest(path) != recorded[0]:
+    if recorded is not None and results.digest(path) != recorded[0]:
         return None, (
             f"{path}: the units file changed since `neobench eval` wrote it (its sha256 is not "
             f"the {recorded[0]} its run card {recorded[1]} records), so the task has no "

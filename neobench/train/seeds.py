@@ -10,7 +10,7 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-from neobench.core import cards as record
+from neobench.core import results
 from neobench.core.errors import NeobenchError
 from neobench.protocol.config import FinetuneConfig
 from neobench.train import output as run_folder
@@ -92,7 +92,7 @@ def _parse_seeds(cfg: FinetuneConfig) -> list[int]:
 
 
 def _complete(output: Path) -> bool:
-    return record.finetune_complete(output)
+    return results.finetune_finished(output)
 
 
 def _fresh(output: Path) -> bool:

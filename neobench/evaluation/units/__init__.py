@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neobench.core import layout
+from neobench.core import results
 from neobench.evaluation.units.spec import TypeSpec, draw_counts
 
 __all__ = ["TypeSpec", "draw_counts"]  # the type modules take them from .spec; callers may too
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
 FORMAT = 1
-FOLDER = layout.UNITS
+FOLDER = results.UNITS
 
 
 @dataclass
@@ -168,8 +168,8 @@ def main_score(units: TaskUnits) -> float:
 
 
 def path_for(results_dir: Path, task: str) -> Path:
-    """Where a run folder keeps the task's units (the results layout: core/layout.py)."""
-    return layout.units_path(results_dir, task)
+    """Where a run folder keeps the task's units (the results layout: core/results.py)."""
+    return results.units_path(results_dir, task)
 
 
 def to_json(units: TaskUnits) -> str:

@@ -15,7 +15,7 @@ from neobench.core.conditions import RECORD, Conditions
 from neobench.core.errors import NeobenchError, check_choice, collect, writable_folder_problems
 from neobench.core.runs import NAMES
 from neobench.report.columns import AVG, DOWN, UP
-from neobench.report.table import LeaderTable, Row
+from neobench.report.table import CHANGED, LeaderTable, Row
 
 
 def to_markdown(table: LeaderTable) -> str:
@@ -189,6 +189,8 @@ def _json_row(table: LeaderTable, row: Row) -> dict[str, object]:
         "columns": cells | {AVG: column(AVG, row.avg, row.avg_of)},
         "mean_task_type": row.mean_types,
         "missing_tasks": row.missing,
+        # tasks whose result file differs from its run card: never a score (core/results.py)
+        **({"changed_tasks": row.mismatched} if row.mismatched else {}),
         "zero_shot": row.zero_shot,
         "in_domain": _in_domain(row),
         **_conditions(row),
@@ -253,6 +255,7 @@ _TEX = {
     "±": "$\\pm$",
     UP: "$\\blacktriangle$",
     DOWN: "$\\blacktriangledown$",
+    CHANGED: "$\\times$",
 }
 
 
