@@ -170,8 +170,7 @@ def test_a_config_model_is_built_seeded_and_loads(tmp_path, minilm):
 
 def test_a_spent_budget_marks_the_section_partial_and_starts_nothing():
     from neobench.bench.config import GPU_SCALES
-    from neobench.bench.gpu_checks import topk_section
-    from neobench.bench.gpu_inputs import Budget
+    from neobench.bench.gpu import Budget, topk_section
 
     section = topk_section(GPU_SCALES["tiny"], "cpu", 0, Budget(0))
     assert section.status == "partial" and section.rows == []

@@ -2,33 +2,58 @@
 
 Sections, in order, each with a time budget in which it may start new work (GPU_SECTIONS in
 neobench/bench/config.py; the whole stays under 10 minutes on one H100 at --size full):
-  train     bf16 fine-tuning steps, neobench's recipe against the stock trainer (gpu_train.py)
-  encode    tokens/s and % of the GPU's peak: padded, unpadded, stock encode (gpu_encode.py)
+  train     bf16 fine-tuning steps, neobench's recipe against the stock trainer
+  encode    tokens/s and % of the GPU's peak: padded, unpadded, stock encode
   unpadded  unpadded against padded embeddings, per architecture (from encode's embeddings)
-  scores    half-precision main scores on the device against CPU float32 (gpu_checks.py)
-  topk      the device's top-k lists against the CPU's exact ones (gpu_checks.py)
+  scores    half-precision main scores on the device against CPU float32
+  topk      the device's top-k lists against the CPU's exact ones
 A section not asked for is recorded as skipped; a section that raises is recorded as an error and
 the others still run (one broken section must not cost the rest of a short GPU lease).
 
 `--size tiny` runs every section on 2-layer shapes and a few texts: the plumbing, on a CPU. The
-figures are one JSON record (keys: docs/performance.md) and one Markdown table (gpu_report.py).
+figures are one JSON record (keys: docs/performance.md) and one Markdown table
+(neobench/bench/gpu_report.py).
+
+The module reads top to bottom: the run; the inputs every section shares (the models, the texts,
+the record a section fills and its time budget); then the sections: train, encode and unpadded,
+scores and topk.
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import math
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from neobench.bench.config import GPU_SCALES, GPU_SECTIONS, GpuScale
-from neobench.bench.encode import default_model, peak_flops
-from neobench.bench.gpu_inputs import PACKAGED, SHAPES, BenchTexts, Budget, Section
+from neobench.bench.encode import (
+    Rate,
+    default_model,
+    measure,
+    peak_flops,
+    peak_memory_mb,
+    reset_peak_memory,
+    task_texts,
+)
+from neobench.core.errors import NeobenchError, check_choice, collect, unknown
+from neobench.encoder.encode import DTYPES, FastEncoder, resolve_dtype
+from neobench.encoder.search import exact_float32, top_k
+from neobench.protocol.config import (
+    BATCH_SIZE,
+    DEFAULT_BENCHMARK,
+    DTYPE_CHOICES,
+    SEED_RANGE,
+    default_token_budget,
+)
 
 if TYPE_CHECKING:
     from neobench.bench.config import BenchGpuCommand
@@ -65,11 +90,8 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
 
 def check(cmd: BenchGpuCommand) -> tuple[str, str, Path | None]:
     """(device, autocast dtype, mirror folder or None); every bad value is one problem."""
-    from neobench.core.errors import NeobenchError, check_choice, collect, unknown
-    from neobench.encoder.encode import resolve_dtype
     from neobench.models.load import resolve_device
     from neobench.protocol import mirror
-    from neobench.protocol.config import DTYPE_CHOICES, SEED_RANGE
 
     problems: list[str] = []
     collect(problems, check_choice, "--size", cmd.size, list(GPU_SCALES))
@@ -89,7 +111,6 @@ def check(cmd: BenchGpuCommand) -> tuple[str, str, Path | None]:
     if not low <= cmd.seed < high:
         problems.append(f"--seed {cmd.seed}: a seed is an integer from {low} to {high - 1}.")
     if "scores" in cmd.sections and cmd.score_tasks:
-        from neobench.protocol.config import DEFAULT_BENCHMARK
         from neobench.protocol.tasks import load_benchmark, select_tasks
 
         collect(problems, select_tasks, load_benchmark(DEFAULT_BENCHMARK), cmd.score_tasks)
@@ -138,9 +159,6 @@ def _run_sections(
     record: dict[str, Any],
 ) -> dict[str, dict]:
     """Each section's entry, by name; models and texts prepared once, for those that need them."""
-    from neobench.bench import gpu_checks, gpu_encode, gpu_train
-    from neobench.bench.gpu_inputs import bench_texts, prepare_models
-
     wanted = set(cmd.sections)
     if wanted & {"encode", "unpadded"}:
         wanted |= {"encode", "unpadded"}
@@ -151,12 +169,10 @@ def _run_sections(
         texts = bench_texts(data_dir, cmd.score_tasks, scale.texts, cmd.seed)
         record["texts"] = texts.summary(_tokenizer(), scale.max_seq_length)
     work = {
-        "train": lambda b: gpu_train.train_section(models, texts.texts, scale, device, b),
-        "encode": lambda b: gpu_encode.encode_sections(
-            models, texts.texts, scale, device, dtype, b
-        ),
-        "scores": lambda b: gpu_checks.scores_section(cmd.score_tasks, data_dir, device, dtype, b),
-        "topk": lambda b: gpu_checks.topk_section(scale, device, cmd.seed, b),
+        "train": lambda b: train_section(models, texts.texts, scale, device, b),
+        "encode": lambda b: encode_sections(models, texts.texts, scale, device, dtype, b),
+        "scores": lambda b: scores_section(cmd.score_tasks, data_dir, device, dtype, b),
+        "topk": lambda b: topk_section(scale, device, cmd.seed, b),
     }
     for name in (n for n in work if n in wanted):
         start = time.perf_counter()
@@ -174,8 +190,6 @@ def _run_sections(
 
 def _guarded(name: str, work: Any, budget: Budget) -> Any:
     """The section's result; an unexpected exception becomes an error entry, logged."""
-    from neobench.core.errors import NeobenchError
-
     try:
         return work(budget)
     except NeobenchError:
@@ -222,3 +236,669 @@ def _free(device: str) -> None:
 def failed(record: dict[str, Any]) -> list[str]:
     """The sections whose check failed or which stopped with an error."""
     return [n for n, s in record["sections"].items() if s["status"] in ("failed", "error")]
+
+
+# The inputs: the models and the texts every section works on, and the record every section fills
+# (its status, rows and time budget).
+#
+# Models: BERT-base, ModernBERT-base and NeoBERT built from their configs (random weights, seeded,
+# with all-MiniLM-L6-v2's WordPiece tokenizer), so nothing comes from the hub, and the packaged
+# all-MiniLM-L6-v2 itself. Throughput does not depend on the weights' values; the scores (the
+# score section) use MiniLM's real ones.
+#
+# Texts: the score tasks' own texts when the mirror holds them (corpus, queries, sentences), else
+# seeded synthetic texts: words of the tokenizer's vocabulary, in lengths drawn from a log-normal
+# that spans a query's few words to a passage that fills 512 tokens.
+
+# all-MiniLM-L6-v2's WordPiece ids ([PAD], [CLS], [SEP]): ModernBERT's own config names its BPE
+# tokenizer's, which the built model would never see.
+_MINILM_IDS = {"pad_token_id": 0, "bos_token_id": 101, "cls_token_id": 101}
+_MINILM_IDS |= {"eos_token_id": 102, "sep_token_id": 102}
+
+# The shapes of the released base models (hidden x layers, heads, feed-forward, vocabulary,
+# positions), and a 2-layer x 64 version of each for plumbing runs on a CPU.
+SHAPES: dict[str, dict[str, dict]] = {
+    "base": {
+        "bert-base": {
+            "model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
+            "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 30522,
+            "max_position_embeddings": 512,
+        },
+        "modernbert-base": {
+            "model_type": "modernbert", "hidden_size": 768, "num_hidden_layers": 22,
+            "num_attention_heads": 12, "intermediate_size": 1152, "vocab_size": 50368,
+            "max_position_embeddings": 8192, "global_attn_every_n_layers": 3,
+            "local_attention": 128, **_MINILM_IDS,
+        },
+        "neobert": {
+            "model_type": "neobert", "hidden_size": 768, "num_hidden_layers": 28,
+            "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 30522,
+            "max_length": 4096,
+        },
+    },
+}  # fmt: skip
+_TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+SHAPES["tiny"] = {
+    name: {**shape, **_TINY, "intermediate_size": 128} for name, shape in SHAPES["base"].items()
+}
+PACKAGED = "minilm"  # the one model that is not built: the packaged all-MiniLM-L6-v2
+
+
+@dataclass(frozen=True)
+class BenchModel:
+    name: str  # as --models names it
+    path: str  # its folder
+    built: bool  # random weights from a config (False: the packaged model's real weights)
+
+
+def prepare_models(names: list[str], shapes: str, folder: Path, seed: int) -> list[BenchModel]:
+    """The models named, those from configs built into ``folder`` (each with the same seed)."""
+    from neobench.models.build import build_from_config
+
+    models = []
+    for name in names:
+        if name == PACKAGED:
+            models.append(BenchModel(name, default_model(), built=False))
+            continue
+        target = folder / name
+        build_from_config(SHAPES[shapes][name], default_model(), target, seed)
+        models.append(BenchModel(name, str(target), built=True))
+    return models
+
+
+@dataclass
+class BenchTexts:
+    texts: list[str]
+    source: str  # "mirror" | "synthetic"
+    tasks: list[str]  # the mirror's tasks they come from (none when synthetic)
+
+    def summary(self, tokenizer: object, max_length: int) -> dict[str, object]:
+        """Count, tokens and mean tokens per text, under the tokenizer at ``max_length``."""
+        ids = tokenizer(self.texts, truncation=True, max_length=max_length)["input_ids"]
+        tokens = sum(len(x) for x in ids)
+        return {
+            "source": self.source,
+            "tasks": self.tasks,
+            "count": len(self.texts),
+            "tokens": tokens,
+            "mean_tokens": round(tokens / max(1, len(self.texts)), 1),
+            "max_seq_length": max_length,
+        }
+
+
+def bench_texts(data_dir: Path | None, tasks: list[str], count: int, seed: int) -> BenchTexts:
+    """The mirror's texts of ``tasks`` (an equal share of ``count`` from each), or synthetic."""
+    if data_dir is not None:
+        return BenchTexts(
+            task_texts(tasks, DEFAULT_BENCHMARK, str(data_dir), count), "mirror", tasks
+        )
+    return BenchTexts(synthetic_texts(count, seed), "synthetic", [])
+
+
+def synthetic_texts(count: int, seed: int) -> list[str]:
+    """``count`` texts of whole words from MiniLM's vocabulary; words per text log-normal with
+    median 40 (a short passage), from 3 (a query) to 400 (beyond 512 tokens: truncated)."""
+    vocab = (Path(default_model()) / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    words = np.array([w for w in vocab if w.isalpha() and w.isascii() and len(w) > 2])
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(rng.lognormal(np.log(40), 0.9, count).astype(int), 3, 400)
+    return [" ".join(rng.choice(words, n)) for n in lengths]
+
+
+def training_pairs(texts: list[str]) -> tuple[list[str], list[str]]:
+    """(queries, positives): each text's first third of words as the query of the whole text,
+    a title-to-document task whose in-batch negatives are the other texts."""
+    queries = []
+    for text in texts:
+        words = text.split()
+        queries.append(" ".join(words[: max(1, len(words) // 3)]))
+    return queries, list(texts)
+
+
+# A section's outcome, worst last: a check that fails or an error outranks a budget cut short.
+STATUSES = ("ok", "skipped", "not applicable", "partial", "failed", "error")
+
+
+@dataclass
+class Section:
+    """What one section found: its status, why (when not ok), and one row per measurement."""
+
+    status: str = "ok"
+    reason: str | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def mark(self, status: str, reason: str) -> None:
+        """Worsen the status (never improve it); reasons add up."""
+        if STATUSES.index(status) >= STATUSES.index(self.status):
+            self.status = status
+        self.reason = f"{self.reason}; {reason}" if self.reason else reason
+
+
+class Budget:
+    """The seconds a section may start new work in; work already started runs to its end."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.start = time.perf_counter()
+
+    def spent(self, section: Section, what: str) -> bool:
+        """True (and the section marked partial) when the budget is spent before ``what``."""
+        if time.perf_counter() - self.start < self.seconds:
+            return False
+        section.mark(
+            "partial", f"{what}: not started, the section's {self.seconds:.0f} s were spent"
+        )
+        return True
+
+
+# Section train: fine-tuning steps through neobench's recipe and through the stock
+# sentence-transformers trainer, same model, pairs, loss, batch and optimiser settings.
+#
+# neobench's side is `finetune()` itself (the recipe's sampler, token-counting collator, loss
+# curve; bf16 autocast on CUDA), on a one-row manifest over the pairs. The stock side is
+# `SentenceTransformerTrainer` with `MultipleNegativesRankingLoss` at the recipe's temperature and
+# optimiser values, its own batch sampler and collator. Both load the model with dropout off (the
+# recipe's setting), so what differs is the training path, not the network. Each runs one step more
+# than is timed: tokens/s counts real tokens (queries and positives) from the end of the first step
+# to the end of the last, so start-up and first-step kernel choices are left out of both.
+
+MANIFEST = "bench-manifest.yaml"
+PAIRS = "bench-pairs.parquet"
+# One local row over the pairs file; "none" instructions keep both trainers' inputs identical.
+_ROW = """name: bench-gpu
+datasets:
+  BENCH:
+    data_files: {pairs}
+    query: query
+    positive: positive
+    licence: the texts' own (see the JSON's texts.source)
+    instruction: STSBENCHMARK
+    source: neobench
+"""
+
+
+def train_section(
+    models: list[BenchModel], texts: list[str], scale: GpuScale, device: str, budget: Budget
+) -> Section:
+    """Both trainers on every model, until the budget is spent."""
+    import pandas as pd
+
+    section = Section()
+    queries, positives = training_pairs(texts)
+    with tempfile.TemporaryDirectory(prefix="neobench-bench-gpu-") as tmp:
+        folder = Path(tmp)
+        pd.DataFrame({"query": queries, "positive": positives}).to_parquet(folder / PAIRS)
+        (folder / MANIFEST).write_text(_ROW.format(pairs=PAIRS))
+        if models and device.startswith("cuda"):
+            # The first trainer in a process pays the device's one-time costs (CUDA context,
+            # kernels chosen per shape): on an H200 BERT-base's first timed run was 0.44x a warm
+            # one. One untimed pass of each trainer on the first model, so every row runs warm.
+            neobench_steps(models[0], folder, scale, device, output="warm-neobench")
+            stock_steps(models[0], folder, queries, positives, scale, device, output="warm-stock")
+        for model in models:
+            if budget.spent(section, f"training {model.name}"):
+                break
+            for row in (
+                neobench_steps(model, folder, scale, device),
+                stock_steps(model, folder, queries, positives, scale, device),
+            ):
+                section.rows.append(row)
+                if not row["loss_finite"]:
+                    section.mark("failed", f"{model.name}, {row['trainer']}: non-finite loss")
+    return section
+
+
+def neobench_steps(
+    model: BenchModel, folder: Path, scale: GpuScale, device: str, output: str | None = None
+) -> dict:
+    """`finetune()` on the pairs for scale.train_steps + 1 steps, into ``folder / output``; its
+    row."""
+    from neobench.train.finetune import FinetuneConfig, finetune
+
+    steps: list[tuple[float, float, float]] = []  # (seconds since step 1 began, tokens, loss)
+
+    def on_step(entry: dict[str, Any]) -> None:
+        tokens = (entry["tokens_per_s"] or 0.0) * entry["elapsed_s"]
+        steps.append((entry["elapsed_s"], tokens, entry["loss"]))
+
+    overrides = [
+        f"manifest={folder / MANIFEST}", "datasets=BENCH", "instructions=none",
+        f"max_steps={scale.train_steps + 1}", f"batch_size={scale.train_batch}",
+        f"max_seq_length={scale.train_length}", f"checkpoint_every={10**9}",
+    ]  # fmt: skip
+    cfg = FinetuneConfig(
+        model=model.path,
+        output=str(folder / (output or f"neobench-{model.name}")),
+        data_dir=str(folder),
+        device=device,
+        overrides=overrides,
+    )
+    reset_peak_memory(device)
+    error = None
+    try:
+        finetune(cfg, on_step=on_step)
+    except NeobenchError as stopped:  # the recipe's guard: a non-finite loss stops the run
+        error = " ".join(stopped.problems)
+    return _row(model.name, "neobench", steps, device, error)
+
+
+def stock_steps(
+    model: BenchModel,
+    folder: Path,
+    queries: list[str],
+    positives: list[str],
+    scale: GpuScale,
+    device: str,
+    output: str | None = None,
+) -> dict:
+    """The stock trainer on the same pairs and settings, into ``folder / output``; its row."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from transformers.trainer_callback import PrinterCallback
+
+    from neobench.models import register
+    from neobench.models.load import dropout_overrides, transformer_folder
+    from neobench.protocol.config import STANDARD_RECIPE
+    from neobench.protocol.recipe import load_recipe
+    from neobench.train.telemetry import TokenCountingCollator
+
+    register()  # model_type "neobert" for the stock loader
+    values = load_recipe(STANDARD_RECIPE).values
+    config = json.loads((transformer_folder(Path(model.path)) / "config.json").read_text())
+    reset_peak_memory(device)
+    network = SentenceTransformer(
+        model.path, device=device, config_kwargs=dropout_overrides(config) or None
+    )
+    network.max_seq_length = scale.train_length
+    collator = TokenCountingCollator(preprocess_fn=network.preprocess)
+    clock = _clock(collator)
+    trainer = SentenceTransformerTrainer(
+        model=network,
+        args=_stock_args(values, folder / (output or f"stock-{model.name}"), scale, device),
+        train_dataset=Dataset.from_dict({"query": queries, "positive": positives}),
+        loss=MultipleNegativesRankingLoss(network, scale=1.0 / values.temperature),
+        data_collator=collator,
+        callbacks=[clock],
+    )
+    trainer.remove_callback(PrinterCallback)  # the figures go to the JSON, not to stdout
+    trainer.train()
+    return _row(model.name, "stock", clock.steps, device, None)
+
+
+def _stock_args(values: Any, output: Path, scale: GpuScale, device: str) -> Any:
+    """The stock arguments with the recipe's optimiser values and precision."""
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    from neobench.train.trainer import optimiser_arguments
+
+    steps = scale.train_steps + 1
+    return SentenceTransformerTrainingArguments(
+        output_dir=str(output),
+        max_steps=steps,
+        per_device_train_batch_size=scale.train_batch,
+        **optimiser_arguments(values, steps, device),
+        seed=values.seed,
+        logging_steps=1,  # the loss of every step (and a device sync per step, as neobench's)
+        logging_nan_inf_filter=False,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+    )
+
+
+def _clock(collator: Any) -> Any:
+    """A callback that records (seconds since the first step began, tokens collated, loss) at
+    every logged step: the convention of neobench's loss curve (neobench/train/telemetry.py)."""
+    from transformers import TrainerCallback
+
+    class StepClock(TrainerCallback):
+        def __init__(self) -> None:
+            self.steps: list[tuple[float, float, float]] = []
+            self.start: float | None = None
+            self.tokens_at_start = collator.tokens
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.start = self.start or time.perf_counter()
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any
+        ) -> None:
+            if logs and "loss" in logs and self.start is not None:
+                tokens = collator.tokens - self.tokens_at_start
+                self.steps.append((time.perf_counter() - self.start, tokens, float(logs["loss"])))
+
+    return StepClock()
+
+
+def _row(
+    name: str, trainer: str, steps: list[tuple[float, float, float]], device: str, error: str | None
+) -> dict:
+    """One trainer's figures: tokens/s over steps 2..N, peak memory, the loss and its finiteness."""
+    timed = len(steps) >= 2 and steps[-1][0] > steps[0][0]
+    tokens = steps[-1][1] - steps[0][1] if timed else 0.0
+    seconds = steps[-1][0] - steps[0][0] if timed else 0.0
+    losses = [loss for _, _, loss in steps]
+    return {
+        "model": name,
+        "trainer": trainer,
+        "steps_timed": max(0, len(steps) - 1),
+        "tokens": round(tokens),
+        "seconds": round(seconds, 4),
+        "tokens_per_s": round(tokens / seconds, 1) if timed else None,
+        "peak_memory_mb": round(peak_memory_mb(device), 1),
+        "first_loss": losses[0] if losses else None,
+        "final_loss": losses[-1] if losses else None,
+        "loss_finite": bool(losses) and error is None and all(map(math.isfinite, losses)),
+        "precision": "bf16 autocast" if device.startswith("cuda") else "float32",
+        "error": error,
+    }
+
+
+# Sections encode and unpadded: encoding tokens/s of each model three ways, and how
+# far the unpadded embeddings are from the padded ones.
+#
+# The three paths, on the same texts under the same autocast dtype, cache off:
+#   padded    neobench's encoder (length-sorted token-budget batches), attention over padded rows
+#   unpadded  the same encoder with the real tokens of a batch packed into one row and
+#             variable-length attention (neobench/models/unpad.py; NeoBERT's own packed path)
+#   stock     SentenceTransformer.encode, batches of 32, padded
+# Each path is warmed up on the first 256 texts (a quarter of them, when fewer), then timed
+# ``repeats`` times; the best pass counts.
+# Tokens are real tokens (no padding), so the % of the GPU's peak is of useful work: FLOPs from the
+# model's size and the texts' lengths (text_flops, neobench/bench/encode.py) over the nominal dense
+# half-precision peak of the card (PEAK_FLOPS); none for a CPU or an unknown card.
+#
+# The unpadded section compares the embeddings the encode section produced: padded against unpadded
+# (max abs difference, lowest cosine), and padded against stock for scale.
+
+PATHS = ("padded", "unpadded", "stock")
+WARM_UP = 256  # texts encoded once by each path before it is timed (kernels, allocator)
+# Lowest cosine between a text's padded and unpadded embedding that passes, per autocast dtype:
+# the two differ in summation order only, which half precision magnifies (bf16 keeps 8 bits).
+COSINE_FLOOR = {"float32": 0.99999, "float16": 0.999, "bfloat16": 0.995}
+
+
+def encode_sections(
+    models: list[BenchModel],
+    texts: list[str],
+    scale: GpuScale,
+    device: str,
+    dtype: str,
+    budget: Budget,
+) -> tuple[Section, Section]:
+    """(encode, unpadded): every model's three paths, until the budget is spent."""
+    encode, unpadded = Section(), Section()
+    for model in models:
+        if budget.spent(encode, f"encoding with {model.name}"):
+            unpadded.mark("partial", f"{model.name}: not encoded, the encode budget was spent")
+            break
+        rows, vectors, architecture = encode_model(model, texts, scale, device, dtype)
+        encode.rows += rows
+        if "unpadded" not in vectors:
+            unpadded.mark("skipped", f"{model.name}: its architecture cannot run unpadded")
+            continue
+        row = difference(model.name, architecture, vectors, dtype)
+        unpadded.rows.append(row)
+        if not row["within"]:
+            unpadded.mark(
+                "failed",
+                f"{model.name}: lowest cosine {row['min_cosine']:.6f} below {row['cosine_floor']}",
+            )
+    return encode, unpadded
+
+
+def encode_model(
+    model: BenchModel, texts: list[str], scale: GpuScale, device: str, dtype: str
+) -> tuple[list[dict], dict[str, np.ndarray], str]:
+    """One model's rows (a path each), embeddings by path, and its architecture."""
+    from neobench.models.load import load_model
+
+    loaded = load_model(
+        model.path,
+        device=device,
+        max_seq_length=scale.max_seq_length,
+        half=dtype != "float32",
+        unpadded="on",
+    )
+    network: Any = loaded.model
+    backbone = network[0].auto_model
+    native = hasattr(backbone.config, "unpadded_attention")  # NeoBERT packs inside its forward
+    lengths = [
+        len(ids)
+        for ids in network.tokenizer(texts, truncation=True, max_length=network.max_seq_length)[
+            "input_ids"
+        ]
+    ]
+    runs = _paths(network, device, dtype, loaded.packed or native)
+    rows, vectors = [], {}
+    for path, run in runs.items():
+        if native:  # stock and padded run NeoBERT padded, as a stock user would
+            backbone.config.unpadded_attention = "on" if path == "unpadded" else "off"
+        kernel = loaded.attn_implementation if path == "unpadded" else _padded_kernel(loaded)
+        run(texts[: min(WARM_UP, max(1, len(texts) // 4))])
+        best: Rate | None = None
+        for _ in range(scale.repeats):
+            out: dict[str, np.ndarray] = {}
+            rate = measure(
+                path, lambda r=run, o=out: o.setdefault("v", r(texts)), texts, lengths,
+                network, device,
+            )  # fmt: skip
+            if best is None or rate.seconds < best.seconds:
+                best, vectors[path] = rate, out["v"]
+        rows.append(_rate_row(model.name, path, kernel, best))
+    return rows, vectors, loaded.architecture
+
+
+def _paths(network: Any, device: str, dtype: str, can_unpad: bool) -> dict[str, Any]:
+    """path -> a function of texts returning (texts, dim) float32 embeddings."""
+    autocast = DTYPES[dtype]
+
+    def fast(packed: bool) -> Any:
+        encoder = FastEncoder(
+            network,
+            "bench-gpu",
+            cache=None,
+            autocast=autocast or False,
+            token_budget=default_token_budget(device),
+            packed=packed,
+        )
+        return lambda texts: encoder.embed(texts, None)
+
+    def stock(texts: list[str]) -> np.ndarray:
+        with torch.autocast(
+            device.split(":")[0], autocast or torch.float32, enabled=autocast is not None
+        ):
+            vectors = network.encode(texts, batch_size=BATCH_SIZE, convert_to_tensor=True)
+        return vectors.float().cpu().numpy()
+
+    runs = {"padded": fast(False), "unpadded": fast(True), "stock": stock}
+    return {p: r for p, r in runs.items() if p != "unpadded" or can_unpad}
+
+
+def _padded_kernel(loaded: Any) -> str:
+    """The attention the backbone's own padded forward runs (NeoBERT's with its packing off)."""
+    describe = getattr(loaded.model[0].auto_model, "attention_kernel", None)
+    return (
+        describe(str(loaded.model.device))
+        if callable(describe)
+        else loaded.forward_attn_implementation
+    )
+
+
+def _rate_row(model: str, path: str, kernel: str, rate: Rate) -> dict:
+    return {
+        "model": model,
+        "path": path,
+        "attention": kernel,
+        "texts": rate.texts,
+        "tokens": rate.tokens,
+        "seconds": round(rate.seconds, 4),
+        "tokens_per_s": round(rate.tokens_per_s, 1),
+        "peak_fraction": round(rate.flop_fraction, 4) if rate.flop_fraction is not None else None,
+        "peak_memory_mb": round(rate.peak_memory_mb, 1),
+    }
+
+
+def difference(model: str, architecture: str, vectors: dict[str, np.ndarray], dtype: str) -> dict:
+    """Padded against unpadded embeddings of the same texts (and padded against stock)."""
+    padded, unpadded, stock = vectors["padded"], vectors["unpadded"], vectors["stock"]
+    norms = np.linalg.norm(padded, axis=1) * np.linalg.norm(unpadded, axis=1)
+    cosine = (padded * unpadded).sum(axis=1) / np.maximum(norms, 1e-12)
+    floor = COSINE_FLOOR[dtype]
+    return {
+        "model": model,
+        "architecture": architecture,
+        "dtype": dtype,
+        "max_abs_diff": float(np.abs(padded - unpadded).max()),
+        "max_abs_value": float(np.abs(padded).max()),
+        "min_cosine": float(cosine.min()),
+        "stock_max_abs_diff": float(np.abs(padded - stock).max()),
+        "cosine_floor": floor,
+        "within": bool(cosine.min() >= floor),
+    }
+
+
+# Sections scores and topk: the two checks that the fast path gives the numbers
+# the slow one does.
+#
+# scores  The packaged all-MiniLM-L6-v2 (real weights: a random network's scores mean nothing)
+#         evaluated through `neobench eval`'s own path (run_eval: mteb, the adapter, the encoder)
+#         twice per task: on the device in half-precision autocast, and on the CPU in float32;
+#         the main scores must agree within SCORE_TOLERANCE. Needs the tasks' data (--data-dir).
+# topk    Seeded random unit vectors; the k best documents of every query from RunningTopK on
+#         the device (blocked, merged block by block) against the CPU's exact lists (each query
+#         block scored against the whole corpus at once, one topk). A query whose document ids
+#         differ passes when the scores agree at every rank within TIE_TOLERANCE: the lists then
+#         differ only in the order of (near-)tied documents.
+
+# Main scores are 0-1: 0.001 is 0.1 point on the leaderboard's 0-100 scale.
+SCORE_TOLERANCE = 0.001
+TIE_TOLERANCE = 1e-5  # cosine: two float32 sums of 384 products in another order differ ~1e-7
+REFERENCE_BLOCK = 256  # queries scored against the whole corpus at once by the CPU reference
+# The mirror's folders of the default score tasks (what to copy to a machine without it).
+SCORE_DATA = "mteb/biosses-sts, mteb/sts16-sts and mteb/scifact"
+
+
+def scores_section(
+    tasks: list[str], data_dir: Path | None, device: str, dtype: str, budget: Budget
+) -> Section:
+    """Every task's main score on the device in ``dtype`` and on the CPU in float32."""
+    section = Section()
+    if data_dir is None:
+        section.mark(
+            "skipped",
+            "no --data-dir: the tasks' data is not on this machine. Copy the mirror's "
+            f"{SCORE_DATA} (3.2 MB) to it and pass that folder as --data-dir",
+        )
+        return section
+    if not device.startswith("cuda") and dtype == "float32":
+        section.mark(
+            "not applicable",
+            "on a CPU --dtype auto is float32, the reference itself; pass --dtype float16 "
+            "(or bfloat16) to compare the CPU's half-precision autocast",
+        )
+        return section
+    with tempfile.TemporaryDirectory(prefix="neobench-bench-gpu-") as tmp:
+        for task in tasks:
+            if budget.spent(section, task):
+                break
+            scores = {}
+            for where, on, precision in (("device", device, dtype), ("cpu", "cpu", "float32")):
+                scores[where] = _main_score(task, data_dir, on, precision, Path(tmp) / where)
+            if None in scores.values():
+                section.mark("error", f"{task}: the evaluation failed (run `neobench eval` on it)")
+                continue
+            diff = abs(scores["device"] - scores["cpu"])
+            section.rows.append(
+                {
+                    "task": task,
+                    "model": "minilm",
+                    "device_score": scores["device"],
+                    "cpu_float32_score": scores["cpu"],
+                    "abs_diff": diff,
+                    "tolerance": SCORE_TOLERANCE,
+                    "within": diff <= SCORE_TOLERANCE,
+                }
+            )
+            if diff > SCORE_TOLERANCE:
+                section.mark("failed", f"{task}: scores differ by {diff:.5f}")
+    return section
+
+
+def _main_score(task: str, data_dir: Path, device: str, dtype: str, results: Path) -> float | None:
+    """One task through run_eval (cache off, no units); its main score, None if it failed."""
+    from neobench.evaluation.runner import run_eval
+    from neobench.protocol.config import EvalConfig
+
+    summary = run_eval(
+        EvalConfig(
+            model=default_model(),
+            tasks=[task],
+            data_dir=str(data_dir),
+            device=device,
+            dtype=dtype,
+            results=str(results),
+            no_cache=True,
+            no_predictions=True,
+        )
+    )
+    outcome = next((o for o in summary.outcomes if o.task == task), None)
+    return outcome.main_score if outcome and outcome.status != "failed" else None
+
+
+def topk_section(scale: GpuScale, device: str, seed: int, budget: Budget) -> Section:
+    """Device top-k lists against the CPU's exact ones, on seeded random unit vectors."""
+    from sentence_transformers.util import cos_sim
+
+    section = Section()
+    if budget.spent(section, "top-k"):
+        return section
+    g = torch.Generator().manual_seed(seed)
+    queries = torch.nn.functional.normalize(torch.randn(scale.queries, scale.dim, generator=g))
+    docs = torch.nn.functional.normalize(torch.randn(scale.docs, scale.dim, generator=g))
+    start = time.perf_counter()
+    values, indices = top_k(queries, docs, scale.k, cos_sim, device)  # back on the CPU
+    device_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    ref_values, ref_indices = reference_top_k(queries, docs, scale.k)
+    cpu_seconds = time.perf_counter() - start
+    identical = (indices == ref_indices).all(dim=1)
+    gap = (values - ref_values).abs().amax(dim=1)
+    near_ties = ~identical & (gap <= TIE_TOLERANCE)
+    differing = int((~identical & ~near_ties).sum())
+    section.rows.append(
+        {
+            "queries": scale.queries,
+            "docs": scale.docs,
+            "dim": scale.dim,
+            "k": scale.k,
+            "device_seconds": round(device_seconds, 4),
+            "cpu_seconds": round(cpu_seconds, 4),
+            "identical": int(identical.sum()),
+            "near_ties": int(near_ties.sum()),
+            "differing": differing,
+            "max_score_diff": float(gap.max()),
+            "tie_tolerance": TIE_TOLERANCE,
+        }
+    )
+    if differing:
+        section.mark("failed", f"{differing} of {scale.queries} queries got other documents")
+    return section
+
+
+def reference_top_k(
+    queries: torch.Tensor, docs: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exact k best documents per query on the CPU: each block of queries against the whole
+    corpus in one product and one topk (no running merge)."""
+    from sentence_transformers.util import cos_sim
+
+    values, indices = [], []
+    with torch.inference_mode(), exact_float32():
+        for start in range(0, queries.shape[0], REFERENCE_BLOCK):
+            scores = cos_sim(queries[start : start + REFERENCE_BLOCK], docs)
+            best = scores.topk(min(k, docs.shape[0]), dim=1)
+            values.append(best.values)
+            indices.append(best.indices)
+    return torch.cat(values), torch.cat(indices)
