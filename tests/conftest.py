@@ -5,11 +5,13 @@ The hub is switched off for the whole session: tests must never reach the networ
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -109,6 +111,16 @@ def one_repo_mirror(tmp_path, mirror) -> Path:
 
 def read_json(path: Path) -> dict:
     return json.loads(path.read_text())
+
+
+def benchmark_script(name: str) -> ModuleType:
+    """benchmarks/<name>.py imported as a module (the scripts are not a package), once."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses and type hints look their module up by name
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 @pytest.fixture

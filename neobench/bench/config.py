@@ -1,4 +1,4 @@
-"""The configs of `neobench bench encode`, `bench host`, `bench scale` and `bench gpu`: which
+"""The configs of `neobench bench encode`, `bench host` and `bench gpu`: which
 texts, which model, which settings, each field with its default and the one-line doc that is also
 its flag's help; and the two scales `bench gpu` runs at (full on a GPU, tiny for plumbing on a
 CPU)."""
@@ -22,11 +22,9 @@ __all__ = [
     "GPU_SCORE_TASKS",
     "GPU_SECTIONS",
     "HOST_BENCH_TASKS",
-    "SCALE_SIZES",
     "BenchEncodeCommand",
     "BenchGpuCommand",
     "BenchHostCommand",
-    "BenchScaleCommand",
     "GpuScale",
 ]
 
@@ -177,55 +175,3 @@ class BenchGpuCommand:
     seed: int = opt(0, "seed of the built weights, the synthetic texts and the top-k vectors")
     json: str | None = opt(None, "also write the figures to this JSON file", metavar="FILE")
     markdown: str | None = opt(None, "also write the Markdown table to this file", metavar="FILE")
-
-
-# Documents per synthetic corpus. The six large corpora of MTEB(eng, v1) hold 2.7 (NQ) to 8.8
-# (MSMARCO) million documents; every size here holds at least one search chunk (200,000
-# documents, neobench/evaluation/adapter.py), so memory is measured as it behaves at full size, and
-# the four take about half the time of 0.5-4 million (docs/performance.md).
-SCALE_SIZES = ["250000", "500000", "1000000", "2000000"]
-
-
-@dataclass(kw_only=True)
-class BenchScaleCommand:
-    """`neobench bench scale`: the eval path on synthetic retrieval corpora of growing size."""
-
-    sizes: list[str] = opt(
-        SCALE_SIZES,
-        "comma-separated corpus sizes in documents (k and M allowed: 500k,1M)",
-        csv=True,
-    )
-    queries: int = opt(7000, "real queries per corpus (MSMARCO's dev set has 6,980)")
-    dim: int = opt(768, "width of the null embeddings (768: BERT-base)")
-    cache: str = opt(
-        "on",
-        "embedding cache: on (an empty one per size, every text stored: --cache-policy all) | off",
-    )
-    model: str | None = opt(
-        None, "model whose tokenizer and settings are used (default: the packaged MiniLM)"
-    )
-    corpus_tasks: list[str] = opt(
-        ["SciFact", "ArguAna"],
-        "retrieval tasks whose corpora's sentences make the documents",
-        csv=True,
-    )
-    query_tasks: list[str] = opt(
-        ["SciFact", "ArguAna", "Banking77Classification"],
-        "tasks whose texts are the queries (a retrieval task's queries, another's texts)",
-        csv=True,
-    )
-    benchmark: str = opt(
-        DEFAULT_BENCHMARK, "mteb benchmark the source tasks belong to and that is extrapolated to"
-    )
-    data_dir: str | None = like(EvalConfig, "data_dir")
-    device: str = like(EvalConfig, "device")
-    max_seq_length: int | str = like(EvalConfig, "max_seq_length")
-    token_budget: int = like(BenchHostCommand, "token_budget")
-    seed: int = opt(0, "seed of the documents, the queries drawn and the relevance")
-    work_dir: str | None = opt(
-        None,
-        "folder for the corpora, caches and results, removed afterwards (default: the system's "
-        "temporary folder; the largest size needs about 5 KB per document at --dim 768)",
-        metavar="DIR",
-    )
-    json: str | None = opt(None, "also write the figures to this JSON file", metavar="FILE")

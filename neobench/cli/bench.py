@@ -1,5 +1,4 @@
-"""`neobench bench encode`, `bench host`, `bench scale` and `bench gpu`: throughput and cost
-measurements."""
+"""`neobench bench encode`, `bench host` and `bench gpu`: throughput and cost measurements."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ from neobench.bench.config import (
     BenchEncodeCommand,
     BenchGpuCommand,
     BenchHostCommand,
-    BenchScaleCommand,
 )
 from neobench.cli.output import out, say
 
@@ -53,20 +51,3 @@ def cmd_bench_gpu(cfg: BenchGpuCommand) -> int:
     if failed:
         say(f"[bold red]bench gpu:[/] {', '.join(failed)} did not pass (see the table)")
     return 1 if failed else 0
-
-
-def cmd_bench_scale(cfg: BenchScaleCommand) -> int:
-    """eval's cost on synthetic retrieval corpora of growing size, extrapolated to a full run"""
-    from neobench.bench import scale, scale_report
-
-    bench = scale.run_scale_bench(cfg, progress=lambda line: say(line, markup=False))
-    # Line by line: each is flushed as it is printed, so a log shows whole lines.
-    for line in scale_report.report(bench):
-        out.print(line, highlight=False, markup=False, soft_wrap=True)
-    if cfg.json:
-        from neobench.core.card_io import write_text_atomic
-
-        write_text_atomic(Path(cfg.json), scale_report.to_json(bench, cfg))
-        scale.partial_path(Path(cfg.json)).unlink(missing_ok=True)  # the whole run is written
-        say(f"wrote {cfg.json}", markup=False)
-    return 0

@@ -52,8 +52,7 @@ then copy /data/mteb-mirror to the air-gapped machine and pass --data-dir /data/
   neobench bench host --data-dir ../shared/data/hub --stock --json host.json
   neobench bench host --data-dir ../shared/data/hub --tasks SciFact --cache off
   neobench bench gpu --data-dir DIR --json gpu.json --markdown gpu.md     # on one GPU, < 10 min
-  neobench bench gpu --device cpu --size tiny --dtype fp16 --score-tasks BIOSSES --data-dir DIR
-  neobench bench scale --data-dir ../shared/data/hub --sizes 50k,100k,200k --json scale.json""",
+  neobench bench gpu --device cpu --size tiny --dtype fp16 --score-tasks BIOSSES --data-dir DIR""",
     "cache": """examples:
   neobench cache info     # embeddings stored, bytes on disk, full integrity check (exit 1: damaged)
   neobench cache clear    # delete the cache files (also damaged ones) and start an empty cache""",

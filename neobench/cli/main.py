@@ -22,10 +22,9 @@ from neobench.bench.config import (
     BenchEncodeCommand,
     BenchGpuCommand,
     BenchHostCommand,
-    BenchScaleCommand,
 )
 from neobench.cli import commands, flags
-from neobench.cli.bench import cmd_bench, cmd_bench_gpu, cmd_bench_host, cmd_bench_scale
+from neobench.cli.bench import cmd_bench, cmd_bench_gpu, cmd_bench_host
 from neobench.cli.data import cmd_cache, cmd_ls, cmd_prefetch, cmd_validate, cmd_verify
 from neobench.cli.examples import EXAMPLES
 from neobench.cli.output import console, print_listing, say
@@ -41,7 +40,6 @@ __all__ = [
     "cmd_bench",
     "cmd_bench_gpu",
     "cmd_bench_host",
-    "cmd_bench_scale",
     "cmd_cache",
     "cmd_compare",
     "cmd_eval",
@@ -68,7 +66,6 @@ COMMANDS: list[flags.Command] = [
     (("bench", "encode"), BenchEncodeCommand, cmd_bench, EXAMPLES["bench"]),
     (("bench", "host"), BenchHostCommand, cmd_bench_host, EXAMPLES["bench"]),
     (("bench", "gpu"), BenchGpuCommand, cmd_bench_gpu, EXAMPLES["bench"]),
-    (("bench", "scale"), BenchScaleCommand, cmd_bench_scale, EXAMPLES["bench"]),
     (("cache",), commands.CacheCommand, cmd_cache, EXAMPLES["cache"]),
     (("data", "prefetch"), commands.PrefetchCommand, cmd_prefetch, EXAMPLES["prefetch"]),
     (("data", "verify"), commands.VerifyCommand, cmd_verify, EXAMPLES["verify"]),

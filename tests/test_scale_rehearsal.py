@@ -1,5 +1,5 @@
-"""`neobench bench scale`: synthetic corpora of real text, one process per size, fits, and the
-extrapolation to a whole benchmark; offline on the mirror, at tiny sizes."""
+"""The scale rehearsal (benchmarks/scale_rehearsal.py): synthetic corpora of real text, one process
+per size, fits, and the extrapolation to a whole benchmark; offline on the mirror, at tiny sizes."""
 
 from __future__ import annotations
 
@@ -10,12 +10,8 @@ import math
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import benchmark_script
 
-from neobench.bench import scale_data, scale_fit
-from neobench.bench.config import BenchScaleCommand
-from neobench.bench.scale import source_tasks
-from neobench.bench.scale_task import REPO_ID
-from neobench.cli.main import main
 from neobench.core.errors import NeobenchError
 from neobench.protocol.config import DEFAULT_BENCHMARK
 from neobench.protocol.tasks import load_benchmark
@@ -30,6 +26,7 @@ PER_SIZE = (
     "max_seq_length",
 )  # fmt: skip
 STAGES = ("tokenize", "scoring", "forward", "other_host", "total", "load", "cache insert")
+rehearsal = benchmark_script("scale_rehearsal")
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +34,9 @@ def scale_run(tmp_path_factory, mirror):
     folder = tmp_path_factory.mktemp("scale")
     out, work = folder / "scale.json", folder / "work"
     sizes = ",".join(map(str, reversed(SIZES)))  # given out of order: run and reported in order
-    code = main(
+    code = rehearsal.main(
         [
-            "bench", "scale", "--data-dir", str(mirror), "--sizes", sizes,
+            "--data-dir", str(mirror), "--sizes", sizes,
             "--queries", str(QUERIES), "--work-dir", str(work), "--json", str(out),
         ]
     )  # fmt: skip
@@ -50,11 +47,9 @@ def scale_run(tmp_path_factory, mirror):
 
 def test_a_stopped_run_keeps_the_sizes_it_measured(tmp_path):
     """Each size measured is written at once beside --json (a long run stopped keeps them)."""
-    from neobench.bench import scale
-
     out = tmp_path / "scale.json"
-    scale._keep_partial(out, [{"documents": 500_000, "seconds": {"total": 321.7}}])
-    kept = json.loads(scale.partial_path(out).read_text())
+    rehearsal._keep_partial(out, [{"documents": 500_000, "seconds": {"total": 321.7}}])
+    kept = json.loads(rehearsal.partial_path(out).read_text())
     assert kept["partial"] and kept["sizes_done"] == [500_000]
     assert kept["runs"][0]["seconds"]["total"] == 321.7 and not out.exists()
 
@@ -81,7 +76,7 @@ def test_every_size_is_measured_in_order(scale_run):
 def test_exponents_are_fitted_across_the_sizes(scale_run):
     record, _ = scale_run
     fits = record["exponents"]
-    for name in scale_fit.FIGURES:
+    for name in rehearsal.FIGURES:
         assert name in fits, name
     for name in ("total_seconds", "tokens", "peak_rss_bytes", "cache_bytes"):
         assert isinstance(fits[name]["exponent"], float), name
@@ -124,7 +119,7 @@ def test_the_temporary_folder_is_removed(scale_run):
 )
 def test_bad_input_is_one_clear_message(argv, expected, mirror, tmp_path, capsys):
     work = tmp_path / "work"
-    code = main(["bench", "scale", "--data-dir", str(mirror), "--work-dir", str(work), *argv])
+    code = rehearsal.main(["--data-dir", str(mirror), "--work-dir", str(work), *argv])
     err = capsys.readouterr().err
     assert code == 2, err
     assert expected in " ".join(err.split()), err
@@ -134,14 +129,14 @@ def test_bad_input_is_one_clear_message(argv, expected, mirror, tmp_path, capsys
 
 @pytest.fixture(scope="module")
 def pool(mirror):
-    cmd = BenchScaleCommand(data_dir=str(mirror))
-    return scale_data.load_pool(source_tasks(cmd), cmd.corpus_tasks, cmd.query_tasks)
+    cmd = rehearsal.ScaleConfig(data_dir=str(mirror))
+    return rehearsal.load_pool(rehearsal.source_tasks(cmd), cmd.corpus_tasks, cmd.query_tasks)
 
 
 def test_corpora_are_seeded_distinct_and_grow_by_prefix(pool, tmp_path):
     def corpus(name: str, size: int, seed: int) -> tuple[str, list[str]]:
-        scale_data.write_task(tmp_path / name, pool, size, 50, seed)
-        path = tmp_path / name / REPO_ID / "corpus" / "corpus-00000-of-00001.parquet"
+        rehearsal.write_task(tmp_path / name, pool, size, 50, seed)
+        path = tmp_path / name / rehearsal.REPO_ID / "corpus" / "corpus-00000-of-00001.parquet"
         return hashlib.sha256(path.read_bytes()).hexdigest(), pq.read_table(path)[
             "text"
         ].to_pylist()
@@ -157,14 +152,14 @@ def test_a_pool_too_small_for_a_size_is_refused(pool):
     tiny = copy.copy(pool)
     tiny.sentences, tiny.titles = pool.sentences[:10], pool.titles[:10]
     with pytest.raises(NeobenchError, match="make at most 100 distinct documents"):
-        scale_data.check_size(tiny, 101, 10)
+        rehearsal.check_size(tiny, 101, 10)
 
 
 def test_power_fit_recovers_an_exponent():
     sizes = [1e3, 4e3, 1.6e4]
-    fit = scale_fit.power_fit(sizes, [3.0 * n**1.5 for n in sizes])
+    fit = rehearsal.power_fit(sizes, [3.0 * n**1.5 for n in sizes])
     assert fit["exponent"] == pytest.approx(1.5) and fit["coefficient"] == pytest.approx(3.0)
-    assert scale_fit.power_fit(sizes, [0.0, 0.0, 5.0]) is None  # one positive point: no fit
+    assert rehearsal.power_fit(sizes, [0.0, 0.0, 5.0]) is None  # one positive point: no fit
 
 
 def test_corpora_shared_by_two_tasks_are_counted_once():
@@ -174,6 +169,6 @@ def test_corpora_shared_by_two_tasks_are_counted_once():
         for t in load_benchmark(DEFAULT_BENCHMARK).tasks
         if t.metadata.name in ("FEVER", "ClimateFEVER")
     ]
-    totals = scale_fit.benchmark_totals(tasks, tokens_per_char=0.2, specials=2, max_len=512)
+    totals = rehearsal.benchmark_totals(tasks, tokens_per_char=0.2, specials=2, max_len=512)
     rows = sorted(r["distinct_texts"] for r in totals["per_task"])
     assert rows[0] < 200_000 < 5_000_000 < rows[1]  # the second task's queries only
