@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import benchmark_script
 from mteb.results import TaskResult
 
-from neobench.bench.cache_estimate import estimate
 from neobench.cli.main import main
 from neobench.core.card_io import read_card
 from neobench.encoder import cache as cache_module
@@ -208,7 +208,7 @@ def test_a_bad_cache_setting_is_one_clear_message(flags, message, fix, minilm, t
 
 
 def test_the_default_policy_keeps_a_v1_run_under_a_quarter_of_storing_everything():
-    est = estimate("MTEB(eng, v1)", dim=768)
+    est = benchmark_script("cache_estimate").estimate("MTEB(eng, v1)", dim=768)
     # mteb's statistics cover every task of v1 (CQADupstack through its parts).
     assert est.unknown == []
     assert est.gigabytes("reusable") <= est.gigabytes("all") / 4
