@@ -23,9 +23,11 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from neobench.core import results
 from neobench.core.card_io import now, write_text_atomic
 from neobench.core.errors import RunFailed
-from neobench.study import store
+from neobench.study import conflicts, store
+from neobench.study.jobs import eval_done
 from neobench.study.plan import Job, Plan
 from neobench.study.spec import CANARY_GPU_HOURS
 
@@ -60,7 +62,7 @@ def canary_plan(plan: Plan, small_task: str) -> Plan:
             source = str(job.output)
         if first_eval is not None:
             jobs.append(_eval(plan, first_eval, root, small_task, source, jobs))
-    return Plan(plan.study, plan.models, jobs)
+    return Plan(plan.study, plan.models, jobs, tasks=plan.tasks)
 
 
 def _finetune(plan: Plan, real: Job, root: Path) -> Job:
@@ -84,6 +86,7 @@ def _eval(
     key = f"canary/eval/{real.model}"
     job = Job("eval", key, argv, root, _log(plan, key), real.resources, model=real.model)
     job.tasks = [task]
+    job.model_name, job.source = real.model_name, source or real.source
     job.after = [j.key for j in before if j.kind == "finetune" and j.model == real.model]
     return job
 
@@ -128,7 +131,7 @@ def run(plan: Plan, launcher: str, tell: Callable[..., None]) -> None:
     started = time.monotonic()
     failed = _launch(canary, launcher, tell)
     seconds = time.monotonic() - started
-    lines = [_cost(job) for job in canary.jobs]
+    lines = [_cost(canary, job) for job in canary.jobs]
     for line in lines:
         tell(f"canary: {line}", markup=False)
     if failed:
@@ -159,7 +162,7 @@ def _launch(canary: Plan, launcher: str, tell: Callable[..., None]) -> list[Job]
         module.submit(canary, progress(tell))
         while any(_held(canary, job, module) for job in canary.jobs):
             time.sleep(5)
-    return [job for job in canary.jobs if not passed(job)]
+    return [job for job in canary.jobs if not passed(canary, job)]
 
 
 def _held(canary: Plan, job: Job, module: object) -> bool:
@@ -168,17 +171,19 @@ def _held(canary: Plan, job: Job, module: object) -> bool:
     return rec is not None and module.slurm_state(rec, listed) is not None  # type: ignore[attr-defined]
 
 
-def passed(job: Job) -> bool:
-    """A canary fine-tune whose model is saved; a canary eval whose task result is written."""
+def passed(canary: Plan, job: Job) -> bool:
+    """A canary fine-tune that finished; a canary eval whose task result is complete (the rules
+    of core/results.py, the same a study's jobs are marked done by)."""
     if job.kind == "finetune":
-        return (job.output / "model.safetensors").is_file()
-    return any(job.output.rglob(f"{job.tasks[0]}.json"))
+        return results.finetune_finished(job.output)
+    found = conflicts.EvalCards.scan(job.output)
+    return eval_done(found, job, [canary.tasks[job.tasks[0]]])
 
 
-def _cost(job: Job) -> str:
+def _cost(canary: Plan, job: Job) -> str:
     seconds = _wall_seconds(job)
     took = f"{seconds:.0f} s" if seconds is not None else "time unknown"
-    result = "passed" if passed(job) else f"FAILED (log: {job.log})"
+    result = "passed" if passed(canary, job) else f"FAILED (log: {job.log})"
     return f"{job.key.removeprefix('canary/')}: {result}, {took}"
 
 

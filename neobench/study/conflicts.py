@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from neobench.core import cards as record
-from neobench.core import layout
+from neobench.core import results
 from neobench.core.conditions import FLAGS
 from neobench.core.errors import NeobenchError, check_choice, collect, unknown
 from neobench.protocol import config
@@ -120,7 +120,7 @@ class EvalCards:
     @classmethod
     def scan(cls, root: Path) -> EvalCards:
         found = cls()
-        for path in sorted(layout.all_card_paths(root)):
+        for path in sorted(results.all_card_paths(root)):
             try:
                 card = record.read_eval_card(path)
             except NeobenchError as error:
@@ -147,11 +147,14 @@ class EvalCards:
 
 
 def eval_conflicts(found: EvalCards, name: str, argv: list[str]) -> None:
-    """Refuse when an eval of ``name`` already ran with other flags than the job's."""
-    now = {f"eval.{k}": argv[argv.index(f"--{k.replace('_', '-')}") + 1] for k in FLAGS}
+    """Refuse when an eval of ``name`` already ran with other flags than the job's. The
+    benchmark is not one: a result serves every benchmark holding its task (core/conditions.py),
+    so a study may move to another benchmark on the same results."""
+    pinned = [k for k in FLAGS if k != "benchmark"]
+    now = {f"eval.{k}": argv[argv.index(f"--{k.replace('_', '-')}") + 1] for k in pinned}
     problems: list[str] = []
     for card in found.by_name.get(name, []):
-        there = {f"eval.{k}": card.config.get(k) for k in FLAGS}
+        there = {f"eval.{k}": card.config.get(k) for k in pinned}
         problems += _differ(card.path, f"evaluated for {name}", there, now)
     if problems:
         raise NeobenchError(problems[:1])  # one card says it; its siblings would repeat it

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from neobench.core import cards as record
+from neobench.core import results
 from neobench.core.errors import collect
 from neobench.protocol.cache_policy import DEFAULT_POLICY
 from neobench.study import conflicts
@@ -36,6 +37,9 @@ class Job:
     seed: int | None = None
     shard: tuple[int, int] | None = None
     tasks: list[str] = field(default_factory=list)  # eval: the tasks of its shard
+    # eval: the name its results are filed under and the model folder or hub id it evaluates
+    model_name: str | None = None
+    source: str | None = None
 
 
 @dataclass
@@ -44,6 +48,8 @@ class Plan:
     models: list[ResolvedModel]
     jobs: list[Job]
     notes: list[str] = field(default_factory=list)
+    # The study's benchmark tasks by name: what an eval job's tasks ask of a result file
+    tasks: dict[str, Any] = field(default_factory=dict)
     # Models whose sweep has not selected its point yet: their eval jobs (and the table) are
     # planned once it has; the estimate of what those jobs will request.
     waiting: list[str] = field(default_factory=list)
@@ -94,7 +100,7 @@ def add_evals(
     for k, names in shards:
         if names:
             job = _eval_job(plan.study, model, seed, tuned, (k, n), names, row)
-            collect(problems, _mark_eval, job, found, tuned)
+            collect(problems, _mark_eval, job, found, tuned, plan.tasks)
             plan.jobs.append(job)
 
 
@@ -138,7 +144,7 @@ def finetune_job(
     card = folder / record.FINETUNE_CARD
     if card.is_file():
         problems += conflicts.finetune_conflicts(card, model.path, tune, seed)
-        job.done = record.finetune_complete(folder)
+        job.done = results.finetune_finished(folder)
     if not job.done and last_checkpoint(folder) is not None:
         job.argv.append("--resume")  # an interrupted run continues from its checkpoint
     return job
@@ -188,17 +194,30 @@ def _eval_job(
     job = Job("eval", key, argv, row.results, job_log(study, key), slurm_resources(study, "eval"))
     job.after = [tuned.key] if tuned else []
     job.model, job.seed, job.shard, job.tasks = model.name, seed, shard, tasks
+    job.model_name, job.source = row.name, source
     return job
 
 
-def _mark_eval(job: Job, found: conflicts.EvalCards, tuned: Job | None) -> None:
-    """Done when the model's results folder holds every task of the shard (and the model it
-    evaluates is the finished fine-tune, not an earlier one)."""
-    name = job.argv[job.argv.index("--model-name") + 1]
-    source = job.argv[job.argv.index("--model") + 1]
-    conflicts.eval_conflicts(found, name, job.argv)
+def _mark_eval(
+    job: Job, found: conflicts.EvalCards, tuned: Job | None, tasks: dict[str, Any]
+) -> None:
+    """Done when the model's results folder holds a complete result of every task of the shard
+    (core/results.py's rule, the one `neobench eval` skips tasks by), and the model it evaluates
+    is the finished fine-tune, not an earlier one."""
+    assert job.model_name is not None
+    conflicts.eval_conflicts(found, job.model_name, job.argv)
     if tuned is not None and not tuned.done:
         return
     since = conflicts.finished_at(tuned.output) if tuned else None
-    folder = found.folder(name, since, source)
-    job.done = folder is not None and all((folder / f"{t}.json").is_file() for t in job.tasks)
+    job.done = eval_done(found, job, [tasks[t] for t in job.tasks], since)
+
+
+def eval_done(
+    found: conflicts.EvalCards, job: Job, tasks: list[Any], since: str | None = None
+) -> bool:
+    """Whether the results folder of ``job``'s newest eval (started after ``since``, of the
+    model it evaluates) holds a complete result of each of ``tasks`` (mteb task objects):
+    core/results.py's rule, the one `neobench eval` skips tasks by. The study's plan, its
+    canary and its Slurm jobs all ask this."""
+    folder = found.folder(str(job.model_name), since, job.source)
+    return folder is not None and not results.left_to_run(folder, tasks)[0]

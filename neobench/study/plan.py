@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from neobench.core import results
 from neobench.core.errors import NeobenchError, collect
 from neobench.study import conflicts
 from neobench.study.jobs import (  # Job and Plan: the launchers and the CLI name them from here
@@ -66,7 +67,7 @@ def build_plan(path: str | Path, output: str | None = None) -> Plan:
     study, models, tasks = prepare(path, output)
     n = study.eval.shards
     shards = [(k, [t.metadata.name for t in shard(tasks, k, n)]) for k in range(1, n + 1)]
-    plan = Plan(study, models, [])
+    plan = Plan(study, models, [], tasks={t.metadata.name: t for t in tasks})
     if any(not names for _, names in shards):
         plan.notes.append(f"{n} shards for {len(tasks)} task(s): the empty shards are left out.")
     found = conflicts.EvalCards.scan(study.output)
@@ -96,7 +97,7 @@ def table_inputs(study: Study, jobs: list[Job]) -> dict[str, Any]:
     baseline = None
     if study.baseline:
         first = next(j for j in jobs if j.kind == "eval" and j.model == study.baseline)
-        baseline = first.argv[first.argv.index("--model-name") + 1]
+        baseline = first.model_name
     return {
         "results": [str(study.output)],
         "benchmark": study.eval.benchmark,
@@ -123,5 +124,4 @@ def _newer_than_results(table: Path, root: Path) -> bool:
     """The table file exists and no task result was written after it."""
     if not table.is_file():
         return False
-    newest = max((p.stat().st_mtime for p in (root / "results").rglob("*.json")), default=0.0)
-    return table.stat().st_mtime >= newest
+    return table.stat().st_mtime >= results.last_write(root)

@@ -290,9 +290,9 @@ def _command(plan: Plan, job: Job, finished: list[Path]) -> JobCommand:
     # bash -c SCRIPT NAME: the name is $0, so "$@" starts empty.
     argv = ["bash", "-c", script, "neobench-job"]
     runs = JobCommand(argv, str(Path.cwd()), job.key, job.kind, str(job.output), job.tasks)
-    if job.kind == "eval" and {"--model", "--model-name"} <= set(job.argv):
-        runs.model_name = job.argv[job.argv.index("--model-name") + 1]
-        runs.model = job.argv[job.argv.index("--model") + 1]
+    if job.kind == "eval":
+        runs.model_name, runs.model = job.model_name, job.source
+        runs.benchmark = plan.study.eval.benchmark
     return runs
 
 

@@ -56,6 +56,7 @@ class JobCommand:
     told: list[int] = field(default_factory=list)
     model_name: str = ""  # an eval's --model-name and --model: where its results land
     model: str = ""
+    benchmark: str = ""  # an eval's benchmark: what its tasks ask of a result file
 
     def __call__(self) -> None:
         if self._complete():
@@ -110,10 +111,22 @@ class JobCommand:
     def _complete(self) -> bool:
         """The study's own test of a finished job (neobench/study/plan.py)."""
         if self.kind == "finetune":
-            from neobench.core.cards import finetune_complete
+            from neobench.core.results import finetune_finished
 
-            return finetune_complete(Path(self.output))
-        return bool(self.tasks) and self._progress() == len(self.tasks)
+            return finetune_finished(Path(self.output))
+        # (a job pickled before its benchmark was recorded just runs: eval skips what is done)
+        return self.kind == "eval" and bool(self.tasks and self.benchmark) and self._eval_done()
+
+    def _eval_done(self) -> bool:
+        """The study's rule (study/jobs.eval_done) for this eval's tasks, read on the node."""
+        from neobench.protocol.tasks import load_benchmark, select_tasks
+        from neobench.study.conflicts import EvalCards
+        from neobench.study.jobs import Job, eval_done
+
+        tasks = select_tasks(load_benchmark(self.benchmark), self.tasks)
+        job = Job("eval", self.key, [], Path(self.output), Path(), None)
+        job.model_name, job.source = self.model_name, self.model or None
+        return eval_done(EvalCards.scan(Path(self.output)), job, tasks)
 
     def _results(self) -> Path | None:
         """An eval's own results folder, as `neobench eval` names it: the model's folder, and
@@ -121,7 +134,7 @@ class JobCommand:
         seeds' results of the same tasks do not count as this job's progress."""
         if self.kind != "eval" or not self.model_name:
             return None
-        from neobench.core.layout import model_folder
+        from neobench.core.results import model_folder
 
         folder = model_folder(Path(self.output), self.model_name)
         if self.model and Path(self.model).is_dir():
@@ -142,12 +155,10 @@ def progress(kind: str, output: Path, tasks: list[str], results: Path | None = N
             return sys.maxsize
         last = last_checkpoint(output)
         return int(last.rsplit("-", 1)[-1]) if last else 0
-    # os.walk, not rglob: other jobs of the study write into this folder while it is read, and
-    # a folder that vanishes meanwhile (an eval's staging folder, removed when it ends) is
-    # skipped instead of failing the job before its command starts. Only this job's tasks count.
-    wanted = {f"{task}.json" for task in tasks}
-    top = results if results is not None else output / "results"
-    return sum(name in wanted for _, _, names in os.walk(top) for name in names)
+    from neobench.core.results import RESULTS, written
+
+    # Only this job's tasks count, under its own model's folder when given.
+    return written(results if results is not None else output / RESULTS, tasks)
 
 
 def _requeue(key: str, before: int, after: int) -> None:
