@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from neobench.core import cards
+from neobench.core import cards, results
 from neobench.core.card_io import now, write_text_atomic
 from neobench.core.errors import NeobenchError
 from neobench.study import launchers
@@ -31,7 +31,9 @@ class JobRecord:
     host: str | None = None
     pid: int | None = None
     launcher_job_id: str | None = None  # the id the launcher's scheduler gave it (Slurm's)
-    ended_as: str | None = None  # how its scheduler ended it (Slurm: TIMEOUT, CANCELLED, ...)
+    # How it ended, when not by itself: Slurm's state (TIMEOUT, CANCELLED, ...); locally the
+    # signal that stopped the runner or killed the job, or an exit 0 without its output.
+    ended_as: str | None = None
     why: str | None = None  # the line of its logs that says why it ended without its output
 
 
@@ -85,6 +87,22 @@ def state(plan: Plan, job: Job, listed: Queues | None = None) -> str:
         return rec.state  # a launcher unknown here: its record cannot be checked
     module = launchers.launcher(rec.launcher)
     return module.job_state(rec, (listed or {}).get(rec.launcher, {}))
+
+
+def unfinished(kind: str, output: Path) -> str | None:
+    """Why a job (of ``kind``, writing ``output``) whose command exited 0 has not got its
+    output, or None when it has: a fine-tune whose card does not say complete (an eval's exit
+    status is its own word). The local runner and the Slurm job both ask."""
+    if kind != "finetune":
+        return None
+    path = output / cards.FINETUNE_CARD
+    try:
+        if results.finetune_finished(output):
+            return None
+        status = cards.read_finetune_card(path).status if path.is_file() else None
+    except (NeobenchError, OSError) as error:
+        return f"its fine-tune card cannot be read ({error})"
+    return f"its fine-tune card says {status}" if status else "it wrote no fine-tune card"
 
 
 def close_card(job: Job, how: str) -> None:

@@ -20,6 +20,7 @@ help come from there).
 from __future__ import annotations
 
 import importlib
+import signal
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -58,3 +59,24 @@ def progress(tell: Callable[..., None]) -> Callable[[Job, str], None]:
             tell(f"{job.key}: {what} (log: {job.log})", markup=False)
 
     return on_job
+
+
+def signalled(returncode: int | None) -> str | None:
+    """The signal a job's exit code names, in words, or None: a negative code is the kernel's
+    word (killed by it, no handler ran), 128 + N the command's own (it stopped on signal N and
+    said so by its exit code, as a shell does: 130 for Ctrl-C, 143 for SIGTERM)."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        return f"killed by {signal_name(-returncode)}"
+    if returncode - 128 in _SIGNALS:
+        return f"stopped by {signal_name(returncode - 128)}"
+    return None
+
+
+def signal_name(signum: int) -> str:
+    """SIGINT, SIGTERM, ...; "signal N" for a number this platform does not name."""
+    return signal.Signals(signum).name if signum in _SIGNALS else f"signal {signum}"
+
+
+_SIGNALS = {s.value for s in signal.Signals}

@@ -2,23 +2,29 @@
 
 Each job writes its output to OUTPUT/logs/<key>.log and a small record OUTPUT/jobs/<key>.json
 (running / failed / done, exit code, pid, log; see neobench/study/store.py), which `neobench
-study status` reads. The first failure stops the run: later jobs may depend on it, and the next
-`run` starts again from the jobs that are still not done.
+study status` reads. A record says done only when the job's command exited 0 by itself (this
+runner was not stopped by a signal meanwhile) and left its output (a fine-tune: a complete card);
+any other ending is failed, with how it ended (the signal, or what the output lacks). The first
+failure stops the run: later jobs may depend on it, and the next `run` starts again from the jobs
+that are still not done.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 
 from neobench.core.card_io import now
 from neobench.core.errors import NeobenchError, RunFailed
 from neobench.study import store
-from neobench.study.launchers import LAUNCHERS, launcher, progress
+from neobench.study.launchers import LAUNCHERS, launcher, progress, signal_name, signalled
 from neobench.study.models import build
 from neobench.study.plan import TABLE_FILE, Job, Plan, replan
 from neobench.study.store import JobRecord, write_record
@@ -61,7 +67,7 @@ def job_state(rec: JobRecord, listed: dict[str, str]) -> str:
 def why(plan: Plan, job: Job, rec: JobRecord) -> str:
     """How a local job ended without its output: its exit code (or its process gone) and the
     last error line of its log."""
-    how = "its process is gone" if rec.returncode is None else f"exit code {rec.returncode}"
+    how = _how(rec)
     try:
         lines = job.log.read_text(errors="replace").splitlines()
     except OSError:
@@ -70,6 +76,12 @@ def why(plan: Plan, job: Job, rec: JobRecord) -> str:
     text = f"{how}: {said}" if said else how
     store.close_card(job, text)
     return text
+
+
+def _how(rec: JobRecord) -> str:
+    """How the job ended: what stopped it or what it lacks, and its exit code."""
+    code = "its process is gone" if rec.returncode is None else f"exit code {rec.returncode}"
+    return f"{rec.ended_as}, {code}" if rec.ended_as else code
 
 
 def _alive(rec: JobRecord) -> bool:
@@ -97,11 +109,11 @@ def run_local(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> l
     ran = []
     for job in plan.pending:
         report(job, "started")
-        returncode = run_job(plan, job)
+        rec = run_job(plan, job)
         ran.append(job)
-        if returncode != 0:
+        if rec.state != "done":
             raise RunFailed(
-                f"job {job.key} failed (exit code {returncode}); its log: {job.log}. Fix the "
+                f"job {job.key} failed ({_how(rec)}); its log: {job.log}. Fix the "
                 f"cause, then run `neobench study run {plan.study.file}` again: finished jobs "
                 "are skipped."
             )
@@ -146,25 +158,92 @@ def _refuse_orphans(plan: Plan) -> None:
         )
 
 
-def run_job(plan: Plan, job: Job) -> int:
-    """One job as `python -m neobench ARGV`, its output in its log; the exit code."""
+# While its job runs, the runner's main thread wakes this often to run Python's signal handlers:
+# a signal the kernel hands to another of its threads (torch's, once a model was built here) does
+# not interrupt a blocking wait, and a Ctrl-C would be seen only once the job had ended.
+POLL_S = 0.2
+# Ctrl-C at a terminal reaches the whole foreground process group, the job too: it gets this
+# long to end on it (a fine-tune marks its card, an eval removes its staging folder) before the
+# runner sends SIGTERM, which would cut that clean-up short.
+GRACE_S = 10.0
+
+
+def run_job(plan: Plan, job: Job) -> JobRecord:
+    """One job as `python -m neobench ARGV`, its output in its log; its record once it has
+    ended: done only when it ended by itself with its output (`_end`)."""
     job.log.parent.mkdir(parents=True, exist_ok=True)
     rec = JobRecord(job.key, "running", str(job.log), started=now(), host=socket.gethostname())
     command = [sys.executable, "-m", "neobench", *job.argv]
+    stopped: str | None = None  # what stopped this runner while the job ran
     with job.log.open("w") as log:
         log.write(f"# {rec.started} {subprocess.list2cmdline(command)}\n")
         log.flush()
         child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         rec.pid = child.pid
         write_record(plan, job, rec)
+        # A thread reaps the child, not the main thread: a signal handler raising there between
+        # the kernel's reaping and Popen's reading of the status loses the status, and Popen
+        # then reports exit code 0 (a fine-tune stopped by Ctrl-C was recorded done).
+        ended = threading.Event()
+        threading.Thread(target=_reap, args=(child, ended), daemon=True).start()
         try:
-            returncode = child.wait()
-        except BaseException:
-            child.terminate()  # Ctrl-C reaches the child too; this covers SIGTERM to us
-            child.wait()
+            _wait(ended)
+        except BaseException as stop:
+            stopped = _what(stop)
+            _stop(child, ended, stop)
             raise
         finally:
-            rec.returncode, rec.ended = child.returncode, now()
-            rec.state = "done" if child.returncode == 0 else "failed"
-            write_record(plan, job, rec)
-    return returncode
+            _end(plan, job, rec, child.returncode, stopped)
+    return rec
+
+
+def _reap(child: subprocess.Popen, ended: threading.Event) -> None:
+    try:
+        child.wait()
+    finally:
+        ended.set()
+
+
+def _wait(ended: threading.Event, timeout_s: float | None = None) -> None:
+    """Wait for the job's end (at most ``timeout_s``), waking every POLL_S for signals. An
+    Event, not Thread.join: a join cut by KeyboardInterrupt marks a live thread stopped."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while not ended.wait(POLL_S) and (deadline is None or time.monotonic() < deadline):
+        pass
+
+
+def _what(stop: BaseException) -> str:
+    """The signal that stopped the runner (Ctrl-C: SIGINT; the CLI's Terminated carries its
+    own), or the exception that did."""
+    if isinstance(stop, KeyboardInterrupt):
+        return signal_name(getattr(stop, "signum", signal.SIGINT))
+    return type(stop).__name__
+
+
+def _stop(child: subprocess.Popen, ended: threading.Event, stop: BaseException) -> None:
+    """End the job because the runner is stopping, and wait for it: the runner's own signal
+    passed on (SIGTERM or SIGUSR2: a fine-tune saves a whole checkpoint at its step end), SIGTERM
+    once a Ctrl-C that reached the job too has had GRACE_S to end it."""
+    if type(stop) is KeyboardInterrupt:  # a plain Ctrl-C, not the CLI's Terminated
+        _wait(ended, GRACE_S)
+    if not ended.is_set():
+        child.send_signal(getattr(stop, "signum", signal.SIGTERM))
+    _wait(ended)
+
+
+def _end(plan: Plan, job: Job, rec: JobRecord, returncode: int | None, stopped: str | None) -> None:
+    """Record how the job ended. Done only when its command exited 0, by itself (the runner
+    was not stopped meanwhile) and with its output (store.unfinished); otherwise failed, with
+    how it ended in ``ended_as``. A job still running (a second Ctrl-C cut the wait short)
+    stays recorded running with its pid: `status` and the next `run` look at that process."""
+    if returncode is None:
+        return
+    rec.returncode, rec.ended = returncode, now()
+    if stopped:
+        rec.ended_as = f"interrupted by {stopped}"
+    else:
+        rec.ended_as = signalled(returncode) or (
+            store.unfinished(job.kind, job.output) if returncode == 0 else None
+        )
+    rec.state = "done" if returncode == 0 and rec.ended_as is None else "failed"
+    write_record(plan, job, rec)
