@@ -158,3 +158,32 @@ def test_eval_progress_counts_only_its_own_model_and_revision(tmp_path):
     # Progress is not completeness: these files are no results (study/jobs.eval_done decides).
     job.benchmark = "MTEB(eng, v1)"
     assert not job._complete()
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        # A fine-tune whose card was left interrupted, yet its command said 0: its dependants
+        # (afterok) must not start on it.
+        (
+            "import os; os.makedirs('out', exist_ok=True); "
+            f"open('out/{cards.FINETUNE_CARD}', 'w').write('status: interrupted\\n')",
+            "its command exited 0, but its fine-tune card says interrupted",
+        ),
+        ("pass", "its command exited 0, but it wrote no fine-tune card"),
+        (
+            "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+            r"its command was killed by SIGKILL \(exit code -9\)",
+        ),
+        ("import sys; sys.exit(130)", r"its command was stopped by SIGINT \(exit code 130\)"),
+        ("import sys; sys.exit(2)", "its command exited with code 2"),
+    ],
+)
+def test_a_fine_tune_job_fails_unless_it_ended_with_a_complete_card(tmp_path, script, said):
+    with pytest.raises(JobFailed, match=f"finetune/m-seed0: {said}; its log says why"):
+        _command(tmp_path, script)()
+
+
+def test_an_eval_job_that_exits_0_ends_normally(tmp_path):
+    """An eval's exit status is its word on its tasks (no result file is read here)."""
+    _command(tmp_path, "pass", kind="eval")()

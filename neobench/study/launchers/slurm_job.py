@@ -16,7 +16,10 @@ scancel in that second) wins over the requeue the notice would have asked for.
 
 A job whose output is complete (the study's own test: a fine-tune's card says complete, an eval
 shard's every task has its result) ends normally, whatever its command's exit code: a fine-tune
-may finish its last step just as the notice comes, and a requeued job may find its work done.
+may finish its last step just as the notice comes, and a requeued job may find its work done. An
+eval that exits 0 ends normally too (its exit status is its word on its tasks). Any other ending
+fails the job, saying how: a fine-tune that exited 0 without a complete card, a command killed by
+a signal (negative exit code) or stopped on one (128 + N).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+
+from neobench.study.launchers import signalled
 
 # SIGUSR2: what submitit asks Slurm to send before the time limit.
 NOTICE = signal.SIGUSR2
@@ -73,7 +78,11 @@ class JobCommand:
             for signum, previous in handlers.items():
                 signal.signal(signum, previous)
         code = child.returncode
-        if code == 0 or self._complete():
+        # Ended normally only with its output: a complete one by the study's own test (whatever
+        # the exit code: a fine-tune may finish its last step as the notice comes), or an eval
+        # that exited 0 (its exit status is its word). A fine-tune that exited 0 without a
+        # complete card, or was stopped by a signal, fails: its dependants must not start.
+        if (code == 0 and self.kind != "finetune") or self._complete():
             return
         if signal.SIGTERM in self.told or code == 128 + signal.SIGTERM:
             raise JobFailed(
@@ -90,7 +99,19 @@ class JobCommand:
                 f"checkpoint or result in this window: {before} before, {after} after). Raise "
                 f"slurm.{self.kind}.time in the study (or lower checkpoint_every), then run again."
             )
-        raise JobFailed(f"{self.key}: its command exited with code {code}; its log says why.")
+        raise JobFailed(f"{self.key}: its command {self._ended(code)}; its log says why.")
+
+    def _ended(self, code: int) -> str:
+        """How the command ended without its output, in words: the signal its exit code names
+        (killed by SIGKILL, stopped by SIGINT), or the exit code and what its output lacks."""
+        said = signalled(code)
+        if said:
+            return f"was {said} (exit code {code})"
+        if code == 0:
+            from neobench.study.store import unfinished
+
+            return f"exited 0, but {unfinished(self.kind, Path(self.output))}"
+        return f"exited with code {code}"
 
     def _relay(self, child: subprocess.Popen) -> Callable[[int, FrameType | None], None]:
         """A handler that records a signal and passes it on to the command (Slurm may already
