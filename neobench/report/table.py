@@ -328,7 +328,7 @@ def _held_tasks(rows: list[Row], names: list[str], benchmark: str) -> tuple[list
     """Per task, the columns are the tasks some computed row holds (in the benchmark's order):
     two evaluated tasks make two columns, not one per benchmark task. The note says how many
     tasks no row holds."""
-    held = {task for row in rows if not row.quoted for task in row.tasks}
+    held = {task for row in rows if not row.quoted for task in [*row.tasks, *row.mismatched]}
     shown = [name for name in names if name in held]
     if len(shown) == len(names):
         return shown, []
