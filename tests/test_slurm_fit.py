@@ -1,5 +1,5 @@
 """Resources that fit the cluster: what each job asks for is held against what sinfo says the
-partition offers, before anything is submitted (study/launchers/slurm_fit.py)."""
+partition offers, before anything is submitted (study/launchers/slurm.py)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,21 @@ import yaml
 from conftest import REPO
 
 from neobench.cli.main import main
-from neobench.study.launchers import slurm_fit
+from neobench.study.launchers import slurm
 from neobench.study.spec import Resources, Slurm
 
 
-def fake_sinfo(text: str):
-    return lambda argv: text
-
-
-def test_sinfo_lines_become_offers():
-    listed = slurm_fit.offers(fake_sinfo(
+def test_sinfo_lines_become_offers(monkeypatch):
+    sinfo = (
         "gpu*|gpu:a100:4(S:0-1)|64|512000|2-00:00:00\n"
         "gpu*|gpu:a100:8|128|1024000|2-00:00:00\n"
         "cpu|(null)|32|128000|30:00\n"
         "debug|(null)|2|23000|infinite\n"
-    ))  # fmt: skip
+    )
+    asked = []
+    monkeypatch.setattr(slurm, "_slurm_command", lambda argv: asked.append(argv) or sinfo)
+    listed = slurm.offers()
+    assert asked == [["sinfo", "-h", "-o", slurm.FORMAT]]
     gpu, cpu, debug = listed["gpu"], listed["cpu"], listed["debug"]
     assert (gpu.default, gpu.gpus, gpu.cpus, gpu.mem_mb) == (True, 8, 128, 1024000)
     assert gpu.minutes == 2880
@@ -30,8 +30,8 @@ def test_sinfo_lines_become_offers():
 
 
 def test_every_misfit_is_named_with_its_key():
-    offer = slurm_fit.Offer("cpu", True, gpus=0, cpus=2, mem_mb=4000, minutes=60)
-    found = slurm_fit._misfits("slurm.eval", Resources(1, 8, "32G", "4:00:00"), offer, given=True)
+    offer = slurm.Offer("cpu", True, gpus=0, cpus=2, mem_mb=4000, minutes=60)
+    found = slurm._misfits("slurm.eval", Resources(1, 8, "32G", "4:00:00"), offer, given=True)
     assert [p.split(":")[0] for p in found] == [
         "slurm.eval.gpus", "slurm.eval.cpus", "slurm.eval.mem", "slurm.eval.time"
     ]  # fmt: skip
@@ -41,14 +41,14 @@ def test_every_misfit_is_named_with_its_key():
 def test_a_time_limit_too_short_to_work_is_refused_with_the_figures():
     # Slurm's pre-limit notice (90 s by default) would fire at once: every window lost
     short, enough = Resources(0, 1, "1G", "0:02:00"), Resources(0, 1, "1G", "0:03:00")
-    [found] = slurm_fit._too_short("slurm.finetune", short, Slurm())
+    [found] = slurm._too_short("slurm.finetune", short, Slurm())
     assert found.startswith("slurm.finetune.time: 0:02:00 leaves 0 s of work in each window")
     assert "90 s before its limit (slurm.signal_s)" in found and "about 60 s" in found
     assert "at least 3 minutes (e.g. 0:03:00)" in found
-    assert slurm_fit._too_short("slurm.eval", enough, Slurm()) == []
+    assert slurm._too_short("slurm.eval", enough, Slurm()) == []
     # Jobs that start fast and are told late: a one-minute window is enough
     quick = Slurm(signal_s=20, startup_s=10)
-    assert slurm_fit._too_short("slurm.finetune", Resources(0, 1, "1G", "0:01:00"), quick) == []
+    assert slurm._too_short("slurm.finetune", Resources(0, 1, "1G", "0:01:00"), quick) == []
 
 
 @pytest.mark.slurm

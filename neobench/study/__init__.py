@@ -14,8 +14,12 @@ transformers are imported only where a model is built (models.build).
     store.py      the job records (OUTPUT/jobs/<key>.json) and the state of a job
     report.py     the plan and the status as listings for the CLI
     launchers/    where the jobs run, by name (LAUNCHERS in launchers/__init__.py):
-        local.py  pending jobs one after another, each with its log and record
-        slurm.py  the same jobs through submitit, with afterok dependencies
+        local.py      pending jobs one after another, each with its log and record
+        slurm.py      the same jobs through submitit, with afterok dependencies: what is checked
+                      before submitting (a default partition, the resources sinfo offers), the
+                      submission, how a job ended (sacct, scontrol, its stderr and log lines)
+        slurm_job.py  what runs on the compute node, pickled by submitit: the job's command,
+                      its checkpoint and requeue near the time limit
 
 The jobs only ever run the existing commands (`neobench finetune`, `neobench eval --shard`,
 `neobench table`), so every launcher runs the same list.

@@ -106,7 +106,7 @@ class Slurm:
     # the job requeues itself (neobench/study/launchers/slurm_job.py). submitit's default.
     signal_s: int = 90
     # How long a job takes to start working (Python, torch, the model, the data): with
-    # signal_s, the shortest useful time limit (neobench/study/launchers/slurm_fit.py).
+    # signal_s, the shortest useful time limit (neobench/study/launchers/slurm.py).
     startup_s: int = 60
 
 

@@ -1,13 +1,32 @@
 """The Slurm launcher: the same pending jobs as the local launcher, submitted through submitit.
 
-Nothing here schedules: each job becomes one Slurm job (the eval shards of one model one job
-array), waiting for the jobs it depends on with `afterok`, so Slurm runs them in order and never
-starts an eval whose fine-tune failed (`kill-on-invalid-dep` removes it from the queue instead).
-A job still queued or running from an earlier `run` is not submitted twice: its id becomes the
-dependency of what follows it. Each job's output goes to the same log as with the local
-launcher (OUTPUT/logs/<job>.log); submitit's own files go to OUTPUT/slurm/. Each job writes
-its own embedding cache (OUTPUT/cache/<job>/) and reads, never writes, those of the jobs that
-had finished when it was submitted.
+It owns what is checked before submitting, how the jobs are submitted, and how what became of a
+job is read. What runs on the compute node is slurm_job.py (JobCommand, pickled by submitit).
+
+Before submitting. A study that names no partition needs a cluster default one. What each job
+asks for is held against `sinfo` (per partition: GRES, CPUs and memory of its largest node, time
+limit): a request no node of the partition can meet would sit in the queue for ever, or fail at
+submission with sbatch's own words, so it is refused here instead, naming the study key and the
+fix, all at once; so is a time limit too short to start the job and reach a checkpoint before
+Slurm's notice.
+
+Submitting. Nothing here schedules: each job becomes one Slurm job (the eval shards of one model
+one job array), waiting for the jobs it depends on with `afterok`, so Slurm runs them in order and
+never starts an eval whose fine-tune failed (`kill-on-invalid-dep` removes it from the queue
+instead). A job still queued or running from an earlier `run` is not submitted twice: its id
+becomes the dependency of what follows it. Each job's output goes to the same log as with the
+local launcher (OUTPUT/logs/<job>.log); submitit's own files go to OUTPUT/slurm/. Each job writes
+its own embedding cache (OUTPUT/cache/<job>/) and reads, never writes, those of the jobs that had
+finished when it was submitted.
+
+What became of a job. `squeue` lists the jobs Slurm still holds. For one that ended without its
+output, Slurm's own word first: `sacct` (where the cluster keeps accounting), else `scontrol show
+job` (which knows a job for MinJobAge after its end, 5 minutes by default). Then the line:
+slurmstepd writes "*** JOB 12 ON node CANCELLED AT ... DUE TO TIME LIMIT ***" (or PREEMPTION,
+NODE FAILURE) into the job's stderr, the kernel's OOM killer is reported there too, a job that
+stopped itself says why in submitit's log, and the command's own log ends with neobench's `error:`
+line. What is found is kept in the job's record, so `study status` still says it once Slurm has
+forgotten the job.
 """
 
 from __future__ import annotations
@@ -15,11 +34,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shlex
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
 from typing import Any
@@ -28,7 +49,7 @@ from neobench.core.card_io import now
 from neobench.core.errors import NeobenchError, RunFailed
 from neobench.encoder.cache import CACHE_ENV, CACHE_FILE, READ_ENV
 from neobench.study import store
-from neobench.study.launchers import progress, slurm_end, slurm_fit
+from neobench.study.launchers import progress
 from neobench.study.launchers.slurm_job import JobCommand
 from neobench.study.models import build
 from neobench.study.plan import TABLE_FILE, Job, Plan, replan
@@ -42,6 +63,11 @@ CANCEL = "scancel"
 
 # Slurm job states that mean "not ended yet" (squeue lists ended jobs only briefly).
 LIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "SUSPENDED", "RESIZING"}
+# Slurm's states of a job that has ended (squeue's long names).
+ENDED = (
+    "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "FAILED", "BOOT_FAIL",
+    "DEADLINE", "COMPLETED",
+)  # fmt: skip
 
 
 def run(plan: Plan, tell: Callable[..., None], *, file: str, wait: bool = False) -> None:
@@ -68,13 +94,6 @@ def run(plan: Plan, tell: Callable[..., None], *, file: str, wait: bool = False)
         tell(f"{len(submitted)} more job(s) submitted (the sweep's selected point).")
 
 
-def queue() -> dict[str, str]:
-    """Job id -> state of every job squeue lists (array elements one by one, as ID_K)."""
-    done = _slurm_command(["squeue", "-h", "-r", "-o", "%i %T"])
-    pairs = (line.split() for line in done.splitlines() if line.strip())
-    return {p[0]: p[1] for p in pairs if len(p) == 2}
-
-
 # How to point Slurm's commands at a cluster, said whenever none answers.
 POINT = (
     "Point at a cluster: on its login node SLURM_CONF is usually set for you; elsewhere "
@@ -94,6 +113,8 @@ UNREACHABLE = (
 
 
 def _slurm_command(argv: list[str]) -> str:
+    """The output of one of Slurm's commands; NeobenchError when it fails, saying how to point
+    at a cluster when none answers."""
     conf = os.environ.get("SLURM_CONF")
     if conf and not Path(conf).is_file():  # Slurm's commands would retry it for a minute
         raise NeobenchError(f"--launcher slurm: SLURM_CONF={conf} is not a file. {POINT}")
@@ -119,6 +140,14 @@ def _slurm_command(argv: list[str]) -> str:
     return done.stdout
 
 
+# Before submitting: does the cluster offer what each job asks for?
+
+FORMAT = "%P|%G|%c|%m|%l"  # partition (* = default) | GRES | CPUs | memory (MB) | time limit
+# The least work a window must hold beyond start-up: a few steps and one checkpoint's write.
+WORK_S = 30
+_GPU = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
+
+
 def check_partition(settings: Slurm | None) -> None:
     """Before any submission: a study without a partition needs a cluster default one."""
     if settings is not None and settings.partition:
@@ -132,26 +161,118 @@ def check_partition(settings: Slurm | None) -> None:
         )
 
 
-def job_state(rec: store.JobRecord, listed: dict[str, str]) -> str:
-    """queued | running for a submitted job Slurm still holds; failed once it has ended (the
-    job is not done: it ended without its output)."""
-    return slurm_state(rec, listed) or "failed"
+@dataclass
+class Offer:
+    """What the best node of one partition offers a job."""
+
+    name: str
+    default: bool
+    gpus: int
+    cpus: int
+    mem_mb: int
+    minutes: int | None  # None: no limit
 
 
-def slurm_state(rec: store.JobRecord, listed: dict[str, str]) -> str | None:
-    """queued | running for a submitted job Slurm still holds; None once it has ended."""
-    found = listed.get(str(rec.launcher_job_id))
-    if found is None or found not in LIVE:
+def offers() -> dict[str, Offer]:
+    """Partition -> its offer, from `sinfo`."""
+    found: dict[str, Offer] = {}
+    for line in _slurm_command(["sinfo", "-h", "-o", FORMAT]).splitlines():
+        fields = line.strip().split("|")
+        if len(fields) != 5:
+            continue
+        name, gres, cpus, mem, limit = fields
+        offer = Offer(name.rstrip("*"), name.endswith("*"), _gpus(gres), _int(cpus), _int(mem),
+                      _limit(limit))  # fmt: skip
+        if offer.name in found:  # node groups of one partition: the best of each
+            seen = found[offer.name]
+            offer.gpus, offer.cpus = max(offer.gpus, seen.gpus), max(offer.cpus, seen.cpus)
+            offer.mem_mb = max(offer.mem_mb, seen.mem_mb)
+        found[offer.name] = offer
+    return found
+
+
+def check_resources(plan: Plan) -> None:
+    """Refuse, before any submission, the jobs still to run that the partition cannot hold."""
+    settings = plan.study.slurm or Slurm()
+    listed = offers()
+    name = settings.partition or next((o.name for o in listed.values() if o.default), None)
+    # No partition to check against: check_partition or sbatch says so; the time floor holds.
+    offer = listed.get(name) if name else None
+    problems: list[str] = []
+    for kind in sorted({job.kind for job in plan.pending}):
+        res = getattr(settings, kind, Resources())
+        key, given = f"slurm.{kind}", plan.study.slurm is not None
+        problems += _too_short(key, res, settings) + _misfits(key, res, offer, given=given)
+    if problems:
+        raise NeobenchError(problems)
+
+
+def _misfits(key: str, res: Resources, offer: Offer | None, *, given: bool) -> list[str]:
+    out: list[str] = []
+    if offer is None:
+        return out
+    where = f"partition {offer.name}"
+    default = "" if given else " (the default: the study has no slurm section)"
+    if res.gpus > offer.gpus:
+        out.append(
+            f"{key}.gpus: {res.gpus} GPU(s) per job{default}, but {where} has "
+            f"{offer.gpus or 'no'} GPU(s) per node. A CPU study: set gpus: 0."
+        )
+    if res.cpus > offer.cpus:
+        out.append(f"{key}.cpus: {res.cpus}, but {where} has {offer.cpus} per node.")
+    if _mb(res.mem) > offer.mem_mb > 0:
+        out.append(f"{key}.mem: {res.mem}, but {where} has {offer.mem_mb} MB per node.")
+    if offer.minutes is not None and parse_minutes(res.time) > offer.minutes:
+        out.append(f"{key}.time: {res.time}, but {where} allows {offer.minutes} minutes.")
+    return out
+
+
+def _too_short(key: str, res: Resources, settings: Slurm) -> list[str]:
+    """A time limit whose window cannot start the job and reach a checkpoint: every window
+    would be lost, and the job requeued or failed without moving."""
+    limit_s = parse_minutes(res.time) * 60
+    work_s = limit_s - settings.signal_s - settings.startup_s
+    if work_s >= WORK_S:
+        return []
+    least = -(-(settings.signal_s + settings.startup_s + WORK_S) // 60)  # whole minutes, up
+    return [
+        f"{key}.time: {res.time} leaves {max(work_s, 0)} s of work in each window: Slurm tells "
+        f"the job {settings.signal_s} s before its limit (slurm.signal_s) and start-up takes "
+        f"about {settings.startup_s} s (slurm.startup_s); a checkpoint needs {WORK_S} s more. "
+        f"Give at least {least} minutes (e.g. {least // 60}:{least % 60:02d}:00), or lower "
+        "slurm.signal_s / slurm.startup_s if your jobs start faster."
+    ]
+
+
+def _gpus(gres: str) -> int:
+    return sum(int(n) for n in _GPU.findall(gres or ""))
+
+
+def _int(text: str) -> int:
+    digits = re.match(r"\d+", text.strip())
+    return int(digits.group()) if digits else 0
+
+
+def _limit(text: str) -> int | None:
+    text = text.strip()
+    if text.lower() in {"infinite", "unlimited", "n/a", ""}:
         return None
-    return "running" if found in {"RUNNING", "COMPLETING"} else "queued"
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    hours, minutes = (parts[0], parts[1]) if len(parts) == 3 else (0, parts[0])
+    return int(days or 0) * 1440 + hours * 60 + minutes
 
 
-def why(plan: Plan, job: Job, rec: store.JobRecord) -> str:
-    """How Slurm ended a job that has no output, and the line that says why (slurm_end); a
-    fine-tune card it left marked running says interrupted."""
-    said = slurm_end.why(plan, job, rec, _slurm_command)
-    store.close_card(job, f"Slurm job {rec.launcher_job_id}: {said}")
-    return said
+def _mb(mem: str) -> int:
+    """Slurm's --mem (default unit MB): '32G' -> 32768."""
+    match = re.fullmatch(r"(\d+)([KMGT]?)B?", str(mem).strip().upper())
+    if not match:
+        return 0
+    scale = {"K": 1 / 1024, "M": 1, "": 1, "G": 1024, "T": 1024 * 1024}[match.group(2)]
+    return int(int(match.group(1)) * scale)
+
+
+# Submitting.
 
 
 def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list[Job]:
@@ -159,7 +280,7 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list
     import submitit
 
     check_partition(plan.study.slurm)
-    slurm_fit.check(plan, _slurm_command)  # what each job asks for, against what sinfo offers
+    check_resources(plan)  # what each job asks for, against what sinfo offers
     for model in plan.models:
         build(model)  # on the shared file system, before any job needs it
     plan.save()  # the sweeps' choices, which the eval jobs name
@@ -300,6 +421,105 @@ def _record(plan: Plan, job: Job, slurm_id: str) -> None:
     rec = store.JobRecord(job.key, "queued", str(job.log), launcher=NAME, started=now())
     rec.launcher_job_id = slurm_id
     store.write_record(plan, job, rec)
+
+
+# What became of a job.
+
+# A line of the job's stderr -> the state it shows (when Slurm no longer says).
+_STEPD = re.compile(r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+(?: DUE TO ([A-Z ]+?))? \*\*\*")
+_DUE = {"TIME LIMIT": "TIMEOUT", "PREEMPTION": "PREEMPTED", "NODE FAILURE": "NODE_FAIL"}
+_OOM = ("oom_kill event", "oom-kill", "Exceeded job memory limit", "Out Of Memory")
+_OURS = ("JobFailed: ", "UncompletedJobError: ")
+
+
+def queue() -> dict[str, str]:
+    """Job id -> state of every job squeue lists (array elements one by one, as ID_K)."""
+    done = _slurm_command(["squeue", "-h", "-r", "-o", "%i %T"])
+    pairs = (line.split() for line in done.splitlines() if line.strip())
+    return {p[0]: p[1] for p in pairs if len(p) == 2}
+
+
+def job_state(rec: store.JobRecord, listed: dict[str, str]) -> str:
+    """queued | running for a submitted job Slurm still holds; failed once it has ended (the
+    job is not done: it ended without its output)."""
+    return slurm_state(rec, listed) or "failed"
+
+
+def slurm_state(rec: store.JobRecord, listed: dict[str, str]) -> str | None:
+    """queued | running for a submitted job Slurm still holds; None once it has ended."""
+    found = listed.get(str(rec.launcher_job_id))
+    if found is None or found not in LIVE:
+        return None
+    return "running" if found in {"RUNNING", "COMPLETING"} else "queued"
+
+
+def why(plan: Plan, job: Job, rec: store.JobRecord) -> str:
+    """'STATE: the line that says why' for a job Slurm no longer runs, as far as known; kept in
+    its record. A fine-tune card it left marked running says interrupted."""
+    if rec.ended_as is None or rec.why is None:
+        state, line = _final_state(str(rec.launcher_job_id)), _line(plan, job, rec)
+        rec.ended_as = rec.ended_as or state or _state_of(line)
+        rec.why = rec.why or line
+        if rec.ended_as or rec.why:
+            store.write_record(plan, job, rec)
+    parts = [p for p in (rec.ended_as, rec.why) if p]
+    said = ": ".join(parts) if parts else "ended without its output (no reason found)"
+    store.close_card(job, f"Slurm job {rec.launcher_job_id}: {said}")
+    return said
+
+
+def _final_state(job_id: str) -> str | None:
+    for argv in (
+        ["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State"],
+        ["scontrol", "show", "job", "-o", job_id],
+    ):
+        try:
+            said = _slurm_command(argv)
+        except NeobenchError:
+            continue  # no accounting, or the controller has forgotten the job
+        found = re.search(r"JobState=(\S+)", said) if argv[0] == "scontrol" else None
+        word = found.group(1) if found else (said.split() or [""])[0]
+        if word in ENDED:
+            return word
+    return None
+
+
+def _line(plan: Plan, job: Job, rec: store.JobRecord) -> str | None:
+    """The most telling line: Slurm's (stderr of the job), the job's own reason (submitit's log),
+    the last error line of the command's log."""
+    folder = plan.study.output / "slurm" / str(rec.launcher_job_id)
+    stderr = _lines(folder / f"{rec.launcher_job_id}_0_log.err")
+    for line in reversed(stderr):
+        if "DUE TO JOB REQUEUE" in line:
+            continue  # an earlier window, put back in the queue: not how the job ended
+        if _STEPD.search(line) or any(mark in line for mark in _OOM):
+            return line.strip()
+    for line in reversed(stderr):
+        for mark in _OURS:
+            if mark in line:
+                return line.split(mark, 1)[1].strip()
+    for line in reversed(_lines(job.log)):
+        if line.startswith("error:"):
+            return line.strip()
+    return None
+
+
+def _state_of(line: str | None) -> str | None:
+    if not line:
+        return None
+    if any(mark in line for mark in _OOM):
+        return "OUT_OF_MEMORY"
+    found = _STEPD.search(line)
+    if found:
+        return _DUE.get(found.group(1) or "", "CANCELLED")
+    return None
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
 
 
 def wait_until_ended(plan: Plan, jobs: list[Job], poll_s: float = 5.0) -> list[Job]:
