@@ -30,7 +30,8 @@ def test_a_job_reads_the_caches_of_the_jobs_finished_before_it(tmp_path):
     keys = ["eval/a/1of2", "eval/a/2of2", "eval/b/1of2", "eval/b/2of2", "finetune/c"]
     jobs = [eval_job(tmp_path, key, done=key != "eval/b/2of2") for key in keys]
     finished, killed, running, pending, _ = jobs
-    plan = Plan(SimpleNamespace(output=tmp_path), [], jobs)
+    study = SimpleNamespace(output=tmp_path, eval=SimpleNamespace(benchmark="MTEB(eng, v1)"))
+    plan = Plan(study, [], jobs)
     readable = with_cache(plan, finished)
     with_cache(plan, killed, "-wal")  # its writer died before folding the WAL in
     with_cache(plan, running)  # done, but Slurm still runs it: it may still be writing
@@ -49,7 +50,8 @@ def test_a_job_reads_the_caches_of_the_jobs_finished_before_it(tmp_path):
 
 def test_a_record_written_before_launcher_job_id_still_names_its_slurm_job(tmp_path):
     job = eval_job(tmp_path, "eval/a/1of1", done=False)
-    plan = Plan(SimpleNamespace(output=tmp_path), [], [job])
+    study = SimpleNamespace(output=tmp_path, eval=SimpleNamespace(benchmark="MTEB(eng, v1)"))
+    plan = Plan(study, [], [job])
     old = {"key": job.key, "state": "queued", "log": str(job.log), "launcher": "slurm"}
     store.record_path(plan, job).parent.mkdir(parents=True)
     store.record_path(plan, job).write_text(json.dumps(old | {"slurm_job_id": "41"}))
