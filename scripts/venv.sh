@@ -19,9 +19,12 @@ pip_quiet() {
     grep -v "^WARNING: Location" "$log" || true
     rm -f "$log"
 }
-if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
-    pip_quiet "torch==2.13.0"
+TORCH="$(sed -n 's/^torch==//p' "$ROOT/constraints/tested.txt")"
+if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH')" 2>/dev/null; then
+    pip_quiet "torch==$TORCH"
 fi
-pip_quiet -e "$ROOT[$EXTRA]"
+# The exact versions the suite is tested on (constraints/tested.txt); pyproject.toml's ranges
+# are what a user's install may pick.
+pip_quiet -c "$ROOT/constraints/tested.txt" -e "$ROOT[$EXTRA]"
 "$VENV/bin/python" -c "import neobench" || { echo "neobench failed to install" >&2; exit 1; }
 export PATH="$VENV/bin:$PATH"

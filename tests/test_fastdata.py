@@ -1,4 +1,5 @@
-"""evaluate.fastdata and evaluate.mtebtexts give mteb's own values, on the mirror's real data.
+"""evaluation.fastdata and evaluation.mtebtexts (the registry's "column-cache", "prediction-json"
+and "mteb-texts" patches) give mteb's own values, on the mirror's real data.
 
 Each shortcut is checked against the stock path it replaces: datasets' row-by-row Column,
 mteb's prediction writer, mteb's data loaders (SciFact, ArguAna, Banking77), and whole mteb
@@ -23,19 +24,17 @@ from mteb.abstasks.abstask import AbsTask
 from mteb.types import PromptType
 from torch.utils.data import DataLoader
 
-from neobench.evaluation.fastdata import (
-    fast_predictions,
-    listed,
-    listed_columns,
-    save_task_predictions,
-)
-from neobench.evaluation.fastloaders import fast_loaders
-from neobench.evaluation.fastqrels import fast_qrels, load_qrels
+from neobench.core import patches
+from neobench.evaluation.fastdata import listed, save_task_predictions
 from neobench.evaluation.mtebtexts import document_texts, loader_texts, query_texts
 from neobench.protocol import mirror as mirror_mod
 
 BENCHMARK = "MTEB(eng, v1)"
 STOCK_ITER = Column.__iter__
+
+
+def listed_columns():
+    return patches.applied("column-cache")
 
 
 def _loaded(name: str, mirror: Path):
@@ -130,6 +129,17 @@ def test_formatted_or_nested_columns_take_datasets_path():
         assert [type(v) for v in column] == [np.int64] * 3  # datasets' numpy rows, not the cache
 
 
+def test_a_long_column_is_cached_only_while_its_data_is_small(monkeypatch):
+    from neobench.evaluation import fastdata
+
+    data = Dataset.from_dict({"label": list(range(10)), "text": ["x" * 100] * 10})
+    monkeypatch.setattr(fastdata, "MAX_CACHED_ROWS", 5)  # both columns are "long"
+    monkeypatch.setattr(fastdata, "MAX_CACHED_BYTES", 200)  # 80 bytes of labels, 1,000+ of text
+    with listed_columns():
+        assert listed(data["label"]) == list(range(10))
+        assert listed(data["text"]) is None and list(data["text"]) == ["x" * 100] * 10
+
+
 # --- whole evaluations ------------------------------------------------------------------------
 
 
@@ -152,8 +162,7 @@ def _fewer_sets(task) -> None:
 )
 def test_mteb_scores_and_prediction_files_unchanged(name, prepare, mirror, tmp_path):
     """mteb.evaluate with mteb's random (text-hashed) encoder: every score and the prediction
-    file byte for byte, stock vs inside listed_columns(), fast_qrels(), fast_loaders() and
-    fast_predictions()."""
+    file byte for byte, stock vs inside the "column-cache" and "prediction-json" patches."""
     model = mteb.get_model("mteb/baseline-random-encoder")
 
     def run(fast: bool, kept: dict | None = None):
@@ -164,9 +173,7 @@ def test_mteb_scores_and_prediction_files_unchanged(name, prepare, mirror, tmp_p
         with ExitStack() as stack:
             if fast:
                 stack.enter_context(listed_columns())
-                stack.enter_context(fast_qrels())
-                stack.enter_context(fast_loaders())
-                stack.enter_context(fast_predictions([task], kept))
+                stack.enter_context(patches.applied("prediction-json", [task], kept))
             result = mteb.evaluate(
                 model, [task], cache=None, prediction_folder=folder, show_progress_bar=False
             ).task_results[0]
@@ -186,27 +193,6 @@ def test_mteb_scores_and_prediction_files_unchanged(name, prepare, mirror, tmp_p
     assert json.dumps(kept[name], sort_keys=True) == json.dumps(
         json.loads(stock_file), sort_keys=True
     )
-
-
-@pytest.mark.parametrize("name", ["SciFact", "ArguAna"])
-def test_qrels_equal_mteb_s_loader(name, mirror):
-    """load_qrels gives mteb's dict (same queries, documents, scores and value types), and
-    fast_qrels() puts mteb's own method back after the block."""
-    from mteb.abstasks.retrieval_dataset_loaders import RetrievalDatasetLoader
-
-    task = next(t for t in mteb.get_benchmark(BENCHMARK).tasks if t.metadata.name == name)
-    task = copy.deepcopy(task)
-    mirror_mod.point_tasks_at_mirror([task], Path(mirror).resolve(), BENCHMARK)
-    path, revision = task.metadata.dataset["path"], task.metadata.dataset["revision"]
-    loader = RetrievalDatasetLoader(path, revision, split="test")
-    stock = loader._load_qrels(None)
-    with fast_qrels():
-        assert RetrievalDatasetLoader._load_qrels is load_qrels
-        fast = loader._load_qrels(None)
-    assert RetrievalDatasetLoader._load_qrels is not load_qrels
-    assert fast == stock and len(fast) > 100
-    pairs = [(q, d, s) for q, judged in fast.items() for d, s in judged.items()]
-    assert {type(v) for p in pairs for v in p} == {str, int}
 
 
 def test_prediction_file_identical_to_mteb_s_writer(tmp_path):
@@ -247,13 +233,13 @@ def test_json_copy_is_a_json_round_trip():
     assert ranking == {"q": {"d1": 0.5, "d2": 0.25}}
 
 
-def test_fast_predictions_reach_an_aggregate_s_sub_tasks_and_are_undone():
+def test_prediction_json_reaches_an_aggregate_s_sub_tasks_and_is_undone():
     from neobench.protocol.instructions import expand
 
     aggregate = mteb.get_task("CQADupstackRetrieval")
     leaves = expand([aggregate])
     assert len(leaves) == 12
-    with fast_predictions(leaves):
+    with patches.applied("prediction-json", leaves):
         assert all(leaf._save_task_predictions.func is save_task_predictions for leaf in leaves)
     assert not any("_save_task_predictions" in vars(leaf) for leaf in leaves)
 

@@ -89,6 +89,16 @@ def test_unpadding_is_off_on_cpu_by_default(minilm):
     assert not load_model(str(minilm), device="cpu", unpadded="off").packed
 
 
+def test_with_the_library_patch_off_the_model_runs_padded(minilm, monkeypatch):
+    """Packing is the registry's "unpadded-attention" patch: off, --unpadded on loads a padded
+    model (the card says so) and an encoder asked to pack leaves transformers as shipped."""
+    monkeypatch.setenv("NEOBENCH_PATCHES", "unpadded-attention")
+    loaded = load_model(str(minilm), max_seq_length=128, unpadded="on")
+    assert not loaded.packed and not loaded.attn_implementation.startswith("varlen")
+    with unpad.unpadded(loaded.model, enabled=True) as packs:
+        assert packs is False and "forward" not in vars(loaded.model[0].auto_model)
+
+
 def test_bad_dtype_and_unpadded_values_are_named(tiny_bert, mirror, capsys):
     code = main([
         "bench", "encode", "--model", str(tiny_bert), "--data-dir", str(mirror),

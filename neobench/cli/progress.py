@@ -177,12 +177,13 @@ def silence_libraries(verbose: bool) -> None:
     if verbose:
         return
     warnings.filterwarnings("ignore")
-    # Before the libraries import tqdm: the bars of model-card and weight writing.
+    # Before the libraries import tqdm (the CLI's modules import none of them): tqdm reads
+    # TQDM_DISABLE when it is imported, for the bars of mteb's scorers and model-card writing,
+    # which would interleave with rich's. A process that imported tqdm earlier keeps its bars.
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     _silence_progress_bars()
-    _silence_tqdm()
 
 
 def _silence_progress_bars() -> None:
@@ -204,18 +205,3 @@ def _silence_progress_bars() -> None:
         import transformers
 
         transformers.utils.logging.disable_progress_bar()
-
-
-def _silence_tqdm() -> None:
-    """Library progress bars (mteb's scorers, model-card writing) would interleave with rich's.
-
-    tqdm reads TQDM_DISABLE when it is imported, which `import neobench` (through transformers)
-    already did, so the CLI turns the default off on the class itself.
-    """
-    import functools
-
-    import tqdm
-    import tqdm.auto
-
-    for cls in {tqdm.tqdm, tqdm.auto.tqdm}:
-        cls.__init__ = functools.partialmethod(cls.__init__, disable=True)

@@ -116,6 +116,10 @@ class EvalCard:
     data: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # task -> revisions
     seeds: dict[str, Any] = dataclasses.field(default_factory=dict)
     environment: EvalEnvironment = dataclasses.field(default_factory=EvalEnvironment)
+    # The library patches in force (core/patches.py), empty when the gate or NEOBENCH_PATCHES
+    # turned them off; the scores are the same either way, the versions are environment's.
+    # None: a card of a neobench that did not record them.
+    library_patches: list[str] | None = None
     tasks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # task -> outcome
     # Written when the run ends (or is found dead); absent from the YAML until then.
     finished: str | None = None
@@ -129,6 +133,9 @@ class EvalCard:
 
 
 _UNTIL_SET = ("finished", "encoding", "interrupted")
+# Recorded since a later version: absent from a card that lacked it when read, which is written
+# back as it was.
+_SINCE = ("library_patches",)
 _MODEL_IF_SET = ("finetune_seed", "base_model", "base_revision", "sweep")
 
 
@@ -140,7 +147,7 @@ def eval_card_to_dict(card: EvalCard) -> dict[str, Any]:
     model = data.get("model")
     if isinstance(model, dict):
         data["model"] = {k: v for k, v in model.items() if not (k in _MODEL_IF_SET and v is None)}
-    return {k: v for k, v in data.items() if not (k in _UNTIL_SET and v is None)}
+    return {k: v for k, v in data.items() if not (k in (*_UNTIL_SET, *_SINCE) and v is None)}
 
 
 def write_eval_card(path: Path, card: EvalCard) -> None:

@@ -1,5 +1,5 @@
 """Where an evaluation's host time goes: an exclusive per-stage clock, off unless a benchmark
-turns it on (`neobench bench host`).
+turns it on (benchmarks/host_pipeline.py, benchmarks/scale_rehearsal.py).
 
 The evaluation code marks its stages with ``with stage("tokenize"):``; with no clock running that
 is one ContextVar read. With a clock running, the main thread's wall time is split *exclusively*:
@@ -113,31 +113,33 @@ def busy(name: str, seconds: float) -> None:
 
 @contextlib.contextmanager
 def mteb_timing() -> Iterator[None]:
-    """While a clock runs, the TimingStack each task's evaluation makes feeds it.
-
-    mteb.evaluate takes a ``timer`` but (mteb 2.26) does not pass it on to the task's evaluation,
-    which makes its own ``TimingStack()``; so the class that module looks up is swapped for the
-    duration instead. mteb keeps its phases as before (they are saved in the task's result). The
-    metric computations mteb runs outside its phases count as scoring too.
-    """
+    """While a clock runs, the TimingStack each task's evaluation makes feeds it: the registry's
+    "mteb-phases" patch (neobench/core/patches.py), which changes what a benchmark measures,
+    never what is computed. Without a clock, or with the patch off, mteb runs as shipped (and a
+    benchmark counts its phases as "other")."""
     clock = _clock.get()
     if clock is None:
         yield
         return
+    from neobench.core import patches
+
+    with patches.applied("mteb-phases", clock):
+        yield
+
+
+def phase_changes(clock: StageClock) -> list[tuple[Any, str, Any]]:
+    """The "mteb-phases" patch. mteb.evaluate takes a ``timer`` but (mteb 2.26) does not pass it
+    on to the task's evaluation, which makes its own ``TimingStack()``; so the class that module
+    looks up is replaced for the duration instead. mteb keeps its phases as before (they are
+    saved in the task's result). The metric computations mteb runs outside its phases count as
+    scoring too."""
     import sys
 
-    module = sys.modules["mteb.evaluate"]
-    original = module.TimingStack
-    module.TimingStack = mteb_phases(clock)
-    unmarked = _unmarked_metrics()
-    for owner, name, function in unmarked:
-        setattr(owner, name, _as_scoring(function))
-    try:
-        yield
-    finally:
-        module.TimingStack = original
-        for owner, name, function in unmarked:
-            setattr(owner, name, function)
+    changes: list[tuple[Any, str, Any]] = [
+        (sys.modules["mteb.evaluate"], "TimingStack", mteb_phases(clock))
+    ]
+    changes += [(owner, name, _as_scoring(f)) for owner, name, f in _unmarked_metrics()]
+    return changes
 
 
 def _unmarked_metrics() -> list[tuple[type, str, Any]]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from neobench.core import patches
 from neobench.core.stages import stage
 from neobench.encoder.encode import FastEncoder
 from neobench.encoder.search import RunningTopK
@@ -98,7 +99,8 @@ class MtebEncoder:
                 inputs, task_metadata=task_metadata, prompt_type=prompt_type, **kwargs
             )
         with stage("collate"):  # mteb's data loader: prompts, titles, batches
-            texts = loader_texts(inputs)  # its dataset's column at once, in the plain case
+            # Its dataset's column at once, in the plain case ("mteb-texts", core/patches.py).
+            texts = loader_texts(inputs) if patches.on("mteb-texts") else None
             if texts is None:
                 texts = [text for batch in inputs for text in batch["text"]]
         return self._embed(texts, task_metadata, prompt_type)
@@ -180,15 +182,17 @@ class MtebEncoder:
     def _encode_rows(self, rows: Any, prompt_type: Any, call: _Call, out: Any = None) -> Any:
         """Queries or documents as mteb's data loader words them (a document's title and text
         joined, a query's instruction appended), encoded under the task's prompt. The plain
-        text case is read column-wise (evaluate.mtebtexts), into ``out`` when given; anything
-        else goes through mteb's data loader and encode()."""
+        text case is read column-wise (evaluation/mtebtexts.py: the "mteb-texts" patch), into
+        ``out`` when given; anything else goes through mteb's data loader and encode()."""
         # mteb exports no public equivalent; its own search wrappers use the same function.
         from mteb._create_dataloaders import create_dataloader
         from mteb.types import PromptType
 
         with stage("collate"):
             modalities = call.task_metadata.get_modalities(prompt_type)
-            if prompt_type == PromptType.document:
+            if not patches.on("mteb-texts"):  # mteb's data loader, as shipped
+                texts = None
+            elif prompt_type == PromptType.document:
                 texts = document_texts(rows, modalities)
             else:
                 texts = query_texts(rows, modalities)

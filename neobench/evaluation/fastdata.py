@@ -17,14 +17,16 @@ feature that needs decoding such as images, a key that is not an int, a column t
 twice) takes datasets' own path. The values are the ones datasets returns row by row; the cache
 is tied to the dataset's fingerprint (datasets renews it on every change, in-place ones too).
 
-It patches the Column class for the duration of the block (nestable, thread-safe counting), so
-mteb's internal datasets (``Dataset.from_dict`` in its data loaders and clustering) are covered
-as well as the task's own splits; outside the block datasets behaves as shipped.
+It is the registry's "column-cache" patch (neobench/core/patches.py): the Column class is patched
+for the duration of the block, so mteb's internal datasets (``Dataset.from_dict`` in its data
+loaders and clustering) are covered as well as the task's own splits; outside the block, and
+whenever the gate turns the patch off, datasets behaves as shipped.
+
+The registry's "prediction-json" patch is the second half: mteb's prediction writes (below).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 from collections.abc import Iterator
@@ -34,11 +36,13 @@ from datasets import Dataset
 from datasets.arrow_dataset import Column
 from datasets.features.features import require_decoding
 
-from neobench.evaluation.patches import NestedPatch
-
-# Longer columns are never cached (datasets' row-by-row path keeps their memory flat); mteb's
-# per-element loops are over label and text columns of classification and clustering sets.
+# A column is cached when it is at most this long, or, longer, when its Arrow data is at most
+# MAX_CACHED_BYTES: mteb's per-element loops are over label and text columns of classification
+# and clustering sets, and a long column of labels (AmazonPolarity's 3.6 million, read once per
+# undersampling experiment: 36 million row formats, ~1.8 CPU hours stock) is small as a list,
+# where a long column of texts would be held twice (datasets' row path keeps memory flat).
 MAX_CACHED_ROWS = 2_000_000
+MAX_CACHED_BYTES = 64 * 2**20
 _CACHE = "_neobench_listed"  # attribute of a Column instance: (fingerprint, values)
 
 _STOCK_ITER = Column.__iter__
@@ -69,12 +73,17 @@ def listed(column: Column) -> list[Any] | None:
     if cached is not None and cached[0] == getattr(column.source, "_fingerprint", None):
         return cached[1]
     source = plain_source(column)
-    if source is None or len(source) > MAX_CACHED_ROWS:
+    if source is None or (len(source) > MAX_CACHED_ROWS and _nbytes(column) > MAX_CACHED_BYTES):
         return None
     # datasets' own batch path: one table slice formatted by the same formatter as a row.
     values = _STOCK_GETITEM(column, slice(None)) if len(source) else []
     column.__dict__[_CACHE] = (source._fingerprint, values)
     return values
+
+
+def _nbytes(column: Column) -> int:
+    """The Arrow bytes of the column's whole table column (a selection's upper bound)."""
+    return int(column.source.data.column(column.column_name).nbytes)
 
 
 def _iter(self: Column) -> Iterator[Any]:
@@ -101,12 +110,9 @@ def _getitem(self: Column, key: Any) -> Any:
     return _STOCK_GETITEM(self, key)
 
 
-_COLUMNS = NestedPatch((Column, "__iter__", _iter), (Column, "__getitem__", _getitem))
-
-
-def listed_columns() -> contextlib.AbstractContextManager[None]:
-    """Columns convert once and keep their values while the block runs (see the module doc)."""
-    return _COLUMNS.active()
+def column_changes() -> list[tuple[Any, str, Any]]:
+    """The "column-cache" patch: Columns convert once and keep their values (the module doc)."""
+    return [(Column, "__iter__", _iter), (Column, "__getitem__", _getitem)]
 
 
 # --- predictions ---------------------------------------------------------------------------
@@ -181,24 +187,18 @@ def json_copy(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-@contextlib.contextmanager
-def fast_predictions(tasks: list[Any], kept: dict[str, Any] | None = None) -> Iterator[None]:
-    """Each task's prediction writes go through save_task_predictions while the block runs
-    (an instance attribute, which mteb's ``self._save_task_predictions(...)`` finds first);
-    a task whose class overrides mteb's method keeps its own (and writes its file). With
-    ``kept``, the predictions stay in that dict instead of a file."""
+def prediction_changes(
+    tasks: list[Any], kept: dict[str, Any] | None = None
+) -> list[tuple[Any, str, Any]]:
+    """The "prediction-json" patch: each task's prediction writes go through
+    save_task_predictions (an instance attribute, which mteb's ``self._save_task_predictions(...)``
+    finds first); a task whose class overrides mteb's method keeps its own (and writes its file).
+    With ``kept``, the predictions stay in that dict instead of a file."""
     from mteb.abstasks.abstask import AbsTask
 
-    patched = [
-        t
-        for t in tasks
-        if type(t)._save_task_predictions is AbsTask._save_task_predictions
-        and "_save_task_predictions" not in vars(t)
+    return [
+        (task, "_save_task_predictions", functools.partial(save_task_predictions, task, kept=kept))
+        for task in tasks
+        if type(task)._save_task_predictions is AbsTask._save_task_predictions
+        and "_save_task_predictions" not in vars(task)
     ]
-    for task in patched:
-        task._save_task_predictions = functools.partial(save_task_predictions, task, kept=kept)
-    try:
-        yield
-    finally:
-        for task in patched:
-            del task._save_task_predictions

@@ -1,4 +1,6 @@
-"""The texts mteb's data loaders would yield, read column-wise for the plain text case.
+"""The texts mteb's data loaders would yield, read column-wise for the plain text case: the
+registry's "mteb-texts" patch (neobench/core/patches.py; the adapter takes mteb's own loaders when
+the gate turns it off).
 
 Two of mteb's (2.26) text paths cost a Python call per row that the texts themselves do not
 need:
@@ -22,8 +24,6 @@ from __future__ import annotations
 from typing import Any
 
 from datasets import Dataset, Value
-
-from neobench.evaluation.fastloaders import kept_texts
 
 # Arrow string types a text column can have; ids and titles are strings in mteb's formats.
 STRING_TYPES = {"string", "large_string"}
@@ -107,9 +107,6 @@ def loader_texts(loader: Any) -> list[str] | None:
     dataset = loader.dataset
     if not _plain(dataset, COLLATABLE_TYPES) or "text" not in dataset.column_names:
         return None
-    kept = kept_texts(dataset)  # a text loader of fastloaders: the list it was built from
-    if kept is not None:
-        return kept
     if dataset.features["text"].dtype not in STRING_TYPES:
         return None
     return dataset["text"][:]

@@ -2,8 +2,8 @@
 whatever happens (complete, failed, interrupted).
 
 It records the conditions (which decide the results folder), the model as loaded, the runtime,
-the prompts, where each task's data came from, the seeds and the environment; at the end, the
-encoder's counts and the embedding cache's state.
+the prompts, where each task's data came from, the seeds, the environment and the library patches
+in force; at the end, the encoder's counts and the embedding cache's state.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neobench.core import card_io, provenance
+from neobench.core import card_io, patches, provenance
 from neobench.core import cards as record
 from neobench.core.cards import (
     EvalCard,
@@ -74,6 +74,7 @@ def new_card(
         data=_data_record(tasks, data_dir),
         seeds={t.metadata.name: getattr(t, "seed", None) for t in tasks},
         environment=card_io.card_from_dict(EvalEnvironment, provenance.environment()),
+        library_patches=patches.in_force(),
     )
 
 

@@ -9,12 +9,9 @@ into the staging folder (``prediction_folder``), they are turned into units whil
 is still loaded, and the units file is published before the task file. The raw predictions stay
 in staging and go with it (retrieval rankings can take hundreds of MB).
 
-While mteb evaluates, datasets 5's lazy columns convert once (fastdata.listed_columns) and the
-prediction files are written by the C JSON encoder (fastdata.fast_predictions): the same values
-and bytes as stock, without a row format per element. A retrieval task's relevance judgements
-are read column-wise (fastqrels.fast_qrels) instead of a polars frame per query. mteb's text
-data loaders skip hashing their table and its result writes ask for package versions once
-(fastloaders.fast_loaders).
+While mteb evaluates, the registry's library patches (neobench/core/patches.py) are in force
+where the gate allows: datasets 5's lazy columns convert once ("column-cache") and mteb's
+predictions are kept in memory for the units ("prediction-json"), the same values as stock.
 """
 
 from __future__ import annotations
@@ -29,11 +26,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from neobench.core import patches
 from neobench.core.stages import mteb_timing, stage
 from neobench.evaluation import units
-from neobench.evaluation.fastdata import fast_predictions, listed_columns
-from neobench.evaluation.fastloaders import fast_loaders
-from neobench.evaluation.fastqrels import fast_qrels
 from neobench.protocol.instructions import expand
 
 if TYPE_CHECKING:
@@ -82,12 +77,11 @@ def evaluate_staged(
             warnings.catch_warnings(),
             _data_kept(task, raw is not None),
             mteb_timing(),
-            listed_columns(),  # datasets 5's lazy columns, one conversion each (see fastdata)
-            fast_qrels(),  # relevance judgements read column-wise (see fastqrels)
-            fast_loaders(),  # text loaders without hashing, versions asked once (fastloaders)
+            # datasets 5's lazy columns, one conversion each (evaluation/fastdata.py)
+            patches.applied("column-cache"),
             # mteb's predictions kept in memory for the units (the file in staging was only
             # ever read back by them); a task with its own writer writes its file as before.
-            fast_predictions(expand([task]), kept),
+            patches.applied("prediction-json", expand([task]), kept),
         ):
             warnings.filterwarnings("ignore", message=".*superseded.*")
             outcome = mteb.evaluate(
@@ -137,22 +131,23 @@ def _has_units(task: AbsTask) -> bool:
 def _data_kept(task: AbsTask, keep: bool) -> Iterator[None]:
     """Keep the task's data loaded through mteb.evaluate, for the units build after it.
 
-    mteb unloads a task's data at the end of its evaluation. Loading it beforehand would also
-    keep it, but mteb would then leave the loading time out of the result's evaluation_time;
-    instead the unload is deferred to here (the same call, so the task ends as mteb leaves it).
+    mteb unloads at the end of a task's evaluation only the data it loaded itself, so the data is
+    loaded here first, with mteb's own ``load_data``, and unloaded after the units. (mteb then
+    leaves the loading out of the result's evaluation_time; the run card's seconds include it.)
     """
     if not keep:
         yield
         return
     leaves = expand([task])  # an aggregate (CQADupstack) evaluates its sub-tasks
-    loaded_before = [leaf.data_loaded for leaf in leaves]  # mteb leaves those loaded
-    for leaf in leaves:
-        leaf.unload_data = lambda: None  # instance attribute: mteb's call finds this one
+    loaded_before = [leaf.data_loaded for leaf in leaves]
     try:
+        with stage("load"):
+            for leaf in leaves:
+                if not leaf.data_loaded:
+                    leaf.load_data()
         yield
     finally:
         for leaf, before in zip(leaves, loaded_before, strict=True):
-            del leaf.unload_data
             if leaf.data_loaded and not before:
                 leaf.unload_data()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from safetensors import SafetensorError
 
+from neobench.core import patches
 from neobench.core.errors import NeobenchError
 from neobench.models import attention
 from neobench.models.backbone import check_weights, settle_tokenizer
@@ -279,7 +280,10 @@ def _packs(auto_model: object, unpadded: str, device: str) -> bool:
             type(auto_model).__name__,
             ", ".join(sorted(unpad.POSITIONS)),
         )
-    return packs and (unpadded == "on" or (unpadded == "auto" and device.startswith("cuda")))
+    wanted = packs and (unpadded == "on" or (unpadded == "auto" and device.startswith("cuda")))
+    # Packing is a library patch (neobench/core/patches.py): off (the gate logs why), the model
+    # runs padded, as transformers ships it, and the card says so.
+    return wanted and patches.on("unpadded-attention")
 
 
 def _load_error(

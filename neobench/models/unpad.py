@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from neobench.core import patches
 from neobench.models.neobert import varlen_attention
 
 KERNEL = "neobench_varlen"
@@ -97,9 +98,12 @@ def packed_forward(
         positions = positions + config.pad_token_id + 1
     max_len = int(lengths.max())
     extra = {"token_type_ids": token_type_ids[mask][None]} if token_type_ids is not None else {}
-    previous = config._attn_implementation
-    config._attn_implementation = KERNEL
-    try:
+    with patches.applied("unpadded-attention", config) as on:  # the kernel for this call only
+        if not on:  # NEOBENCH_PATCHES changed since the block began: padded, as shipped
+            padded = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
+            return forward(
+                input_ids=input_ids, attention_mask=attention_mask, return_dict=True, **padded
+            )
         out = forward(
             input_ids=input_ids[mask][None],
             position_ids=positions[None],
@@ -110,20 +114,32 @@ def packed_forward(
             return_dict=True,
             **extra,
         )
-    finally:
-        config._attn_implementation = previous
     packed = out.last_hidden_state[0]
     hidden = packed.new_zeros(batch, length, packed.shape[-1])
     hidden[mask] = packed
     return BaseModelOutput(last_hidden_state=hidden)
 
 
+def patch_changes(owner: Any, forward: Any = None) -> list[tuple[Any, str, Any]]:
+    """The "unpadded-attention" patch (neobench/core/patches.py): with ``forward``, the backbone
+    ``owner``'s forward replaced by the packed one for a block; without, per packed call, its
+    config ``owner``'s attention implementation set to the registered varlen kernel (transformers
+    reads it from the config in every attention layer and has no per-call argument for it)."""
+    if forward is not None:
+        return [(owner, "forward", forward)]  # an instance attribute shadows the class method
+    return [(owner, "_attn_implementation", KERNEL)]
+
+
 @contextlib.contextmanager
 def unpadded(st_model: Any, enabled: bool = True) -> Iterator[bool]:
-    """Within the block the SentenceTransformer's backbone runs packed, if ``enabled`` and its
-    architecture allows; yields whether it does."""
+    """Within the block the SentenceTransformer's backbone runs packed, if ``enabled``, its
+    architecture allows and the registry's "unpadded-attention" patch is in force; yields
+    whether it does."""
     auto_model = getattr(st_model[0], "auto_model", None)
     if not enabled or auto_model is None or not supports(auto_model):
+        yield False
+        return
+    if not patches.on("unpadded-attention"):  # the gate: transformers as shipped, padded
         yield False
         return
     original = auto_model.forward
@@ -136,11 +152,8 @@ def unpadded(st_model: Any, enabled: bool = True) -> Iterator[bool]:
         kwargs.pop("return_dict", None)
         return packed_forward(original, auto_model.config, input_ids, attention_mask, **kwargs)
 
-    auto_model.forward = forward  # an instance attribute shadows the class method
-    try:
-        yield True
-    finally:
-        del auto_model.forward
+    with patches.applied("unpadded-attention", auto_model, forward) as on:
+        yield on
 
 
 _register()

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import random
 import re
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from neobench.core.errors import NeobenchError, did_you_mean, unknown
@@ -23,49 +20,12 @@ def load_benchmark(name: str) -> Benchmark:
     import mteb
 
     try:
-        with _seeded_once():
-            return mteb.get_benchmark(name)
+        return mteb.get_benchmark(name)
     except (KeyError, ValueError):
         names = [b.name for b in mteb.get_benchmarks()]
         raise NeobenchError(
             unknown("benchmark", name, names, 'Common: "MTEB(eng, v1)", "MTEB(eng, v2)".')
         ) from None
-
-
-@contextlib.contextmanager
-def _seeded_once() -> Iterator[None]:
-    """mteb's benchmark registry, built with one torch seed instead of ~2,200.
-
-    The first ``get_benchmark`` constructs every task of every benchmark, and each task's
-    constructor seeds random, numpy and, when imported, torch. With CUDA not initialised (any CPU
-    process), each torch seed queues lazy CUDA/XPU/MTIA calls that capture a formatted stack: about
-    5 s per process on a 2-core machine, for state nothing reads. Here the constructors get the
-    same per-task ``random.Random`` and numpy generators and seed random and numpy as before; torch
-    is seeded once at the end with the last seed mteb used, which leaves every global generator
-    exactly as the unpatched loop leaves it. Evaluators seed again when they are created.
-    """
-    import numpy as np
-    from mteb.abstasks import abstask
-
-    original = abstask._set_seed
-    seeds: list[int] = []
-
-    def without_torch(seed: int) -> tuple[random.Random, np.random.Generator]:
-        seeds.append(seed)
-        random.seed(seed)
-        np.random.seed(seed)  # mteb seeds the global generator; so does this
-        return random.Random(seed), np.random.default_rng(seed)
-
-    abstask._set_seed = without_torch
-    try:
-        yield
-    finally:
-        abstask._set_seed = original
-        if seeds:
-            # mteb's _set_seed seeds torch only when torch is already in sys.modules, so this
-            # never imports it (`neobench ls tasks` stays without torch); where torch is loaded,
-            # its generator ends as the unpatched loop leaves it.
-            original(seeds[-1])
 
 
 def select_tasks(

@@ -1,0 +1,309 @@
+"""Every replacement of a library's attribute: one registry, applied only on the tested versions.
+
+neobench drives mteb, datasets, sentence-transformers, transformers and torch through their public
+interfaces. Where a library's own path costs a whole MTEB(eng, v1) run at least 2% of its host
+time (151 s of the 2.1 host hours docs/performance.md extrapolates), a *patch* replaces one of its
+attributes, or a step of it, while neobench evaluates. ``PATCHES`` declares each one: what
+it replaces, why, what it saves as measured, and the function that builds the replacement.
+
+The gate. A patch applies only when
+
+- every library a patch touches is installed at the version the suite tested
+  (``constraints/tested.txt``, the same file CI installs with), and
+- ``NEOBENCH_PATCHES`` does not turn it off: ``off`` turns every patch off, a comma-separated
+  list of patch names turns those off (``NEOBENCH_PATCHES=column-cache,mteb-texts``); unset or
+  ``on`` leaves every patch on.
+
+Otherwise the libraries run as shipped, one log line says so, and the scores are the same
+(tests/test_patches.py runs every task type both ways). The run card lists the patches in force
+(``library_patches``), empty when they are off.
+
+Applying. ``applied(name, *args)`` calls the patch's ``changes`` function with ``args`` for its
+``(owner, attribute, replacement)`` triples, sets them for the block and puts the originals back
+when the last block holding them ends: blocks nest and may run in several threads. No other
+module of neobench replaces a library's attribute (tests/test_patches.py checks that none calls
+setattr or delattr).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import importlib.metadata
+import logging
+import os
+import threading
+import types
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from neobench.core.errors import NeobenchError, shipped, unknown
+
+logger = logging.getLogger(__name__)
+
+ENV = "NEOBENCH_PATCHES"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One replacement, as the registry declares it."""
+
+    library: str  # the distribution whose attribute is replaced (a key of TESTED)
+    replaces: str  # the attribute(s), as the library names them
+    why: str  # what the library's own path costs, in one sentence
+    gain: str  # what it saves on a whole MTEB(eng, v1) run, as measured (docs/performance.md)
+    # "module:function" returning the (owner, attribute, replacement) triples to set; None for a
+    # patch that replaces a step of the library's path without setting any attribute (its code
+    # asks `on(name)` and takes the library's path when it is off).
+    changes: str | None = None
+    # "eval": in force for every evaluation; "bench": only while a benchmark's stage clock runs
+    # (it changes what is measured, never what is computed).
+    scope: str = "eval"
+
+
+# The registry. Each patch in scope "eval" saves at least 2% of a whole MTEB(eng, v1) run's host
+# time, or of its GPU time for the GPU path's (docs/performance.md, "Library patches": how each
+# gain was measured, and the replacements dropped for saving less).
+PATCHES: dict[str, Patch] = {
+    "column-cache": Patch(
+        library="datasets",
+        replaces="datasets.arrow_dataset.Column.__iter__ and Column.__getitem__",
+        why="datasets 5 formats one row per column[i] (~180 us); mteb's undersampling reads "
+        "every training label once per experiment, its data loaders every text",
+        gain="~880 s of a v1 run (11.6%: 181 us per label read, 197 us per text a data "
+        "loader converts), plus ~6,500 s of AmazonPolarity's 36 M label reads",
+        changes="neobench.evaluation.fastdata:column_changes",
+    ),
+    "prediction-json": Patch(
+        library="mteb",
+        replaces="mteb.abstasks.abstask.AbsTask._save_task_predictions (per task object)",
+        why="mteb writes a retrieval task's top-1,000 lists with the pure-Python json.dump, and "
+        "the units read the file back; kept in memory instead",
+        gain="~200 s of a v1 run (2.6%): 3.7 ms per query x 53,359 retrieval queries",
+        changes="neobench.evaluation.fastdata:prediction_changes",
+    ),
+    "mteb-texts": Patch(
+        library="mteb",
+        replaces="mteb._create_dataloaders.create_dataloader's texts (no attribute set: the "
+        "adapter reads the plain text case column-wise, evaluation/mtebtexts.py)",
+        why="mteb joins each document's title and text by a dataset.map over the corpus and "
+        "formats every row of a data loader, a Python call per text",
+        gain="~740 s of a v1 run (9.8%): 21 us per document x 33.9 M documents, 9 us "
+        "per text of a data loader",
+    ),
+    "unpadded-attention": Patch(
+        library="transformers",
+        replaces="a backbone's forward (per model object) and its config's "
+        "_attn_implementation (per packed call)",
+        why="packed rows and varlen attention spend no GPU work on padding (models/unpad.py)",
+        gain="GPU time, not host time: 5-12% of an H100's encode time (bench gpu, "
+        "docs/performance.md); on the CPU it is off by default",
+        changes="neobench.models.unpad:patch_changes",
+    ),
+    "mteb-phases": Patch(
+        library="mteb",
+        replaces="mteb.evaluate.TimingStack; AbsTaskClusteringLegacy._compute_metrics, "
+        "AbsTaskPairClassification._compute_metrics, AbsTaskSTS._calculate_scores",
+        why="a benchmark's stage clock (core/stages.py) sees mteb's own phases",
+        gain="none: it changes what a benchmark measures, never what is computed",
+        changes="neobench.core.stages:phase_changes",
+        scope="bench",
+    ),
+}
+
+
+def tested_versions() -> dict[str, str]:
+    """``constraints/tested.txt`` as {distribution: version}: the exact set the suite ran on."""
+    versions = {}
+    text = (shipped("constraints") / "tested.txt").read_text(encoding="utf-8")
+    for line in text.splitlines():
+        requirement = line.split("#", 1)[0].strip()
+        if requirement:
+            name, _, version = requirement.partition("==")
+            versions[_normalized(name)] = version.strip()
+    return versions
+
+
+def _normalized(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503)."""
+    return name.strip().lower().replace("_", "-").replace(".", "-")
+
+
+TESTED: dict[str, str] = tested_versions()
+
+
+@functools.cache
+def installed(name: str) -> str | None:
+    """The installed version of a distribution, without a local label (torch's ``+cpu``: the
+    CPU and CUDA builds of one version are the same code), None when it is not installed."""
+    try:
+        return importlib.metadata.version(name).split("+", 1)[0]
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def untested() -> list[str]:
+    """Each library a patch touches that is not at its tested version, as ``name version``."""
+    found = []
+    for name in sorted({_normalized(p.library) for p in PATCHES.values()}):
+        version = installed(name)
+        if version != TESTED.get(name):
+            found.append(f"{name} {version or 'not installed'} (tested: {TESTED.get(name)})")
+    return found
+
+
+def enabled() -> list[str]:
+    """The patches in force in this process now: the gate and ``NEOBENCH_PATCHES``. A patch
+    that is off is logged once per process, on one line, with the reason."""
+    setting = os.environ.get(ENV, "").strip()
+    if setting.lower() == "off":
+        _log_once(logging.INFO, f"library patches off ({ENV}=off): the libraries run as shipped")
+        return []
+    names = [] if setting.lower() in ("", "on") else [n.strip() for n in setting.split(",")]
+    wrong = [n for n in names if n not in PATCHES]
+    if wrong:
+        raise NeobenchError(
+            [
+                unknown(
+                    f"library patch in {ENV}",
+                    n,
+                    list(PATCHES),
+                    f"{ENV} takes 'off', or the names of the patches to turn off, separated by "
+                    "commas.",
+                )
+                for n in wrong
+            ]
+        )
+    versions = untested()
+    if versions:
+        _log_once(
+            logging.WARNING,
+            f"library patches off: {', '.join(versions)}; the libraries run as shipped "
+            "(slower, same scores)",
+        )
+        return []
+    if names:
+        _log_once(
+            logging.INFO,
+            f"library patches {', '.join(names)} off ({ENV}): those run as shipped",
+        )
+    return [n for n in PATCHES if n not in names]
+
+
+def on(name: str) -> bool:
+    """Whether the declared patch ``name`` is in force (see `enabled`)."""
+    if name not in PATCHES:
+        raise KeyError(f"{name!r} is not a declared library patch (neobench/core/patches.py)")
+    return name in enabled()
+
+
+def in_force() -> list[str]:
+    """What a run card records as ``library_patches``: the patches in force for every
+    evaluation (scope "eval"), in the registry's order; empty when they are off."""
+    return [n for n in enabled() if PATCHES[n].scope == "eval"]
+
+
+_logged: set[str] = set()
+
+
+def _log_once(level: int, message: str) -> None:
+    if message not in _logged:
+        _logged.add(message)
+        logger.log(level, message)
+
+
+# --- applying --------------------------------------------------------------------------------
+
+_INHERITED = object()  # the owner had no attribute of its own by that name: removed again
+
+
+@dataclass
+class _Through:
+    """An instance's property (e.g. a transformers config's ``_attn_implementation``): its value
+    before, set back through the property."""
+
+    value: Any
+
+
+@dataclass
+class _Held:
+    owner: Any  # referenced while held, so its id() cannot be reused meanwhile
+    original: Any
+    count: int
+
+
+_held: dict[tuple[int, str], _Held] = {}
+_lock = threading.Lock()
+
+
+def _original(owner: Any, name: str) -> Any:
+    """What to put back: a class's or module's own entry as stored (a classmethod object, not
+    the bound method getattr gives, which set back would bind every subclass's call to this
+    class); an instance's own attribute; or a marker for an attribute it inherits."""
+    if isinstance(owner, type | types.ModuleType):
+        return vars(owner).get(name, _INHERITED)
+    own = getattr(owner, "__dict__", {})
+    if name in own:
+        return own[name]
+    if isinstance(getattr(type(owner), name, None), property):
+        return _Through(getattr(owner, name))
+    return _INHERITED
+
+
+def _set(changes: Iterable[tuple[Any, str, Any]]) -> list[tuple[int, str]]:
+    keys = []
+    with _lock:
+        for owner, name, replacement in changes:
+            key = (id(owner), name)
+            held = _held.get(key)
+            if held is None:
+                _held[key] = _Held(owner, _original(owner, name), 1)
+                setattr(owner, name, replacement)
+            else:  # a nested block: the replacement set by the first one stays
+                held.count += 1
+            keys.append(key)
+    return keys
+
+
+def _unset(keys: list[tuple[int, str]]) -> None:
+    with _lock:
+        for key in reversed(keys):
+            held = _held[key]
+            held.count -= 1
+            if held.count:
+                continue
+            del _held[key]
+            owner, name, original = held.owner, key[1], held.original
+            if original is _INHERITED:
+                delattr(owner, name)
+            elif isinstance(original, _Through):
+                setattr(owner, name, original.value)
+            else:
+                setattr(owner, name, original)
+
+
+@functools.cache
+def _changes(name: str) -> Callable[..., Iterable[tuple[Any, str, Any]]]:
+    target = PATCHES[name].changes
+    if target is None:
+        raise ValueError(f"library patch {name!r} sets no attribute: ask on({name!r})")
+    module, _, function = target.partition(":")
+    changes: Callable[..., Iterable[tuple[Any, str, Any]]] = getattr(
+        importlib.import_module(module), function
+    )
+    return changes
+
+
+@contextlib.contextmanager
+def applied(name: str, *args: Any) -> Iterator[bool]:
+    """The patch ``name`` set for the block when it is in force; yields whether it is."""
+    if not on(name):
+        yield False
+        return
+    keys = _set(_changes(name)(*args))
+    try:
+        yield True
+    finally:
+        _unset(keys)

@@ -1,0 +1,271 @@
+"""The library patches' registry (neobench/core/patches.py): the gate, the switch, how a patch is
+set and put back, and the scores of every task type the mirror holds with patches on and off."""
+
+import ast
+import json
+import logging
+import tomllib
+from pathlib import Path
+
+import mteb
+import pytest
+import yaml
+from datasets.arrow_dataset import Column
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from neobench.core import patches
+from neobench.core.errors import NeobenchError
+from neobench.evaluation import units
+from neobench.evaluation.runner import EvalConfig, run_eval
+
+REPO = Path(__file__).resolve().parent.parent
+
+# One task of each type the mirror holds (it has no reranking task), the smallest of its type.
+EQUALITY_TASKS = [
+    "SciFact",  # Retrieval: mteb-texts' corpus and queries, prediction-json
+    "AmazonCounterfactualClassification",  # Classification: column-cache's undersampling
+    "TwentyNewsgroupsClustering",  # Clustering
+    "BIOSSES",  # STS
+    "TwitterURLCorpus",  # PairClassification
+    "SummEval",  # Summarization
+]
+
+
+def _first_sets(task) -> None:
+    task.dataset["test"] = task.dataset["test"].select(range(2))  # 2 of 10 clustering sets
+
+
+def _first_pairs(task) -> None:
+    from datasets import Dataset
+
+    (row,) = task.dataset["test"]  # one row of lists, one item per pair
+    pairs = {k: v[:2000] if isinstance(v, list) else v for k, v in row.items()}
+    task.dataset["test"] = Dataset.from_dict({k: [v] for k, v in pairs.items()})
+
+
+# The two largest, cut after mteb loads them (the same cut in both runs): the whole sets would
+# take minutes of MiniLM on a CPU and exercise no other code.
+SHORTENED = {"TwentyNewsgroupsClustering": _first_sets, "TwitterURLCorpus": _first_pairs}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_log(monkeypatch):
+    """Each test sees the gate's log line as a new process would (it is logged once)."""
+    monkeypatch.setattr(patches, "_logged", set())
+    monkeypatch.delenv(patches.ENV, raising=False)
+
+
+# --- the gate ------------------------------------------------------------------------------------
+
+
+def test_on_the_tested_versions_every_patch_is_in_force():
+    assert patches.untested() == []
+    assert patches.enabled() == list(patches.PATCHES)
+    assert patches.in_force() == [
+        name for name, patch in patches.PATCHES.items() if patch.scope == "eval"
+    ]
+
+
+def test_another_library_version_turns_every_patch_off_with_one_log_line(monkeypatch, caplog):
+    monkeypatch.setitem(patches.TESTED, "mteb", "2.99.0")  # as if mteb were not the tested one
+    stock_iter = Column.__iter__
+    with caplog.at_level(logging.INFO, logger=patches.__name__):
+        assert patches.enabled() == [] and patches.in_force() == []
+        with patches.applied("column-cache") as on:
+            assert on is False and Column.__iter__ is stock_iter  # datasets as shipped
+        assert not patches.on("prediction-json")
+    (line,) = [r for r in caplog.records if r.name == patches.__name__]
+    assert line.levelno == logging.WARNING
+    assert "mteb 2.26.24 (tested: 2.99.0)" in line.getMessage()
+    assert "run as shipped" in line.getMessage()
+
+
+def test_neobench_patches_off_or_a_list_of_names(monkeypatch, caplog):
+    names = list(patches.PATCHES)
+    with caplog.at_level(logging.INFO, logger=patches.__name__):
+        monkeypatch.setenv(patches.ENV, "off")
+        assert patches.enabled() == [] and patches.in_force() == []
+        monkeypatch.setenv(patches.ENV, f"{names[0]}, {names[1]}")
+        assert patches.enabled() == names[2:]
+        monkeypatch.setenv(patches.ENV, "on")
+        assert patches.enabled() == names
+    lines = [r.getMessage() for r in caplog.records if r.name == patches.__name__]
+    assert len(lines) == 2 and "NEOBENCH_PATCHES=off" in lines[0] and names[1] in lines[1]
+
+
+def test_an_unknown_patch_name_is_refused_with_the_valid_ones(monkeypatch):
+    monkeypatch.setenv(patches.ENV, "colum-cache")
+    with pytest.raises(NeobenchError, match="Did you mean 'column-cache'") as error:
+        patches.enabled()
+    assert "prediction-json" in str(error.value)
+    with pytest.raises(KeyError, match="not a declared library patch"):
+        patches.on("my-patch")
+
+
+def test_every_patch_is_declared_in_full():
+    for name, patch in patches.PATCHES.items():
+        assert patches._normalized(patch.library) in patches.TESTED, name
+        assert patch.replaces and patch.why and patch.gain, name
+        assert patch.scope in ("eval", "bench"), name
+        if patch.changes is not None:
+            assert callable(patches._changes(name)), name
+
+
+def test_the_tested_versions_are_the_floors_of_pyproject_s_ranges():
+    """constraints/tested.txt is what CI installs and what the gate compares; pyproject.toml
+    opens each library to its next major version, from the tested one."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = {}
+    for line in project["dependencies"]:
+        requirement = Requirement(line)
+        declared[patches._normalized(requirement.name)] = requirement.specifier
+    for name, version in patches.TESTED.items():
+        assert name in declared, name
+        specifier, tested = declared[name], Version(version)
+        assert tested in specifier, (name, version, str(specifier))
+        floors = [s.version for s in specifier if s.operator in (">=", "~=")]
+        assert [Version(f) for f in floors] in (
+            [tested],
+            [Version(f"{tested.major}.{tested.minor}")],
+        )
+        assert Version(f"{tested.major + 1}") not in specifier, name  # below the next major
+
+
+def test_scripts_install_the_tested_set():
+    assert "-c" in (REPO / "scripts" / "venv.sh").read_text()
+    assert "constraints/tested.txt" in (REPO / "scripts" / "venv.sh").read_text()
+
+
+def test_nothing_but_the_registry_sets_attributes_by_name():
+    """setattr/delattr, the way a patch sets an attribute of a library, appear only in the
+    registry (and in the cards' reader, on neobench's own dataclasses)."""
+    allowed = {"neobench/core/patches.py", "neobench/core/cards.py"}
+    found = set()
+    for path in (REPO / "neobench").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
+                "setattr",
+                "delattr",
+            ):
+                found.add(str(path.relative_to(REPO)))
+    assert found <= allowed
+
+
+# --- applying ------------------------------------------------------------------------------------
+
+
+class Base:
+    def f(self):
+        return "base"
+
+    @classmethod
+    def make(cls):
+        return cls
+
+
+class Child(Base):
+    pass
+
+
+class Owner:
+    @property
+    def kind(self):
+        return self.__dict__.get("_kind", "sdpa")
+
+    @kind.setter
+    def kind(self, value):
+        self.__dict__["_kind"] = value
+
+
+def _with(monkeypatch, changes):
+    """A registry of one patch whose changes are ``changes``."""
+    monkeypatch.setitem(
+        patches.PATCHES,
+        "test-patch",
+        patches.Patch("mteb", "a test's attributes", "tests", "none", "tests.test_patches:_made"),
+    )
+    monkeypatch.setattr(patches, "_changes", lambda name: lambda *args: changes(*args))
+
+
+def test_an_inherited_attribute_is_removed_again_and_subclasses_still_bind(monkeypatch):
+    stored = vars(Base)["make"]
+    _with(monkeypatch, lambda: [(Child, "f", lambda self: "patched"), (Base, "make", stored)])
+    with patches.applied("test-patch") as on:
+        assert on and Child().f() == "patched" and Base().f() == "base"
+    assert "f" not in vars(Child) and Child().f() == "base"
+    assert vars(Base)["make"] is stored and Child.make() is Child  # the classmethod as stored
+
+
+def test_blocks_nest_and_the_last_one_out_puts_the_original_back(monkeypatch):
+    owner = Owner()
+    _with(monkeypatch, lambda: [(owner, "kind", "varlen")])
+    with patches.applied("test-patch"):
+        with patches.applied("test-patch"):
+            assert owner.kind == "varlen"
+        assert owner.kind == "varlen"  # the outer block still runs
+    assert owner.kind == "sdpa" and owner.__dict__["_kind"] == "sdpa"  # set back through it
+
+
+def test_column_cache_is_set_only_inside_the_block():
+    stock = Column.__iter__, Column.__getitem__
+    with patches.applied("column-cache") as on:
+        assert on and Column.__iter__ is not stock[0]
+    assert (Column.__iter__, Column.__getitem__) == stock
+
+
+# --- scores with patches on and off --------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_every_task_type_scores_the_same_with_patches_on_and_off(
+    minilm, mirror, tmp_path, monkeypatch
+):
+    """The real MiniLM on one task of each type: every score mteb records, and the per-item
+    units, identical with the patches on and off (NEOBENCH_PATCHES=off); the run card records
+    which ran. One embedding cache serves both runs, so the second encodes only texts the first
+    did not (any text built differently would be encoded, and would move the scores)."""
+
+    for task in mteb.get_benchmark("MTEB(eng, v1)").tasks:  # the objects the runs evaluate
+        if task.metadata.name in SHORTENED:
+            load, cut = type(task).load_data, SHORTENED[task.metadata.name]
+
+            def shortened(self, *args, load=load, cut=cut, **kwargs):
+                load(self, *args, **kwargs)
+                cut(self)
+
+            monkeypatch.setattr(type(task), "load_data", shortened)
+
+    def run(setting: str) -> tuple[dict, dict, list]:
+        monkeypatch.setenv(patches.ENV, setting)
+        results = tmp_path / setting
+        cfg = EvalConfig(
+            model=str(minilm),
+            tasks=EQUALITY_TASKS,
+            instructions="none",
+            max_seq_length="128",
+            data_dir=str(mirror),
+            results=str(results),
+            cache_dir=str(tmp_path / "cache"),
+            device="cpu",
+        )
+        summary = run_eval(cfg)
+        assert not summary.failed
+        loaded = mteb.ResultCache(results).load_results(load_experiments="match_name")
+        scores = {
+            r.task_name: json.dumps(r.scores, sort_keys=True)
+            for r in loaded.model_results[0].task_results
+        }
+        folder = next(
+            p.parent for p in results.rglob("SciFact.json") if p.parent.name != "neobench"
+        )
+        saved = {name: units.to_json(units.read(units.path_for(folder, name))) for name in scores}
+        (card,) = (folder / "neobench").glob("run-*.yaml")
+        return scores, saved, yaml.safe_load(card.read_text())["library_patches"]
+
+    off_scores, off_units, off_card = run("off")
+    on_scores, on_units, on_card = run("on")
+    assert sorted(on_scores) == sorted(EQUALITY_TASKS)
+    assert on_scores == off_scores
+    assert on_units == off_units
+    assert off_card == [] and on_card == patches.in_force() != []
