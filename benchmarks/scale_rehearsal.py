@@ -1,16 +1,16 @@
 """What `neobench eval` costs as a retrieval corpus grows, and what a whole run would cost.
 
-Every figure of `neobench bench host` comes from the mirror's small tasks; a real MTEB(eng, v1)
-run spends most of its texts on six corpora of 2.7 to 8.8 million documents. For each size in
---sizes this writes a synthetic retrieval task of real text (documents recombined from the
-mirror's retrieval corpora, real queries, seeded relevance) and evaluates it through run_eval
-(`neobench eval`'s own path) with the null forward pass of `bench host` at a BERT-base width
-(768) and MiniLM's tokenizer, in a fresh process per size, so each size's peak resident memory is
-its own. Per size: seconds by stage, tokens, throughput, peak memory, and what lands on disk
-(embedding cache, datasets' arrow cache, result JSON, units). From the sizes: each figure's
-scaling exponent, and the cost of one model's run of MTEB(eng, v1) from mteb's task statistics.
-Everything is written under one temporary folder, each size's part removed before the next size
-starts, the folder removed at the end.
+Every figure of benchmarks/host_pipeline.py comes from the mirror's small tasks; a real
+MTEB(eng, v1) run spends most of its texts on six corpora of 2.7 to 8.8 million documents. For
+each size in --sizes this writes a synthetic retrieval task of real text (documents recombined
+from the mirror's retrieval corpora, real queries, seeded relevance) and evaluates it through
+run_eval (`neobench eval`'s own path) with the null forward pass of host_pipeline.py at a
+BERT-base width (768) and MiniLM's tokenizer, in a fresh process per size, so each size's peak
+resident memory is its own. Per size: seconds by stage, tokens, throughput, peak memory, and what
+lands on disk (embedding cache, datasets' arrow cache, result JSON, units). From the sizes: each
+figure's scaling exponent, and the cost of one model's run of MTEB(eng, v1) from mteb's task
+statistics. Everything is written under one temporary folder, each size's part removed before the
+next size starts, the folder removed at the end.
 
     python benchmarks/scale_rehearsal.py --data-dir ../shared/data/hub --json scale.json
     python benchmarks/scale_rehearsal.py --data-dir DIR --sizes 50k,100k,200k --cache off
@@ -51,8 +51,6 @@ from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.task_metadata import TaskMetadata
 
 from neobench.bench.encode import default_model
-from neobench.bench.host import HostRun, nullify, timed_null_eval
-from neobench.bench.host_report import STAGE_ORDER
 from neobench.cli import flags
 from neobench.cli.progress import silence_libraries
 from neobench.core import provenance
@@ -63,6 +61,11 @@ from neobench.protocol.config import DEFAULT_BENCHMARK, TOKEN_BUDGET, EvalConfig
 from neobench.protocol.instructions import expand
 from neobench.protocol.mirror import check_hub_access, point_tasks_at_mirror, resolve_data_dir
 from neobench.protocol.tasks import load_benchmark, select_tasks
+
+# The null forward pass and the timed evaluation are host_pipeline.py's, beside this script (on
+# the path already when it runs as a script; not when a test imports it from its file).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from host_pipeline import STAGE_ORDER, HostRun, nullify, timed_null_eval
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask

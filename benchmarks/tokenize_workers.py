@@ -1,6 +1,6 @@
 """Tokenisation throughput with 1, 2, ... tokenizer processes: the encoder's own feeder
-(neobench/encoder/feed.py) run to the end with no forward pass, on the texts of the `bench host`
-tasks, 8,192-text chunks as in an evaluation.
+(neobench/encoder/feed.py) run to the end with no forward pass, on the texts of the tasks of
+benchmarks/host_pipeline.py, 8,192-text chunks as in an evaluation.
 
 For each worker count it prints wall tokens/s, and the CPU seconds per million tokens of the
 workers (the tokenizer itself) and of this process (the feeder: joining, sorting, padding;
@@ -14,19 +14,23 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import psutil
 
-from neobench.bench.config import HOST_BENCH_TASKS
 from neobench.bench.encode import default_model, task_texts
 from neobench.encoder.encode import TOKENIZE_CHUNK
 from neobench.encoder.feed import ChunkEnd, feed
 from neobench.encoder.tokenpool import TokenizePool, cores
 from neobench.models.load import load_model
 from neobench.protocol.config import DEFAULT_BENCHMARK
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # host_pipeline.py, beside this script
+from host_pipeline import HOST_BENCH_TASKS
 
 
 def cpu(process: psutil.Process) -> float:

@@ -1,4 +1,5 @@
-"""`neobench bench host`: the eval path with a null forward pass, split into stages."""
+"""benchmarks/host_pipeline.py: the eval path with a null forward pass, split into stages by the
+stage clock (neobench/core/stages.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import json
 import threading
 
 import pytest
+from conftest import benchmark_script
 
-from neobench.bench.host import ENCODER_STAGES
-from neobench.cli.main import main
 from neobench.core import stages
+
+host_pipeline = benchmark_script("host_pipeline")
+ENCODER_STAGES = host_pipeline.ENCODER_STAGES
 
 
 class FakeTime:
@@ -95,10 +98,10 @@ def test_metrics_mteb_leaves_unmarked_count_as_scoring(monkeypatch, owner, name)
 @pytest.fixture(scope="module")
 def bench_json(tmp_path_factory, mirror):
     out = tmp_path_factory.mktemp("bench") / "host.json"
-    code = main(
+    code = host_pipeline.main(
         [
-            "bench", "host", "--data-dir", str(mirror), "--tasks", "BIOSSES",
-            "--cache", "off,cold,warm", "--stock", "--json", str(out),
+            "--data-dir", str(mirror), "--tasks", "BIOSSES",
+            "--cache", "off,cold,warm", "--json", str(out),
         ]
     )  # fmt: skip
     assert code == 0

@@ -1,4 +1,4 @@
-"""The configs of `neobench bench encode`, `bench host` and `bench gpu`: which
+"""The configs of `neobench bench encode` and `bench gpu`: which
 texts, which model, which settings, each field with its default and the one-line doc that is also
 its flag's help; and the two scales `bench gpu` runs at (full on a GPU, tiny for plumbing on a
 CPU)."""
@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from neobench.protocol.config import (
     DEFAULT_BENCHMARK,
     DTYPE_CHOICES,
-    TOKEN_BUDGET,
     EvalConfig,
     like,
     opt,
@@ -21,10 +20,8 @@ __all__ = [
     "GPU_SCALES",
     "GPU_SCORE_TASKS",
     "GPU_SECTIONS",
-    "HOST_BENCH_TASKS",
     "BenchEncodeCommand",
     "BenchGpuCommand",
-    "BenchHostCommand",
     "GpuScale",
 ]
 
@@ -47,51 +44,6 @@ class BenchEncodeCommand:
     dtype: str = like(EvalConfig, "dtype")
     unpadded: str = like(EvalConfig, "unpadded")
     tokenize_workers: int | str = like(EvalConfig, "tokenize_workers")
-
-
-HOST_BENCH_TASKS = [
-    "SciFact",
-    "ArguAna",
-    "TwentyNewsgroupsClustering",
-    "STSBenchmark",
-    "Banking77Classification",
-]
-
-
-@dataclass(kw_only=True)
-class BenchHostCommand:
-    """`neobench bench host`: the eval path with a null forward pass, per stage."""
-
-    model: str | None = opt(
-        None, "model whose tokenizer and settings are used (default: the packaged MiniLM)"
-    )
-    tasks: list[str] = opt(HOST_BENCH_TASKS, "comma-separated tasks evaluated", csv=True)
-    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark the tasks belong to")
-    data_dir: str | None = like(EvalConfig, "data_dir")
-    cache: list[str] = opt(
-        ["off", "cold", "warm"],
-        "embedding cache modes: off | cold (empty) | warm (filled by cold)",
-        csv=True,
-    )
-    device: str = like(EvalConfig, "device")
-    instructions: str = like(EvalConfig, "instructions")
-    max_seq_length: int | str = like(EvalConfig, "max_seq_length")
-    tokenize_workers: int | str = like(EvalConfig, "tokenize_workers")
-    # The host's cost per batch is what a GPU waits on, so batches are the GPU path's size.
-    token_budget: int = opt(
-        TOKEN_BUDGET["cuda"],
-        "padded tokens per forward batch (default: the CUDA default, the batches whose host "
-        "cost a GPU waits on)",
-    )
-    stock: bool = opt(
-        False, "also run the tasks through stock mteb.evaluate + SentenceTransformer.encode"
-    )
-    no_warmup: bool = opt(
-        False,
-        "skip the untimed null-model run of the tasks before the timed runs (without it, the "
-        "first timed run also pays the process's first-use costs)",
-    )
-    json: str | None = opt(None, "also write the figures to this JSON file", metavar="FILE")
 
 
 # `bench gpu`'s sections, in the order they run, with the seconds each may start new work in

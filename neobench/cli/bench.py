@@ -1,14 +1,10 @@
-"""`neobench bench encode`, `bench host` and `bench gpu`: throughput and cost measurements."""
+"""`neobench bench encode` and `bench gpu`: throughput and cost measurements."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from neobench.bench.config import (
-    BenchEncodeCommand,
-    BenchGpuCommand,
-    BenchHostCommand,
-)
+from neobench.bench.config import BenchEncodeCommand, BenchGpuCommand
 from neobench.cli.output import out, say
 
 
@@ -17,21 +13,6 @@ def cmd_bench(cfg: BenchEncodeCommand) -> int:
     from neobench.bench import encode as bench
 
     out.print(bench.encode_report(cfg), highlight=False, markup=False, soft_wrap=True)
-    return 0
-
-
-def cmd_bench_host(cfg: BenchHostCommand) -> int:
-    """host seconds per stage of the eval path, with a null forward pass"""
-    from neobench.bench import host as hostbench
-    from neobench.bench import host_report
-
-    runs = hostbench.run_host_bench(cfg)
-    out.print(host_report.report(runs), highlight=False, markup=False, soft_wrap=True)
-    if cfg.json:
-        from neobench.core.card_io import write_text_atomic
-
-        write_text_atomic(Path(cfg.json), host_report.to_json(runs, cfg))
-        say(f"wrote {cfg.json}", markup=False)
     return 0
 
 

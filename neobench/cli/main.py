@@ -18,13 +18,9 @@ from rich.logging import RichHandler
 from rich.markup import escape
 
 from neobench._version import __version__
-from neobench.bench.config import (
-    BenchEncodeCommand,
-    BenchGpuCommand,
-    BenchHostCommand,
-)
+from neobench.bench.config import BenchEncodeCommand, BenchGpuCommand
 from neobench.cli import commands, flags
-from neobench.cli.bench import cmd_bench, cmd_bench_gpu, cmd_bench_host
+from neobench.cli.bench import cmd_bench, cmd_bench_gpu
 from neobench.cli.data import cmd_cache, cmd_ls, cmd_prefetch, cmd_validate, cmd_verify
 from neobench.cli.examples import EXAMPLES
 from neobench.cli.output import console, print_listing, say
@@ -39,7 +35,6 @@ from neobench.protocol import config
 __all__ = [
     "cmd_bench",
     "cmd_bench_gpu",
-    "cmd_bench_host",
     "cmd_cache",
     "cmd_compare",
     "cmd_eval",
@@ -64,7 +59,6 @@ __all__ = [
 COMMANDS: list[flags.Command] = [
     (("eval",), config.EvalConfig, cmd_eval, EXAMPLES["eval"]),
     (("bench", "encode"), BenchEncodeCommand, cmd_bench, EXAMPLES["bench"]),
-    (("bench", "host"), BenchHostCommand, cmd_bench_host, EXAMPLES["bench"]),
     (("bench", "gpu"), BenchGpuCommand, cmd_bench_gpu, EXAMPLES["bench"]),
     (("cache",), commands.CacheCommand, cmd_cache, EXAMPLES["cache"]),
     (("data", "prefetch"), commands.PrefetchCommand, cmd_prefetch, EXAMPLES["prefetch"]),

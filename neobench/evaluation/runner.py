@@ -88,7 +88,7 @@ def run_eval(
 ) -> EvalSummary:
     """Evaluate one model on (a shard of) a benchmark; finished tasks are skipped.
 
-    ``model_hook`` sees the loaded model before anything uses it (`neobench bench host` swaps
+    ``model_hook`` sees the loaded model before anything uses it (benchmarks/host_pipeline.py swaps
     its forward pass for a null one there).
     """
     with stage("setup"):  # checks, data location, model, prompts, run card
