@@ -70,10 +70,10 @@ PATCHES: dict[str, Patch] = {
     "column-cache": Patch(
         library="datasets",
         replaces="datasets.arrow_dataset.Column.__iter__ and Column.__getitem__",
-        why="datasets 5 formats one row per column[i] (~180 us); mteb's undersampling reads "
+        why="datasets 5 formats one row per column[i] (~200 us); mteb's undersampling reads "
         "every training label once per experiment, its data loaders every text",
-        gain="~880 s of a v1 run (11.6%: 181 us per label read, 197 us per text a data "
-        "loader converts), plus ~6,500 s of AmazonPolarity's 36 M label reads",
+        gain="~946 s of a v1 run (12.5%: 202 us per label read, 191 us per text a data "
+        "loader converts), plus ~7,250 s of AmazonPolarity's 36 M label reads",
         changes="neobench.evaluation.fastdata:column_changes",
     ),
     "prediction-json": Patch(
@@ -81,7 +81,7 @@ PATCHES: dict[str, Patch] = {
         replaces="mteb.abstasks.abstask.AbsTask._save_task_predictions (per task object)",
         why="mteb writes a retrieval task's top-1,000 lists with the pure-Python json.dump, and "
         "the units read the file back; kept in memory instead",
-        gain="~200 s of a v1 run (2.6%): 3.7 ms per query x 53,359 retrieval queries",
+        gain="~195 s of a v1 run (2.6%): 3.66 ms per query x 53,310 retrieval queries",
         changes="neobench.evaluation.fastdata:prediction_changes",
     ),
     "mteb-texts": Patch(
@@ -90,7 +90,7 @@ PATCHES: dict[str, Patch] = {
         "adapter reads the plain text case column-wise, evaluation/mtebtexts.py)",
         why="mteb joins each document's title and text by a dataset.map over the corpus and "
         "formats every row of a data loader, a Python call per text",
-        gain="~740 s of a v1 run (9.8%): 21 us per document x 33.9 M documents, 9 us "
+        gain="~680 s of a v1 run (9.0%): 19.5 us per document x 33.5 M documents, 7 us "
         "per text of a data loader",
     ),
     "unpadded-attention": Patch(

@@ -9,13 +9,14 @@ sklearn's metrics on ``eval_split[label]`` (``np.asarray`` iterates it, several 
 ``Dataset.from_dict({"text": dataset[col]})`` for every text data loader, clustering labels. On
 Banking77 that is ~1.3 million row formats for 13 thousand rows.
 
-``listed_columns()`` makes a Column, for the plain case only, convert its whole column once, on
+The "column-cache" patch makes a Column, for the plain case only, convert its whole column once, on
 first element access or iteration, with datasets' own batch formatting (``column[:]``, the same
 formatter and feature decoding as a row, over all rows) and keep the list: later ``column[i]`` and
 iterations read it. Everything else (a Column of a Column, a formatted or transformed dataset, a
-feature that needs decoding such as images, a key that is not an int, a column too long to hold
-twice) takes datasets' own path. The values are the ones datasets returns row by row; the cache
-is tied to the dataset's fingerprint (datasets renews it on every change, in-place ones too).
+feature that needs decoding such as images, a key that is not an int, a column too long and too
+large to hold twice: MAX_CACHED_ROWS, MAX_CACHED_BYTES) takes datasets' own path. The values are
+the ones datasets returns row by row; the cache is tied to the dataset's fingerprint (datasets
+renews it on every change, in-place ones too).
 
 It is the registry's "column-cache" patch (neobench/core/patches.py): the Column class is patched
 for the duration of the block, so mteb's internal datasets (``Dataset.from_dict`` in its data
