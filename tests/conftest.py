@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -181,14 +182,23 @@ def slurm_cluster(tmp_path_factory):
         subprocess.run([script, "stop", str(folder)], check=False)
 
 
-# --- Real runs shared by the golden outputs and the table/compare agreement test -------------
+# --- Real runs shared by the golden outputs and the report tests ------------------------------
 # The packaged all-MiniLM-L6-v2 evaluated as it is, a 4-step fine-tune of it, and two 2-layer
 # BERTs (studies/tiny-bert.json) fine-tuned the same way, one with two seeds (a row of seed
 # replicates); all evaluated on four small MTEB(eng, v1) tasks of the mirror, with units.
+#
+# Their results folder is frozen under tests/golden/runs (task results, run cards, per-item units:
+# scores and item ids, no text of the data). The report tests read that folder, not runs made
+# afresh: a fine-tune's last bits depend on the CPU (AVX2 or AVX-512 kernels sum in other orders),
+# and a classification item near its boundary then flips, which moves a 100-item task's bootstrap
+# bound by a printed digit. Read from frozen results, every table, comparison and page holds the
+# same numbers on any CPU. NEOBENCH_FREEZE_GOLDEN=1 makes the runs again and freezes them anew.
 GOLDEN_TASKS = "BIOSSES,STS16,SummEval,AmazonCounterfactualClassification"
 GOLDEN_RECIPE = ["datasets=STSBENCHMARK", "max_steps=4", "batch_size=8", "max_seq_length=64",
                  "checkpoint_every=100"]  # fmt: skip
 GOLDEN_BASELINE = "golden/MiniLM"
+GOLDEN = Path(__file__).parent / "golden"
+FREEZE = os.environ.get("NEOBENCH_FREEZE_GOLDEN") == "1"
 
 
 def cli(*argv) -> None:
@@ -212,21 +222,41 @@ def tiny_model(folder: Path, minilm: Path, seed: int) -> Path:
 
 @pytest.fixture(scope="session")
 def golden_runs(tmp_path_factory, minilm, mirror) -> Path:
-    """The results root ``<root>/runs`` of the real runs described above; returns ``<root>``."""
+    """The folder whose ``runs`` is the frozen results root of the runs described above (made
+    and frozen anew first under NEOBENCH_FREEZE_GOLDEN=1)."""
+    if FREEZE:
+        root = made_runs(tmp_path_factory.mktemp("golden"), minilm, mirror)
+        freeze_runs(root / "runs", GOLDEN / "runs", root)
+    return GOLDEN
+
+
+def freeze_runs(made: Path, frozen: Path, root: Path) -> None:
+    """Copy a results root to ``frozen``, replacing the old one; the temporary folder the runs
+    were made in is written as /golden in its text, the repository as /repo (cards record model
+    paths)."""
+    shutil.rmtree(frozen, ignore_errors=True)
+    shutil.copytree(made, frozen)
+    for path in frozen.rglob("*"):
+        if path.suffix in (".json", ".yaml", ".jsonl") and path.is_file():
+            text = path.read_text().replace(str(root), "/golden")
+            path.write_text(text.replace(str(REPO), "/repo"))
+
+
+def made_runs(root: Path, minilm: Path, mirror: Path) -> Path:
+    """The runs described above, made under ``root`` (``models``, ``runs``); returns ``root``."""
     import torch
 
     # One thread, whatever the machine or the xdist workers: a fine-tune's last bits depend on
-    # how many threads summed its products, and some golden cells (a 100-pair task's bootstrap
-    # bounds) move by a printed digit with them.
+    # how many threads summed its products.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _golden_runs(tmp_path_factory.mktemp("golden"), minilm, mirror)
+        return _made_runs(root, minilm, mirror)
     finally:
         torch.set_num_threads(threads)
 
 
-def _golden_runs(root: Path, minilm: Path, mirror: Path) -> Path:
+def _made_runs(root: Path, minilm: Path, mirror: Path) -> Path:
     models = root / "models"
     tiny = tiny_model(models / "tiny-bert", minilm, 0)
     tiny_b = tiny_model(models / "tiny-bert-b", minilm, 1)
@@ -272,13 +302,17 @@ time.sleep({run_s})
 
 
 # --- How the tests are shared between xdist workers (--dist loadgroup) ----------------------
-# A module's tests stay together (its module-scoped fixtures are made once); every module that
-# uses the session's Slurm cluster runs in one worker (one cluster, and its jobs do not compete
-# with each other), as do the users of the golden runs (made once). The largest groups come
-# first, so that no worker starts a long group when the other is nearly done.
-SLURM_GROUP = "slurm"
+# A module's tests stay together (its module-scoped fixtures are made once). The modules that use
+# a Slurm cluster form two groups, each worker starting its own cluster (the session fixture is
+# per worker process): most of their time is Slurm's scheduling and jobs starting, which two
+# clusters overlap. The study's own tests in one, the fault and time-limit tests in the other,
+# of about the same length. The users of the golden runs stay together (made once when frozen
+# anew). The largest groups come first, so that no worker starts a long group when the other is
+# nearly done.
+SLURM_GROUPS = {"test_study": "slurm-study", "test_slurm_local": "slurm-study"}
+SLURM_GROUP = "slurm-faults"  # every other module using Slurm
 GOLDEN_GROUP = "golden"
-FIRST = (SLURM_GROUP, GOLDEN_GROUP)
+FIRST = ("slurm-study", SLURM_GROUP, GOLDEN_GROUP)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
@@ -294,7 +328,7 @@ def pytest_collection_modifyitems(config, items):
 
     def group(item) -> str:
         if module(item) in with_slurm:
-            return SLURM_GROUP
+            return SLURM_GROUPS.get(module(item), SLURM_GROUP)
         if "golden_runs" in getattr(item, "fixturenames", ()):
             return GOLDEN_GROUP
         return module(item)

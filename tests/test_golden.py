@@ -1,40 +1,34 @@
 """Golden outputs: what neobench prints and writes for real runs stays byte-identical.
 
-Real runs, made once per session from real parts (conftest.golden_runs: MiniLM as it is, a
-4-step fine-tune of it, two 2-layer BERTs fine-tuned the same way, one of them with two seeds;
-four small MTEB(eng, v1) tasks of the mirror, with per-item units). Their tables (md, csv, tex,
-json; with --ci --baseline, and --per-task), `compare --out .json`, the dry runs of both shipped
-studies and the keys of the run cards are compared with the files frozen under tests/golden/.
+The tables (md, csv, tex, json; with --ci --baseline, and --per-task) and `compare --out .json`
+of the real runs frozen under tests/golden/runs (conftest.golden_runs: MiniLM as it is, a 4-step
+fine-tune of it, two 2-layer BERTs fine-tuned the same way, one of them with two seeds; four small
+MTEB(eng, v1) tasks of the mirror, with per-item units), the dry runs of both shipped studies,
+and the keys of the run cards of a fine-tune and an eval made here, are compared with the files
+frozen under tests/golden/.
 
-Paths, run-card file names and run-card hashes change from run to run (the cards record times
-and hosts); they are masked before the comparison. Freeze anew, after a change that is meant to
-change an output, with NEOBENCH_FREEZE_GOLDEN=1 and say so in the commit.
+The report reads frozen results, not runs made afresh, so that its numbers are the same on every
+CPU (a fine-tune's last bits are not: see conftest). Numbers are still compared with a guard of
+one unit of their last printed digit (0.15 for scores x100 and 0.01 for fractions printed at full
+precision), for libraries that sum in another order on another machine; whole numbers (counts,
+seeds, resamples), every word, mark (▲ ▼ †) and layout character must match exactly.
 
-A fine-tune's last bits depend on the CPU: torch and MKL pick AVX2 or AVX-512 kernels, which sum
-in other orders. On one machine the runs are identical every time; between two machines the
-4-step MiniLM fine-tune differed by 3e-6 at most in a weight (2026-11-26). So the fine-tuned
-models' content hashes (``local-...`` revisions) are masked too, and numbers are compared with a
-tolerance: whole numbers (counts, seeds, resamples) exactly, a number with a fraction within one
-unit of its last printed digit or, at full precision, 0.15 (scores x100) / 0.01 (fractions:
-p-values moved by 4 of 1001 bootstrap resamples). Every word, mark (▲ ▼ †) and layout character
-must still match exactly.
+Paths, run-card file names and run-card hashes are masked before the comparison. Freeze anew,
+after a change that is meant to change an output, with NEOBENCH_FREEZE_GOLDEN=1 (it makes the
+runs again and replaces tests/golden/runs too) and say so in the commit.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import FREEZE, GOLDEN, GOLDEN_RECIPE, REPO, cli
 from conftest import GOLDEN_BASELINE as BASELINE
-from conftest import REPO, cli
 
 from neobench.cli.main import main
-
-GOLDEN = Path(__file__).parent / "golden"
-FREEZE = os.environ.get("NEOBENCH_FREEZE_GOLDEN") == "1"
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +80,22 @@ def outputs(root: Path, tmp: Path) -> dict[str, str]:
     return {name: mask(text, root) for name, text in found.items()}
 
 
-def card_keys(root: Path) -> str:
+@pytest.fixture(scope="module")
+def fresh_cards(tmp_path_factory, minilm, mirror) -> tuple[Path, Path]:
+    """The run cards of a fine-tune and an eval made now (the frozen runs' cards are as old as
+    their freeze): a 4-step fine-tune of MiniLM evaluated on BIOSSES (a card's keys name its
+    tasks; one task shows their every key)."""
+    root = tmp_path_factory.mktemp("cards")
+    model = root / "minilm-ft"
+    cli("finetune", "--model", minilm, "--output", model, "--data-dir", mirror, *GOLDEN_RECIPE)
+    cli("eval", "--model", model, "--model-name", "golden/MiniLM-ft", "--results", root / "runs",
+        "--tasks", "BIOSSES", "--max-seq-length", "128", "--data-dir", mirror)  # fmt: skip
+    runs = root / "runs" / "results"
+    [eval_card] = runs.glob("golden__MiniLM-ft/*/experiments/*/neobench/run-*.yaml")
+    return eval_card, model / "neobench_run_card.yaml"
+
+
+def card_keys(eval_card: Path, tune_card: Path) -> str:
     """The keys of the run cards (dotted paths), eval and fine-tune, of one fine-tuned model."""
 
     def keys(data: object, prefix: str = "") -> list[str]:
@@ -98,9 +107,6 @@ def card_keys(root: Path) -> str:
             out += [path, *keys(value, path + ".")]
         return out
 
-    folder = next((root / "runs" / "results").glob("golden__MiniLM-ft/*/experiments/*/neobench"))
-    [eval_card] = sorted(folder.glob("run-*.yaml"))
-    tune_card = root / "models" / "minilm-ft" / "neobench_run_card.yaml"
     lines = ["# eval run card", *sorted(keys(yaml.safe_load(eval_card.read_text())))]
     lines += ["# fine-tune run card", *sorted(keys(yaml.safe_load(tune_card.read_text())))]
     return "\n".join(lines) + "\n"
@@ -124,8 +130,8 @@ def test_tables_and_comparison_are_unchanged(golden_runs, tmp_path):
         check(name, text)
 
 
-def test_run_card_keys_are_unchanged(golden_runs):
-    check("card-keys.txt", card_keys(golden_runs))
+def test_run_card_keys_are_unchanged(fresh_cards):
+    check("card-keys.txt", card_keys(*fresh_cards))
 
 
 @pytest.mark.parametrize("study", ["tiny", "table4-base"])
