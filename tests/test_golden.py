@@ -135,10 +135,13 @@ def test_run_card_keys_are_unchanged(fresh_cards):
 
 
 @pytest.mark.parametrize("study", ["tiny", "table4-base"])
-def test_study_dry_runs_are_unchanged(study, capsys, monkeypatch):
+def test_study_dry_runs_are_unchanged(study, capsys, monkeypatch, tmp_path):
+    """Planned into an empty folder: what the demo or a user ran into the study's own output
+    folder (runs/ in the repository) does not change what the plan says."""
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("COLUMNS", "200")
-    code = main(["study", "run", f"studies/{study}.yaml", "--dry-run"])
+    out = tmp_path / "out"
+    code = main(["study", "run", f"studies/{study}.yaml", "--dry-run", "--output", str(out)])
     captured = capsys.readouterr()
     assert code == 0
-    check(f"study-{study}-dry-run.txt", mask(captured.out + captured.err, Path("/nonexistent")))
+    check(f"study-{study}-dry-run.txt", mask(captured.out + captured.err, tmp_path))
