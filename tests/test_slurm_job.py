@@ -187,3 +187,22 @@ def test_a_fine_tune_job_fails_unless_it_ended_with_a_complete_card(tmp_path, sc
 def test_an_eval_job_that_exits_0_ends_normally(tmp_path):
     """An eval's exit status is its word on its tasks (no result file is read here)."""
     _command(tmp_path, "pass", kind="eval")()
+
+
+def test_the_command_s_threads_follow_the_job_s_cpus_unless_the_user_set_them(
+    tmp_path, monkeypatch
+):
+    """torch in the command starts as many threads as SLURM_CPUS_PER_TASK says (the study's
+    slurm.<kind>.cpus), not one per core of the node; OMP_NUM_THREADS set by the user wins."""
+    report = (
+        "import torch, pathlib; pathlib.Path('threads').write_text(str(torch.get_num_threads()))"
+    )
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    _command(tmp_path, report, kind="eval")()
+    assert (tmp_path / "threads").read_text() == "1"
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    _command(tmp_path, report, kind="eval")()
+    assert (tmp_path / "threads").read_text() == "2"

@@ -20,6 +20,11 @@ may finish its last step just as the notice comes, and a requeued job may find i
 eval that exits 0 ends normally too (its exit status is its word on its tasks). Any other ending
 fails the job, saying how: a fine-tune that exited 0 without a complete card, a command killed by
 a signal (negative exit code) or stopped on one (128 + N).
+
+The command's torch and BLAS threads follow the CPUs the job asked for (``SLURM_CPUS_PER_TASK``,
+i.e. ``slurm.<kind>.cpus``) unless the user set ``OMP_NUM_THREADS`` themselves: torch would
+otherwise start one thread per core of the node, and threads beyond the allocation only spin
+against each other. The run card records the count that ran (``runtime.torch_threads``).
 """
 
 from __future__ import annotations
@@ -68,7 +73,7 @@ class JobCommand:
             print(f"neobench: {self.key}: already complete; nothing to run", flush=True)
             return
         before = self._progress()
-        child = subprocess.Popen(self.argv, cwd=self.cwd)
+        child = subprocess.Popen(self.argv, cwd=self.cwd, env=thread_env(os.environ))
         handlers = {s: signal.signal(s, self._relay(child)) for s in (NOTICE, signal.SIGTERM)}
         try:
             # poll(), not wait(): a handler that runs inside wait() could not reap the child
@@ -163,6 +168,19 @@ class JobCommand:
 
             folder = folder / fingerprint(Path(self.model))
         return folder
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def thread_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """The command's environment: its thread counts set to the job's CPUs (SLURM_CPUS_PER_TASK)
+    when the user did not set OMP_NUM_THREADS and Slurm says how many CPUs the task has."""
+    env = dict(environ)
+    cpus = env.get("SLURM_CPUS_PER_TASK", "")
+    if "OMP_NUM_THREADS" not in env and cpus.isdigit() and int(cpus) > 0:
+        env.update(dict.fromkeys(THREAD_VARIABLES, cpus))
+    return env
 
 
 def progress(kind: str, output: Path, tasks: list[str], results: Path | None = None) -> int:
