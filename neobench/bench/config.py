@@ -51,7 +51,7 @@ class BenchEncodeCommand:
 # section the whole stays under 10 minutes on one H100. "unpadded" compares the embeddings the
 # encode section produced: it has no work, and no budget, of its own.
 GPU_SECTIONS = {"train": 150, "encode": 180, "unpadded": 0, "scores": 150, "topk": 60}
-# The models built from configs (neobench/bench/gpu_models.py holds their shapes) and the
+# The models built from configs (their shapes: neobench/bench/gpu.py, prepare_models) and the
 # packaged all-MiniLM-L6-v2, by the names `--models` takes.
 GPU_MODELS = ["minilm", "bert-base", "modernbert-base", "neobert"]
 # The mteb tasks whose main scores are compared (half precision on the device against CPU
