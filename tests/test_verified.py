@@ -130,3 +130,28 @@ def test_meaningless_settings_are_refused(golden_runs, command, flags, expected,
                  *extra, *flags])  # fmt: skip
     err = capsys.readouterr().err
     assert code != 0 and expected in err and "Traceback" not in err
+
+
+def test_a_deleted_run_card_is_named_with_where_it_was_and_the_fix(copied, capsys):
+    # A result whose run card is gone has unknown conditions: table and compare name the card,
+    # not the "unknown" conditions it leaves (compare said they were not identical).
+    [folder] = [f for f in results.run_folders(copied) if "golden__tiny-bert-b" in str(f)]
+    for card in results.card_paths(folder):
+        card.unlink()
+    result = results.task_path(folder, "BIOSSES")
+
+    table = leaderboard([copied], DEFAULT_BENCHMARK)
+    [note] = [n for n in table.notes if str(result) in n]
+    assert note.startswith("golden/tiny-bert-b")
+    assert "run card" in note and "missing" in note and str(folder / "neobench") in note
+    assert "Re-run the same `neobench eval`" in note
+    # One note per task of that row only: the other rows' cards are there.
+    named = [n for n in table.notes if "run card of the" in n]
+    assert len(named) == 4 and all(n.startswith("golden/tiny-bert-b [") for n in named)
+
+    code = main(["compare", "--results", str(copied), "--baseline", GOLDEN_BASELINE,
+                 "--models", "golden/tiny-bert-b"])  # fmt: skip
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "Traceback" not in err
+    assert "run card of the `neobench eval` that wrote it is missing" in err
+    assert "not evaluated under identical conditions" not in err

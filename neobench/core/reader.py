@@ -71,6 +71,7 @@ def load_runs(
             else:
                 run.scores[path.stem] = score
         _conditions(run, cards, writers)
+        _missing_cards(run, cards)
         if training is not None:
             run.training_datasets = training(folder / results.META, run.model)
         runs.append(run)
@@ -144,6 +145,25 @@ def _writers(cards: Cards) -> dict[str, tuple[float | None, str]]:
                 score = entry.get("main_score")
                 out[task] = (None if score is None else float(score), name)
     return out
+
+
+def _missing_cards(run: Run, cards: Cards) -> None:
+    """The held tasks that no run card of the folder names: the card of the eval that wrote
+    them was deleted, and with it their conditions. Decided only where it can be: in a folder
+    `neobench eval` wrote into (its neobench/ folder is made with the card, before any work;
+    results written by stock mteb have none), whose cards were all read (an unreadable one may
+    be the writer, and is named already), and where every card records its tasks (an older
+    card that records none, or one whose eval has not finished a task yet, may be the writer
+    of any of them)."""
+    if not (run.folder / results.CARDS).is_dir():
+        return
+    if len(cards) != len(results.card_paths(run.folder)):
+        return
+    if any(not card.tasks for _, _, card in cards):
+        return
+    named = {task for _, _, card in cards for task in card.tasks}
+    for task in sorted((run.scores.keys() | run.mismatched.keys()) - named):
+        run.card_missing[task] = results.card_missing(results.task_path(run.folder, task))
 
 
 def _conditions(run: Run, cards: Cards, writers: dict[str, tuple[float | None, str]]) -> None:

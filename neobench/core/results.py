@@ -196,6 +196,18 @@ def recorded_mismatch(path: Path, stored: float, recorded: float | None, card: s
     )
 
 
+def card_missing(path: Path) -> str:
+    """Why the conditions of the result ``path`` are unknown: no run card of its folder names
+    its task, so the card of the eval that wrote it was deleted (core/reader.py decides)."""
+    where = Path(path).parent / CARDS
+    return (
+        f"{path}: the run card of the `neobench eval` that wrote it is missing (expected a "
+        f"run-*.yaml naming {Path(path).stem} in {where}), so the conditions it was evaluated "
+        "under are unknown. Re-run the same `neobench eval` into this --results folder: it "
+        "finds the task done and writes a new run card."
+    )
+
+
 # Fine-tunes.
 
 

@@ -42,6 +42,9 @@ class Run:
     # task -> why its stored score is not shown: the file differs from what its run card
     # recorded (core/results.py); such a task is in neither ``scores`` nor a row's missing tasks
     mismatched: dict[str, str] = field(default_factory=dict)
+    # task -> why its conditions are unknown: its result is here but no run card names it (the
+    # card was deleted; core/reader.py). Its score is shown; compare refuses the run.
+    card_missing: dict[str, str] = field(default_factory=dict)
     conditions: Conditions = field(default_factory=Conditions)
     cards: dict[str, str] = field(default_factory=dict)  # run card file -> sha256[:12]
     # The mteb tasks the model trained on, as mteb computes them from model_meta.json (declared,

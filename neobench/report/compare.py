@@ -204,7 +204,16 @@ def _overlap_notes(rows: list[Row]) -> list[str]:
 
 def _check_conditions(labelled: dict[str, Run], base: str, others: list[str]) -> None:
     """Refuse pairs evaluated under different conditions (or fine-tuned by different recipes):
-    their difference would mix the model with the conditions."""
+    their difference would mix the model with the conditions. A run whose run card was deleted
+    has unknown conditions: the missing card is named, not a difference it causes."""
+    missing = [
+        f"{label}: {why}"
+        for label in [base, *others]
+        for member in labelled[label].each()
+        for why in member.card_missing.values()
+    ]
+    if missing:
+        raise NeobenchError(missing)
     problems = []
     for label in others:
         mine, theirs = labelled[label].conditions, labelled[base].conditions

@@ -296,6 +296,13 @@ def build_table(
         for label, run in chosen
         for task in sorted(run.mismatched.keys() & names)
     ]
+    notes += [
+        f"{label}: {why}"
+        for label, run in chosen
+        for member in run.each()
+        for task, why in sorted(member.card_missing.items())
+        if task in names
+    ]
     if reference == "paper":
         rows += paper_rows(benchmark)
         notes.append(
