@@ -2,6 +2,8 @@
 first, the version 2 -> 3 migration, and the size estimate of a whole v1 run. Scores are those of
 the cache-off run in every mode (real all-MiniLM-L6-v2, BIOSSES and STS16 from the mirror)."""
 
+import contextlib
+import io
 import sqlite3
 import time
 from pathlib import Path
@@ -45,7 +47,11 @@ def rows(folder: Path) -> int:
 
 @pytest.fixture(scope="module")
 def cache_off(minilm, mirror, tmp_path_factory) -> dict:
-    return run_eval(minilm, mirror, tmp_path_factory.mktemp("off"), "--no-cache")
+    """BIOSSES with --no-cache: its scores and record, and what it printed on stderr."""
+    printed = io.StringIO()
+    with contextlib.redirect_stderr(printed):  # rich's stderr console writes to sys.stderr
+        found = run_eval(minilm, mirror, tmp_path_factory.mktemp("off"), "--no-cache")
+    return found | {"stderr": printed.getvalue()}
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +92,16 @@ def test_every_policy_and_a_cap_give_the_cache_off_scores(
     assert capped["cache_evicted"] > 0 and 0 < kept < capped["texts_encoded"]
     assert capped["cache_held_bytes"] <= capped["cache_max_bytes"]
     assert runs["after the cap"]["texts_encoded"] == capped["texts_encoded"] - kept
+
+
+@pytest.mark.slow
+def test_a_cache_off_run_does_not_say_texts_came_from_the_cache(cache_off):
+    said = " ".join(cache_off["stderr"].split())  # rich may wrap
+    requested, encoded = cache_off["texts_requested"], cache_off["texts_encoded"]
+    assert requested > encoded  # BIOSSES repeats some sentences within a side
+    assert f"texts: {requested} requested, {encoded} encoded" in said
+    assert f"{requested - encoded} repeats encoded once" in said
+    assert "embedding cache off" in said and "from the embedding cache" not in said
 
 
 @pytest.mark.slow

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.markup import escape
 
 from neobench.cli.output import console, print_listing, say
 from neobench.cli.progress import EvalProgress, StepProgress
 from neobench.protocol import config, listing
+
+if TYPE_CHECKING:
+    from neobench.evaluation.outcomes import EvalSummary
 
 
 def cmd_eval(cfg: config.EvalConfig) -> int:
@@ -22,14 +27,22 @@ def cmd_eval(cfg: config.EvalConfig) -> int:
     if summary.run_card:
         say(f"run card: {summary.run_card}", markup=False)
     if summary.texts_requested:
-        say(
-            f"texts: {summary.texts_requested} requested, {summary.texts_encoded} encoded, "
-            f"{summary.texts_requested - summary.texts_encoded} from the embedding cache"
-        )
+        say(_texts_line(summary), markup=False)
     if summary.failed:
         say(f"[red]{len(summary.failed)} task(s) failed[/]; re-run the same command to retry them.")
         return 1
     return 0
+
+
+def _texts_line(summary: EvalSummary) -> str:
+    """What the encoder did: texts requested and encoded, and where the others came from (with
+    the cache off, only from repeats of a text in one request, which are encoded once)."""
+    requested, encoded = summary.texts_requested, summary.texts_encoded
+    line = f"texts: {requested} requested, {encoded} encoded"
+    if summary.embedding_cache is not None:
+        return f"{line}, {requested - encoded} from the embedding cache"
+    repeats = f", {requested - encoded} repeats encoded once" if requested > encoded else ""
+    return f"{line}{repeats} (embedding cache off: nothing read from it or stored in it)"
 
 
 def cmd_finetune(cfg: config.FinetuneConfig) -> int:

@@ -32,8 +32,12 @@ class EvalSummary:
     run_card: Path | None
     outcomes: list[TaskOutcome] = field(default_factory=list)
     texts_encoded: int = 0  # texts that went through the model in this run
-    texts_requested: int = 0  # texts mteb asked for (the rest came from the embedding cache)
+    # texts mteb asked for; the rest came from the embedding cache, or were repeats of a text
+    # in one request (encoded once)
+    texts_requested: int = 0
     tokens_encoded: int = 0  # tokens of the encoded texts
+    # The embedding cache the run read; None when it was off (--no-cache, --cache-policy off)
+    embedding_cache: Path | None = None
 
     @property
     def failed(self) -> list[TaskOutcome]:

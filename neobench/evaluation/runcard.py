@@ -94,6 +94,7 @@ def end_card(
     card.finished = card_io.now()
     summary.texts_requested, summary.texts_encoded = fast.texts_requested, fast.texts_encoded
     summary.tokens_encoded = fast.tokens_encoded
+    summary.embedding_cache = embedding_cache.path if embedding_cache else None
     card.encoding = {
         "embedding_cache": str(embedding_cache.path) if embedding_cache else None,
         "texts_requested": fast.texts_requested,
