@@ -52,3 +52,20 @@ def test_shards_partition_the_benchmark_deterministically(v1):
     assert shards == [[t.metadata.name for t in shard(select_tasks(v1), k, 4)] for k in range(1, 5)]
     assert all(s for s in shards)
     assert shard(tasks, 1, 1) == tasks
+
+
+def test_a_task_type_given_as_a_task_is_pointed_at_types(v1, tiny_bert, tmp_path, capsys):
+    from neobench.cli.main import main
+
+    code = main(["eval", "--model", str(tiny_bert), "--tasks", "STS,STSBenchmak",
+                 "--results", str(tmp_path / "r")])  # fmt: skip
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "STS is a task type, not a task: use --types STS" in err
+    assert "Did you mean 'STSBenchmark'" in err  # a typo keeps its suggestion
+    assert not (tmp_path / "r").exists()
+    # compare has no --types: the type's tasks are named instead
+    with pytest.raises(NeobenchError) as error:
+        select_tasks(v1, tasks=["sts"])
+    [problem] = error.value.problems
+    assert problem.startswith("sts is a task type, not a task: name its tasks instead (BIOSSES")
+    assert "--types" not in problem

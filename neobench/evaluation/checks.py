@@ -8,6 +8,7 @@ must be loadable (from the mirror or the hub) before the model is loaded.
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,9 +66,9 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], InstructionProfile]:
     problems += writable_folder_problems(
         Path(cfg.results), "--results", "Pass a folder you can write, e.g. --results runs/eval."
     )
-    selected = (
-        collect(problems, select_tasks, benchmark, cfg.tasks, cfg.types) if benchmark else None
-    )
+    # A type given to --tasks is pointed at --types, which eval takes.
+    pick = functools.partial(select_tasks, types_flag="--types")
+    selected = collect(problems, pick, benchmark, cfg.tasks, cfg.types) if benchmark else None
     if problems:
         raise NeobenchError(problems)
     k, n = shard_kn

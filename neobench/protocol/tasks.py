@@ -29,15 +29,23 @@ def load_benchmark(name: str) -> Benchmark:
 
 
 def select_tasks(
-    benchmark: Benchmark, tasks: list[str] | None = None, types: list[str] | None = None
+    benchmark: Benchmark,
+    tasks: list[str] | None = None,
+    types: list[str] | None = None,
+    *,
+    types_flag: str | None = None,
 ) -> list[AbsTask]:
     """The benchmark's tasks, in its order, restricted to ``tasks`` and ``types`` if given.
 
     Every unknown name is reported at once. A task that exists in mteb but not in this benchmark
-    is refused too: a bare ``mteb.get_task`` would run every language and split.
+    is refused too: a bare ``mteb.get_task`` would run every language and split. A task type
+    given as a task name is told apart from a typo: ``types_flag`` is the caller's flag that
+    takes types (``--types``), which the message then names; a caller without one (None) gets
+    the type's tasks to name instead.
     """
     by_name = {t.metadata.name: t for t in benchmark.tasks}
     known_types = sorted({t.metadata.type for t in benchmark.tasks})
+    type_of = {t.lower(): t for t in known_types}  # "sts" is meant as "STS" too
     problems = [
         f"{flag}: the list is empty, so it names nothing to run. Give at least one name, or "
         f"leave {flag} out to run the whole benchmark."
@@ -45,7 +53,9 @@ def select_tasks(
         if names is not None and not names
     ]
     for name in tasks or []:
-        if name not in by_name:
+        if name not in by_name and name.lower() in type_of:
+            problems.append(_type_as_task(benchmark, name, type_of[name.lower()], types_flag))
+        elif name not in by_name:
             problems.append(
                 f"Unknown task {name!r} in {benchmark.name}.{did_you_mean(name, by_name)}"
                 " List them with: neobench ls tasks --benchmark "
@@ -65,6 +75,18 @@ def select_tasks(
     if types:
         selected = [t for t in selected if t.metadata.type in set(types)]
     return selected
+
+
+def _type_as_task(benchmark: Benchmark, name: str, type_: str, types_flag: str | None) -> str:
+    """What to do about a task type given where a task name goes."""
+    if types_flag is not None:
+        return f"{name} is a task type, not a task: use {types_flag} {type_}"
+    its = [t.metadata.name for t in benchmark.tasks if t.metadata.type == type_]
+    shown = ", ".join(its[:5]) + (", ..." if len(its) > 5 else "")
+    return (
+        f"{name} is a task type, not a task: name its tasks instead ({shown}: {len(its)} in "
+        f"{benchmark.name}). List them with: neobench ls tasks --benchmark {benchmark.name!r}"
+    )
 
 
 def parse_shard(text: str) -> tuple[int, int]:

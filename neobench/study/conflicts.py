@@ -8,6 +8,7 @@ compared with the study through the run cards the commands wrote: a fine-tune ca
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,8 @@ def eval_problems(ev: Eval, problems: list[str]) -> list[Any] | None:
     collect(found, parse_max_seq_length, values["max_seq_length"])
     collect(found, check_choice, "dtype", ev.dtype, config.DTYPE_CHOICES)
     benchmark = collect(found, load_benchmark, ev.benchmark)
-    tasks = collect(found, select_tasks, benchmark, ev.tasks, ev.types) if benchmark else None
+    pick = functools.partial(select_tasks, types_flag="--types")  # a type given as a task
+    tasks = collect(found, pick, benchmark, ev.tasks, ev.types) if benchmark else None
     # The task loader speaks of its flags; in a study they are keys of `eval:`.
     found = [p.replace("--tasks", "tasks").replace("--types", "types") for p in found]
     problems += [f"eval: {p}" for p in found]
