@@ -109,6 +109,23 @@ def test_csv_rows_carry_the_fields_of_the_json_rows(root, tmp_path):
     assert worse["instructions"] == ""  # no run card here: not recorded is empty
 
 
+def test_a_pipe_in_a_model_name_keeps_the_markdown_columns(tmp_path):
+    rng = np.random.default_rng(5)
+    write_model(tmp_path, "org/base", {t: rng.random(40) for t in TASKS})
+    write_model(tmp_path, "org/a|b", {t: rng.random(40) for t in TASKS})
+    compared, table = tmp_path / "c.md", tmp_path / "t.md"
+    assert main(["compare", "--results", str(tmp_path), "--baseline", "org/base",
+                 "--resamples", "100", "--out", str(compared)]) == 0  # fmt: skip
+    assert main(["table", "--results", str(tmp_path), "--out", str(table)]) == 0
+    for path in (compared, table):
+        lines = [x for x in path.read_text().splitlines() if x.startswith("|")]
+        header, rows = lines[0], [x for x in lines[2:] if "org/a" in x]
+        assert rows and all("org/a\\|b" in x for x in rows)
+        # as many cell borders as the header's: the escaped "|" is no border
+        borders = header.count("|")
+        assert all(x.replace("\\|", "").count("|") == borders for x in rows)
+
+
 def test_same_inputs_and_seed_give_byte_identical_output(root, tmp_path):
     first = tmp_path / "a.md"
     second = tmp_path / "b.md"

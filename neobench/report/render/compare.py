@@ -9,6 +9,7 @@ from pathlib import Path
 
 from neobench.core.errors import NeobenchError
 from neobench.report.compare import Comparison, Row, record_keys
+from neobench.report.render.table import md_cell
 
 COLUMNS = (
     "model",
@@ -58,7 +59,7 @@ def legend(comparison: Comparison) -> str:
 def to_markdown(comparison: Comparison) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |"]
     lines.append("|" + "---|" * len(COLUMNS))
-    lines += ["| " + " | ".join(cells(r)) + " |" for r in comparison.rows]
+    lines += ["| " + " | ".join(map(md_cell, cells(r))) + " |" for r in comparison.rows]
     return "\n".join([*lines, "", legend(comparison), *comparison.notes]) + "\n"
 
 

@@ -26,7 +26,7 @@ def to_markdown(table: LeaderTable) -> str:
         "| " + " | ".join(header) + " |",
         "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
     ]
-    lines += ["| " + " | ".join(table.cells(row)) + " |" for row in table.rows]
+    lines += ["| " + " | ".join(map(md_cell, table.cells(row))) + " |" for row in table.rows]
     lines += [
         "",
         *(f"- {note}" for note in table.notes),
@@ -35,6 +35,11 @@ def to_markdown(table: LeaderTable) -> str:
         *(f"- {s}" for s in table.sources),
     ]
     return "\n".join(lines) + "\n"
+
+
+def md_cell(text: str) -> str:
+    """``text`` as a Markdown table cell: a "|" (in a model name) would end the cell."""
+    return text.replace("|", "\\|")
 
 
 def to_csv(table: LeaderTable) -> str:
