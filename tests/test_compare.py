@@ -97,11 +97,14 @@ def test_a_copy_is_never_different_and_a_worse_model_is(root, tmp_path):
     assert found["baseline_fields"]["model"] == "org/base"
 
 
-def test_csv_rows_carry_the_fields_of_the_json_rows(root, tmp_path):
+def test_csv_names_the_baseline_and_its_rows_carry_the_fields_of_the_json_rows(root, tmp_path):
     out = tmp_path / "out.csv"
     assert main(["compare", "--results", str(root), "--baseline", "org/base", "--tasks",
                  ",".join(TASKS), "--resamples", "100", "--out", str(out)]) == 0  # fmt: skip
-    rows = list(csv.DictReader(out.open()))
+    # "#" lines first, as the table's CSV has them: the first names the baseline.
+    lines = out.read_text().splitlines()
+    assert lines[0] == "# neobench compare: baseline org/base"
+    rows = list(csv.DictReader(line for line in lines if not line.startswith("#")))
     assert all(list(row) == record_keys() for row in rows)
     worse = next(r for r in rows if r["model"] == "org/worse" and r["task"] == "Avg.")
     assert (worse["label"], worse["seeds"], worse["significant"]) == ("org/worse", "", "True")

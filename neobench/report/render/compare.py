@@ -65,8 +65,13 @@ def to_markdown(comparison: Comparison) -> str:
 
 def to_csv(comparison: Comparison) -> str:
     """One line per (model, task) row, every key of `Row.record` a column; the seeds of a
-    replicate row are one cell, space-separated."""
+    replicate row are one cell, space-separated. "#" lines first, as the table's CSV has them:
+    which row is the baseline (each row's baseline_score is its score) and the notes."""
     buffer = io.StringIO()
+    seeds = comparison.baseline_seeds
+    of_seeds = f" (seeds {' '.join(map(str, seeds))})" if seeds is not None else ""
+    for line in [f"neobench compare: baseline {comparison.baseline}{of_seeds}", *comparison.notes]:
+        buffer.write(f"# {line}\n")
     writer = csv.DictWriter(buffer, fieldnames=record_keys(), lineterminator="\n")
     writer.writeheader()
     for row in comparison.rows:
