@@ -142,6 +142,51 @@ def test_page_data_has_no_intervals_without_units(tmp_path):
     assert all("lo" not in c for r in view["rows"].values() for c in r["cells"].values())
 
 
+def test_the_ab_command_is_quoted_for_a_shell_and_names_the_results(tmp_path, request, capsys):
+    """A name with a quote (o'brien) gives a command that a POSIX shell splits into the right
+    arguments, with --results of the folder the page was made from; as the page shows it."""
+    import shlex
+
+    import mteb
+    from mteb.models.model_meta import ModelMeta
+    from mteb.results import TaskResult
+
+    from neobench.cli.main import main
+    from neobench.protocol.tasks import load_benchmark, select_tasks
+
+    [task] = select_tasks(load_benchmark(DEFAULT_BENCHMARK), ["BIOSSES"])
+    scores = {s: {sub: {"main_score": 0.5} for sub in task.hf_subsets} for s in task.eval_splits}
+    names = ["o'brien/model", "org/b c"]
+    for name in names:
+        meta = ModelMeta.create_empty(overwrites={"name": name, "revision": "r1"})
+        result = TaskResult.from_task_results(task, scores, evaluation_time=0.0)
+        mteb.ResultCache(tmp_path / "runs").save_to_cache(result, meta)
+    data = page_data([tmp_path / "runs"], DEFAULT_BENCHMARK)
+    shell = {row["label"]: row["shell"] for row in data["rows"]}
+    line = f"{data['compare_command']} --baseline {shell[names[0]]} --models {shell[names[1]]}"
+    argv = ["neobench", "compare", "--results", str((tmp_path / "runs").resolve()),
+            "--baseline", names[0], "--models", names[1]]  # fmt: skip
+    assert shlex.split(line) == argv
+    # The command runs: both names are found (compare then wants units these results lack).
+    assert main(argv[1:]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "no per-item predictions" in err and "Unknown model" not in err
+
+    # What the page shows is that command (its script puts the pieces together).
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    chrome = request.getfixturevalue("browser")
+    out = tmp_path / "page.html"
+    out.write_text(to_html(data), encoding="utf-8")
+    chrome.get(out.as_uri())
+    Select(chrome.find_element(By.ID, "ab-a")).select_by_value(names[0])
+    Select(chrome.find_element(By.ID, "ab-b")).select_by_value(names[1])
+    shown = chrome.find_element(By.CSS_SELECTOR, "#ab-command code").text
+    assert shlex.split(shown) == argv
+    assert errors(chrome) == []
+
+
 # ------------------------------------------------------------------------ in a real browser
 
 

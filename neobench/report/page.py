@@ -18,6 +18,7 @@ only lays numbers out, sorts and filters; it computes no statistic.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +30,7 @@ from neobench.core.errors import NeobenchError
 from neobench.core.replicates import seed_sd
 from neobench.core.results import has_units
 from neobench.core.runs import Run, find
-from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, RESAMPLES
+from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, DEFAULT_BENCHMARK, RESAMPLES
 from neobench.report import compare, stats
 from neobench.report.columns import AVG, DOWN, MEAN_TYPES, SHORT, UP
 from neobench.report.leaderboard import leaderboard
@@ -89,9 +90,27 @@ def page_data(
         "rows": [_row(r, chosen.get(r.label), names) for r in table.rows],
         "views": views,
         "pair_fields": list(PAIR_FIELDS),
+        # A/B's command line: this, then --baseline and --models with the rows' "shell" names
+        "compare_command": compare_command(results, benchmark, resamples, seed),
         "notes": table.notes,
         "sources": table.sources,
     }
+
+
+def compare_command(results: list[str | Path], benchmark: str, resamples: int, seed: int) -> str:
+    """`neobench compare` on the page's results folders (absolute: the page is opened, and the
+    command pasted, anywhere), benchmark and draws, each argument quoted for a POSIX shell; the
+    page adds ``--baseline A --models B``."""
+    argv = ["neobench", "compare"]
+    for root in results:
+        argv += ["--results", str(Path(root).expanduser().resolve())]
+    if benchmark != DEFAULT_BENCHMARK:
+        argv += ["--benchmark", benchmark]
+    if resamples != RESAMPLES:
+        argv += ["--resamples", str(resamples)]
+    if seed != BOOTSTRAP_SEED:
+        argv += ["--seed", str(seed)]
+    return shlex.join(argv)
 
 
 def _sides(
@@ -305,6 +324,7 @@ def _row(row: Row, run: Run | None, names: list[str]) -> dict[str, Any]:
     """What a row is, whatever the view: its label, kind, seeds and provenance."""
     out: dict[str, Any] = {
         "label": row.label,
+        "shell": shlex.quote(row.label),  # as an argument of the A/B command line
         "name": row.name,
         "quoted": row.quoted,
         "finetuned": row.finetuned,

@@ -464,8 +464,9 @@
     pickA.value = a;
     pickB.value = b;
     const pair = v.pairs[`${v.computed.indexOf(a)}-${v.computed.indexOf(b)}`];
-    command.replaceChildren("The rows of ", h("code", {}, `neobench compare --baseline ` +
-      `'${a}' --models '${b}'` +
+    // Quoted for a POSIX shell by page.py (shlex): a name may hold a quote or a space.
+    command.replaceChildren("The rows of ", h("code", {}, `${DATA.compare_command} ` +
+      `--baseline ${ROW[a].shell} --models ${ROW[b].shell}` +
       (v === DATA.views.all ? "" : " (over this view's tasks)")),
     v === DATA.views.all ? "" : ": the zero-shot view compares on the tasks no row of " +
       "the view trained on; compare --zero-shot-only drops only those A or B trained on.");
