@@ -7,6 +7,8 @@ From Python (neobench/api.py; the same functions the CLI calls):
     board.to_pandas()
 
 finetune, evaluate, load_runs, leaderboard, compare, load_study; errors are NeobenchError.
+Every ``to_pandas()`` gives scores, differences and intervals on 0-100 as float64 (NaN where
+absent), the same column names in every frame; nothing is printed unless ``progress=True``.
 
 Packages by stage, each importing only the ones below it (checked by import-linter, see
 pyproject.toml): core <- protocol <- models <- encoder <- evaluate / train <- report <- bench /
@@ -33,3 +35,8 @@ def __getattr__(name: str) -> Any:
 
         return getattr(api, name)
     raise AttributeError(f"module 'neobench' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names and the API's, loaded or not (tab completion, ``dir(neobench)``)."""
+    return sorted({*globals(), *API})

@@ -7,16 +7,27 @@
     print(board.to_pandas())
 
 Every function returns a typed object with ``to_pandas()``; every problem is a
-``neobench.NeobenchError`` (its ``problems`` list holds each message, as the CLI prints them);
-nothing here prints (progress goes to the ``logging`` module, logger ``neobench``). Keyword
-arguments are the command-line flags with underscores (``max_seq_length=256``); an unknown one is
-refused with the closest names.
+``neobench.NeobenchError`` (its ``problems`` list holds each message, as the CLI prints them).
+Keyword arguments are the command-line flags with underscores (``max_seq_length=256``); an unknown
+one is refused with the closest names.
+
+Frames, one convention (neobench/core/frames.py): scores, score differences, interval bounds and
+seed sd on the tables' 0-100 scale, float64, NaN where absent; p-values and counts as they are.
+A column has the same name in every frame (``label``, ``model``, ``revision``, ``experiment``,
+``seeds``, the conditions, ``task``, ``main_score``), so frames join as they are.
+
+Nothing here writes to stdout or stderr unless ``progress=True``: during ``evaluate`` and
+``finetune`` the progress bars of transformers, huggingface_hub and datasets are off (as they
+were afterwards), and the one sentence-transformers draws while the trainer is built is set aside
+(neobench/train/trainer.py). What neobench and the libraries log goes to the ``logging`` module
+(logger ``neobench``), shown as your logging configuration says.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,12 +66,14 @@ def finetune(
     recipe: str = config.STANDARD_RECIPE,
     overrides: Mapping[str, Any] | Sequence[str] | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
+    progress: bool = False,
     **options: Any,
 ) -> FinetuneSummary | list[FinetuneSummary]:
     """Fine-tune ``model`` with ``recipe`` into ``output``; `neobench finetune`'s flags as
     keywords (``seed=1``, ``data_dir=...``, ``resume=True``). ``overrides`` change recipe
     values (``{"max_steps": 40}``). With ``seeds=[0, 1, 2]`` one run per seed, a list back.
-    ``on_step`` gets each step's loss-curve entry."""
+    ``on_step`` gets each step's loss-curve entry; ``progress=True`` shows the libraries'
+    progress bars (model loading and saving). The summary's ``to_pandas()`` is the loss curve."""
     from neobench.train.finetune import finetune as run_finetune
     from neobench.train.finetune import seed_configs
 
@@ -70,21 +83,63 @@ def finetune(
         options["seeds"] = [str(s) for s in options["seeds"]]
     cfg = _config(config.FinetuneConfig, "finetune", options, model=model, output=str(output),
                   recipe=recipe, overrides=list(overrides or []))  # fmt: skip
-    if cfg.seeds is None:
-        return run_finetune(cfg, on_step=on_step)
-    return [run_finetune(each, on_step=on_step) for each in seed_configs(cfg)]
+    with _quiet(not progress):
+        if cfg.seeds is None:
+            return run_finetune(cfg, on_step=on_step, progress=progress)
+        return [
+            run_finetune(each, on_step=on_step, progress=progress) for each in seed_configs(cfg)
+        ]
 
 
-def evaluate(model: str | Path, **options: Any) -> EvalSummary:
+def evaluate(model: str | Path, *, progress: bool = False, **options: Any) -> EvalSummary:
     """Evaluate ``model`` (a folder or a hub id) on MTEB; `neobench eval`'s flags as keywords
     (``tasks=[...]``, ``results="runs"``, ``model_name=...``, ``data_dir=...``). Failed tasks
-    are listed in the summary's ``failed``, as the CLI lists them."""
+    are listed in the summary's ``failed``, as the CLI lists them; ``progress=True`` shows the
+    libraries' progress bars (model loading, dataset preparation). The summary's
+    ``to_pandas()``: one row per task, with the run's ``model``, ``revision`` and
+    ``experiment``, ``main_score`` on 0-100 (NaN for a failed task)."""
     from neobench.evaluation.runner import run_eval
 
     for key in ("tasks", "types"):
         if isinstance(options.get(key), str):
             options[key] = [options[key]]
-    return run_eval(_config(config.EvalConfig, "evaluate", options, model=model))
+    cfg = _config(config.EvalConfig, "evaluate", options, model=model)
+    with _quiet(not progress):
+        return run_eval(cfg)
+
+
+@contextmanager
+def _quiet(silence: bool = True) -> Iterator[None]:
+    """The progress bars of transformers, huggingface_hub and datasets off inside the block and
+    as they were after it (their public switches; nothing when ``silence`` is False, or when the
+    user turned the bars on with HF_HUB_DISABLE_PROGRESS_BARS=0). Logging is left alone."""
+    import warnings
+
+    from huggingface_hub import constants
+    from huggingface_hub import utils as hub
+
+    if not silence or constants.HF_HUB_DISABLE_PROGRESS_BARS is False:
+        yield
+        return
+    import datasets
+    from transformers.utils import logging as transformers
+
+    shown = (transformers.is_progress_bar_enabled(), datasets.is_progress_bar_enabled(),
+             not hub.are_progress_bars_disabled())  # fmt: skip
+    with warnings.catch_warnings():  # a switch an environment variable holds only warns
+        warnings.simplefilter("ignore")
+        transformers.disable_progress_bar()  # turns huggingface_hub's off too
+        datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if shown[0]:
+                transformers.enable_progress_bar()  # turns huggingface_hub's on too
+            if shown[1]:
+                datasets.enable_progress_bars()
+            (hub.enable_progress_bars if shown[2] else hub.disable_progress_bars)()
 
 
 class Runs(list["Run"]):
@@ -95,19 +150,12 @@ class Runs(list["Run"]):
     notes: list[str]
 
     def to_pandas(self) -> pd.DataFrame:
-        """One row per run and task: model, revision, experiment, seeds, the run's conditions
-        (one column each) and the main score (0-100)."""
-        import pandas as pd
+        """One row per run and task: label, model, revision, experiment, seeds (a list, for
+        seed replicates), the run's conditions (one column each, as in compare's rows), the
+        task and its main score (0-100, float64), as leaderboard() and compare() name them."""
+        from neobench.report.frames import runs_frame
 
-        rows = []
-        for run in self:
-            conditions = {k: v for k, v in run.conditions.items()}
-            seeds = ",".join(str(s) for s in run.seeds) or None
-            for task, score in sorted(run.scores.items()):
-                base = {"model": run.model, "revision": run.revision,
-                        "experiment": run.experiment, "seeds": seeds}  # fmt: skip
-                rows.append({**base, **conditions, "task": task, "main_score": 100 * score})
-        return pd.DataFrame(rows)
+        return runs_frame(self)
 
 
 def load_runs(
@@ -126,7 +174,10 @@ def load_runs(
 
 def leaderboard(results: PathLike | Sequence[PathLike] = ".", **options: Any) -> LeaderTable:
     """The Table 4 layout of `neobench table` (its flags as keywords: ``ci=True``,
-    ``baseline=...``, ``reference="paper"``, ``per_task=True``, ``models=[...]``)."""
+    ``baseline=...``, ``reference="paper"``, ``per_task=True``, ``models=[...]``). Its
+    ``to_pandas()``: one row per table row, a float64 column per type (per task with
+    ``per_task=True``) and ``Avg.``, on 0-100 as the table prints them, with ``_ci_low`` /
+    ``_ci_high``, ``_sd`` and ``_mark`` columns beside each where the table has them."""
     from neobench.report import leaderboard as tables
 
     cfg = _config(TableOptions, "leaderboard", options)
@@ -136,7 +187,10 @@ def leaderboard(results: PathLike | Sequence[PathLike] = ".", **options: Any) ->
 
 def compare(results: PathLike | Sequence[PathLike], baseline: str, **options: Any) -> Comparison:
     """`neobench compare`: each model against ``baseline``, paired per task (its flags as
-    keywords: ``models=[...]``, ``tasks=[...]``, ``resamples=...``, ``seed=...``)."""
+    keywords: ``models=[...]``, ``tasks=[...]``, ``resamples=...``, ``seed=...``). Its
+    ``to_pandas()``: the rows of `compare --out`, same columns, with ``baseline_score``,
+    ``score``, ``delta``, their intervals and ``seed_sd`` on 0-100 (the JSON keeps mteb's 0-1),
+    ``p`` and ``p_holm`` as they are."""
     from neobench.report import compare as comparison
 
     cfg = _config(CompareOptions, "compare", options)

@@ -6,15 +6,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 from conftest import GOLDEN_BASELINE, GOLDEN_TASKS, REPO
 
 import neobench as nb
 from neobench.cli.main import main
+from neobench.core.conditions import RECORD
+from neobench.report.frames import COMPARE_SCORES
 
 
 def test_an_unknown_keyword_is_refused_with_the_closest_name():
@@ -42,6 +46,9 @@ def test_the_leaderboard_frame_holds_the_csv_numbers(golden_runs, tmp_path, caps
             written[row["label"]]["model"],
             written[row["label"]]["revision"],
         )
+        for key in RECORD:  # and its conditions, under the CSV's (and compare's) names
+            value = "" if row[key] is None or row[key] != row[key] else str(row[key])  # NaN
+            assert value == written[row["label"]][key], key
     for _, row in computed.iterrows():
         # the CSV rounds to one decimal; the frame keeps the computed value
         assert row["Avg."] == pytest.approx(float(written[row["label"]]["avg"]), abs=0.051)
@@ -62,15 +69,23 @@ def test_the_comparison_frame_is_compares_json(golden_runs, tmp_path):
     assert len(frame) == len(rows) and list(frame.columns) == list(rows[0])
     for mine, theirs in zip(frame.to_dict("records"), rows, strict=True):
         assert (mine["model"], mine["task"]) == (theirs["model"], theirs["task"])
-        assert mine["delta"] == pytest.approx(theirs["delta"])
+        # the JSON keeps mteb's 0-1; the frame, like every frame, 0-100; p-values as they are
+        for key in COMPARE_SCORES:
+            if theirs[key] is None:
+                assert math.isnan(mine[key]), key
+            else:
+                assert mine[key] == pytest.approx(100 * theirs[key]), key
+        assert mine["p"] == pytest.approx(theirs["p"])
         assert mine["p_holm"] == pytest.approx(theirs["p_holm"])
+    assert (frame[list(COMPARE_SCORES)].dtypes == "float64").all()
 
 
 def test_runs_and_a_study_as_frames(golden_runs, tmp_path):
     runs = nb.load_runs(golden_runs / "runs")
     frame = runs.to_pandas()
     assert set(frame["task"]) == set(GOLDEN_TASKS.split(","))
-    assert {"model", "revision", "main_score", "max_seq_length"} <= set(frame.columns)
+    assert {"label", "model", "revision", "main_score", "max_seq_length"} <= set(frame.columns)
+    assert frame["main_score"].dtype == "float64" and frame["main_score"].between(0, 100).all()
     study = nb.load_study(REPO / "studies" / "tiny.yaml", output=tmp_path / "out")
     jobs = study.to_pandas()
     assert list(jobs["kind"]).count("eval") == 4 and set(jobs["state"]) == {"pending"}
@@ -118,3 +133,120 @@ def test_every_api_name_stays_the_function_whatever_is_imported(tmp_path, minilm
     assert done.returncode == 0, done.stderr[-3000:]
     assert "statuses ['evaluated'] ['cached']" in done.stdout
     assert "shadowed []" in done.stdout
+
+
+def test_every_api_name_is_listed_by_dir():
+    # tab completion in a notebook lists dir(module); the API's names load on first use
+    assert set(nb.API) <= set(dir(nb)) and set(nb.API) <= set(nb.__all__)
+    assert {"__version__", "API"} <= set(dir(nb))
+
+
+def _cells(board, columns, suffix=""):
+    """A leaderboard frame's cells, one row per (label, column): column -> ``task``."""
+    named = [column + suffix for column in columns]
+    cells = board[~board["quoted"]].melt(["label"], named, var_name="task", value_name="cell")
+    return cells.assign(task=cells["task"].str.removesuffix(suffix))
+
+
+def test_the_frames_join_on_one_scale(golden_runs):
+    root, tasks = golden_runs / "runs", GOLDEN_TASKS.split(",")
+    runs = nb.load_runs(root).to_pandas()
+    per_task = nb.leaderboard(root, per_task=True, ci=True, resamples=200).to_pandas()
+    board = nb.leaderboard(root, ci=True, resamples=200, reference="paper").to_pandas()
+    found = nb.compare(root, GOLDEN_BASELINE, resamples=200).to_pandas()
+    # load_runs' main_score is the leaderboard's per-task cell, joined on the same names
+    joined = _cells(per_task, tasks).merge(runs, on=["label", "task"], validate="one_to_one")
+    assert len(joined) == len(runs) and (joined["cell"] == joined["main_score"]).all()
+    assert runs["main_score"].between(1, 100).all()  # 0-100, not mteb's 0-1
+    # compare's scores recompute the stored ones from the units (mteb stores 6 decimals of 0-1)
+    paired = found.merge(runs, on=["label", "task"], validate="one_to_one")
+    assert len(paired) == len(found) - found["label"].nunique()  # all but each model's Avg.
+    assert (paired["score"] - paired["main_score"]).abs().max() < 1e-3
+    baseline = runs[runs["model"] == GOLDEN_BASELINE].set_index("task")["main_score"]
+    assert (paired["baseline_score"] - paired["task"].map(baseline)).abs().max() < 1e-3
+    # one engine draws both: compare's interval of a score is the table's, on the same scale
+    for side, suffix in (("score_ci_low", "_ci_low"), ("score_ci_high", "_ci_high")):
+        bounds = found.merge(_cells(per_task, tasks, suffix), on=["label", "task"])
+        assert len(bounds) == len(paired) and (bounds[side] == bounds["cell"]).all()
+    spread = found.merge(_cells(per_task, tasks, "_sd"), on=["label", "task"])
+    assert spread["seed_sd"].isna().equals(spread["cell"].isna()) and spread["cell"].notna().any()
+    assert (spread["seed_sd"] - spread["cell"]).abs().max() < 1e-3  # NaN (single runs) skipped
+    averages = found[found["task"] == "Avg."].merge(board, on="label")
+    assert len(averages) == 3 and ((averages["score"] - averages["Avg."]).abs() < 1e-3).all()
+    assert list(averages["score_ci_low"]) == pytest.approx(list(averages["Avg._ci_low"]))
+    # every score, difference and bound float64, NaN where absent: the types no run holds, the
+    # paper rows' intervals, the seed sd of single runs
+    types = ["Classification", "Clustering", "PairClassification", "Reranking", "Retrieval",
+             "STS", "Summarization"]  # fmt: skip
+    numbers = [*(f"{t}{s}" for t in [*types, "Avg."] for s in ("", "_ci_low", "_ci_high")),
+               "mean_task_type"]  # fmt: skip
+    assert (board[numbers].dtypes == "float64").all()
+    assert (found[list(COMPARE_SCORES)].dtypes == "float64").all()
+    assert (per_task[[f"{t}{s}" for t in tasks for s in ("", "_ci_low", "_sd")]].dtypes
+            == "float64").all()  # fmt: skip
+    computed = board[~board["quoted"]]
+    assert computed["Clustering"].isna().all() and computed["mean_task_type"].isna().all()
+    assert board.loc[board["quoted"], "Avg._ci_low"].isna().all()
+    assert board.loc[board["quoted"], "Clustering"].notna().all()  # the paper's numbers, 0-100
+
+
+def test_a_failed_task_is_nan_in_the_evaluate_frame(tmp_path):
+    from neobench.evaluation.outcomes import EvalSummary, TaskOutcome
+
+    summary = EvalSummary(tmp_path, None, model="org/model", revision="local-0")
+    summary.outcomes = [TaskOutcome("BIOSSES", "STS", "failed", error="ValueError: x")]
+    frame = summary.to_pandas()
+    assert frame["main_score"].dtype == "float64" and frame["main_score"].isna().all()
+    assert list(frame[["model", "revision", "task"]].iloc[0]) == ["org/model", "local-0", "BIOSSES"]
+    empty = EvalSummary(tmp_path, None).to_pandas()
+    assert empty.empty and {"model", "task", "main_score"} <= set(empty.columns)
+
+
+def test_the_progress_switches_are_off_inside_a_call_and_restored():
+    import datasets
+    from transformers.utils import logging as transformers
+
+    from neobench.api import _quiet
+
+    def shown():
+        return transformers.is_progress_bar_enabled(), datasets.is_progress_bar_enabled()
+
+    def switch(on):
+        with warnings.catch_warnings():  # a switch an environment variable holds only warns
+            warnings.simplefilter("ignore")
+            transformers.enable_progress_bar() if on[0] else transformers.disable_progress_bar()
+            datasets.enable_progress_bars() if on[1] else datasets.disable_progress_bars()
+
+    before = shown()
+    switch((True, True))  # as a notebook has them (an earlier CLI call here turned them off)
+    try:
+        shown_now = shown()
+        assert shown_now[0]
+        with _quiet(True):
+            assert shown() == (False, False)
+        assert shown() == shown_now
+        with _quiet(False):  # progress=True: as the user has them
+            assert shown() == shown_now
+    finally:
+        switch(before)
+
+
+@pytest.mark.slow
+def test_an_evaluation_joins_its_runs_and_table_and_prints_nothing(tiny_bert, mirror, tmp_path,
+                                                                  capfd):  # fmt: skip
+    results = tmp_path / "runs"
+    capfd.readouterr()
+    run = nb.evaluate(tiny_bert, tasks="BIOSSES", results=results, data_dir=mirror)
+    assert capfd.readouterr() == ("", "")  # no progress bar, no "Loading weights"
+    evaluated = run.to_pandas()
+    assert list(evaluated["status"]) == ["evaluated"]
+    runs = nb.load_runs(results).to_pandas()
+    keys = ["model", "revision", "experiment", "task"]
+    joined = evaluated.merge(runs, on=keys, suffixes=("_eval", "_runs"), validate="one_to_one")
+    assert len(joined) == 1
+    assert (joined["main_score_eval"] == joined["main_score_runs"]).all()
+    assert (joined["main_score_eval"] == 100 * run.outcomes[0].main_score).all()
+    board = nb.leaderboard(results).to_pandas()
+    row = board.merge(runs, on=["label", "model", "revision"], validate="one_to_one").iloc[0]
+    assert row["STS"] == row["Avg."] == row["main_score"]  # BIOSSES, the one STS task
+    assert board["Retrieval"].dtype == "float64" and board["Retrieval"].isna().all()

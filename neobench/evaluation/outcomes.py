@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from neobench.core.frames import frame, scaled
 
 
 @dataclass
@@ -30,6 +32,11 @@ class TaskOutcome:
 class EvalSummary:
     results_dir: Path
     run_card: Path | None
+    # The run evaluated, as the results folder names it (core/results.identity); None when no
+    # task was run (a shard with no task)
+    model: str | None = None
+    revision: str | None = None
+    experiment: str | None = None
     outcomes: list[TaskOutcome] = field(default_factory=list)
     texts_encoded: int = 0  # texts that went through the model in this run
     # texts mteb asked for; the rest came from the embedding cache, or were repeats of a text
@@ -44,14 +51,17 @@ class EvalSummary:
         return [o for o in self.outcomes if o.status == "failed"]
 
     def to_pandas(self) -> Any:
-        """One row per task: type, status (evaluated / cached / failed), main score (0-1, as
-        mteb stores it), seconds, error, whether units were saved."""
-        import pandas as pd
-
-        rows = [asdict(o) for o in self.outcomes]
-        for row in rows:
-            row.pop("disk_full", None)
-        return pd.DataFrame(rows)
+        """One row per task: the run's model, revision and experiment, the task, its type,
+        status (evaluated / cached / failed), main score (0-100 as in every frame of the API,
+        core/frames.py; NaN for a failed task), seconds, error, whether units were saved."""
+        run = {"model": self.model, "revision": self.revision, "experiment": self.experiment}
+        rows = []
+        for outcome in self.outcomes:
+            row = {**run, **asdict(outcome)}
+            row.pop("disk_full")
+            rows.append(row | {"main_score": scaled(outcome.main_score)})
+        keys = [f.name for f in fields(TaskOutcome) if f.name != "disk_full"]
+        return frame(rows, ["main_score"], [*run, *keys])
 
 
 class Reporter:

@@ -157,7 +157,10 @@ def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSumma
     whatever happens (complete, failed, interrupted)."""
     card = run.card
     folder = run.card_path.parent.parent
-    summary = EvalSummary(folder, run.card_path)
+    model, revision, experiment = results.identity(run.root, folder)
+    summary = EvalSummary(
+        folder, run.card_path, model=model, revision=revision, experiment=experiment
+    )
     reporter.start(len(tasks), summary.results_dir)
     # The one decision of what is left to run (core/results.py), made before the first task.
     left, unreadable = results.left_to_run(folder, tasks)

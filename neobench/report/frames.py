@@ -1,14 +1,23 @@
-"""Tables and comparisons as pandas DataFrames (``to_pandas()`` of LeaderTable, Comparison).
+"""Tables, comparisons and runs as pandas DataFrames (``to_pandas()`` of LeaderTable, Comparison,
+and of the Python API's Runs), by the convention of core/frames.py: scores, differences,
+interval bounds and seed sd on 0-100, float64, NaN where absent; the same names in every frame.
 
-Numbers stay numbers: a score column ``Avg.`` comes with ``Avg._ci_low`` / ``Avg._ci_high`` (95%
-interval, with intervals), ``Avg._sd`` (seed standard deviation, for seed replicates) and
-``Avg._mark`` ("above" / "below" the baseline, with one); all on the 0-100 scale of the table. A
-row's conditions are columns of their own. pandas is imported only here, when asked for.
+A table's score column ``Avg.`` comes with ``Avg._ci_low`` / ``Avg._ci_high`` (95% interval,
+with intervals), ``Avg._sd`` (seed standard deviation, when a row is seed replicates) and
+``Avg._mark`` ("above" / "below" the baseline, with one); every row has them, NaN or None where
+that row has none. A row's conditions are columns of their own (core/conditions.RECORD), as in
+the CSV and JSON outputs. pandas is imported only here, when asked for.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
+
+from neobench.core.conditions import RECORD, Conditions
+from neobench.core.frames import frame, number, scaled
+from neobench.core.runs import NAMES, Run, identity, labelled
+from neobench.report.columns import AVG
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -17,47 +26,84 @@ if TYPE_CHECKING:
     from neobench.report.table import LeaderTable, Row
 
 MARK_WORDS = {"▲": "above", "▼": "below"}
+# The fields of a comparison row on the 0-1 scale (report/compare.Row), x100 in its frame.
+COMPARE_SCORES = ("baseline_score", "score", "score_ci_low", "score_ci_high", "delta", "ci_low",
+                  "ci_high", "seed_sd")  # fmt: skip
 
 
 def leader_frame(table: LeaderTable) -> pd.DataFrame:
     """One row per table row (paper rows too, ``quoted`` True), its score columns as floats."""
-    import pandas as pd
+    extras = _Extras(
+        ci=any(row.ci for row in table.rows),
+        sd=any(row.sd for row in table.rows),
+        marks=table.baseline is not None or any(row.marks for row in table.rows),
+    )
+    columns = [*table.columns_shown(), AVG]
+    floats = [*extras.floats(columns), "mean_task_type"]
+    return frame([_leader_record(table, row, extras) for row in table.rows], floats)
 
-    return pd.DataFrame([_leader_record(table, row) for row in table.rows])
+
+@dataclasses.dataclass(frozen=True)
+class _Extras:
+    """The columns beside each score column, the same for every row of a table."""
+
+    ci: bool
+    sd: bool
+    marks: bool
+
+    def floats(self, columns: list[str]) -> list[str]:
+        ci = ("_ci_low", "_ci_high") if self.ci else ()
+        suffixes = ("", *ci, *(("_sd",) if self.sd else ()))
+        return [f"{column}{suffix}" for column in columns for suffix in suffixes]
 
 
-def _leader_record(table: LeaderTable, row: Row) -> dict[str, Any]:
+def _leader_record(table: LeaderTable, row: Row, extras: _Extras) -> dict[str, Any]:
     # The run's names as the CSV and JSON give them (core/runs.NAMES), label first.
-    record: dict[str, Any] = {"label": row.label, **row.identity, "quoted": row.quoted,
-                              "finetuned": row.finetuned}  # fmt: skip
-    columns = table.task_names if table.per_task else [t for t, _ in table.types]
-    for column in columns:
+    record: dict[str, Any] = {"label": row.label, **row.identity, "quoted": row.quoted}
+    for column in table.columns_shown():
         value = row.tasks.get(column) if table.per_task else row.types[column].value
-        record |= _score(row, column, value)
-    record |= _score(row, "Avg.", row.avg)
+        record |= _score(row, column, value, extras)
+    record |= _score(row, AVG, row.avg, extras)
     record["avg_tasks"] = row.avg_of[0]
-    record["mean_task_type"] = row.mean_types
+    record["mean_task_type"] = number(row.mean_types)
     record["missing_tasks"] = len(row.missing)
     record["changed_tasks"] = len(row.mismatched)  # results that differ from their run card
     record["zero_shot"] = row.zero_shot
-    return record | {k: v for k, v in row.conditions.items()}
+    # The conditions as the CSV gives them; a quoted row's are unknown (None).
+    return record | Conditions(row.conditions).record()
 
 
-def _score(row: Row, column: str, value: float | None) -> dict[str, Any]:
-    out: dict[str, Any] = {column: value}
-    low_high = row.ci.get(column) if value is not None else None
-    if row.ci:
-        out[f"{column}_ci_low"], out[f"{column}_ci_high"] = low_high or (None, None)
-    if row.sd:
-        out[f"{column}_sd"] = row.sd.get(column)
-    if row.marks or column in row.marks:
+def _score(row: Row, column: str, value: float | None, extras: _Extras) -> dict[str, Any]:
+    out: dict[str, Any] = {column: number(value)}
+    if extras.ci:
+        low, high = row.ci.get(column, (None, None)) if value is not None else (None, None)
+        out[f"{column}_ci_low"], out[f"{column}_ci_high"] = number(low), number(high)
+    if extras.sd:
+        out[f"{column}_sd"] = number(row.sd.get(column))
+    if extras.marks:
         out[f"{column}_mark"] = MARK_WORDS.get(row.marks.get(column, ""))
     return out
 
 
 def comparison_frame(found: Comparison) -> pd.DataFrame:
-    """One row per (model, task or column) compared with the baseline, as `compare --out`
-    writes them."""
-    import pandas as pd
+    """One row per (model, task or column) compared with the baseline: the keys of `compare
+    --out`'s JSON and CSV rows, in their order, the scores, differences, intervals and seed sd
+    x100 (p-values as they are)."""
+    from neobench.report.compare import record_keys
 
-    return pd.DataFrame([row.record() for row in found.rows])
+    rows = []
+    for row in found.rows:
+        record = row.record()
+        rows.append(record | {key: scaled(record[key]) for key in COMPARE_SCORES})
+    return frame(rows, COMPARE_SCORES, record_keys())
+
+
+def runs_frame(runs: list[Run]) -> pd.DataFrame:
+    """One row per run and task: the run's names (its label as the table gives it), its
+    conditions (core/conditions.RECORD), the task and its main score (0-100)."""
+    rows = []
+    for label, run in labelled(runs).items():
+        names, conditions = identity(label, run), run.conditions.record()
+        for task, score in sorted(run.scores.items()):
+            rows.append({**names, **conditions, "task": task, "main_score": scaled(score)})
+    return frame(rows, ["main_score"], [*NAMES, *RECORD, "task", "main_score"])

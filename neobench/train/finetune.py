@@ -72,9 +72,12 @@ def finetune(
     cfg: FinetuneConfig,
     on_step: Callable[[dict[str, Any]], None] | None = None,
     extra_callbacks: list[Any] | None = None,
+    progress: bool = True,
 ) -> FinetuneSummary:
     """Run the recipe. Every input problem is reported before any data or model loads.
-    One seed per call: --seeds is expanded into one config per seed by `seed_configs`."""
+    One seed per call: --seeds is expanded into one config per seed by `seed_configs`.
+    ``progress=False`` (the Python API's default) keeps the bar sentence-transformers draws
+    while the trainer is built off stderr (neobench/train/trainer.py)."""
     if cfg.seeds is not None:
         raise NeobenchError(
             "finetune() runs one seed; expand --seeds with seed_configs() and run each config."
@@ -103,7 +106,7 @@ def finetune(
 
     # 5. Loss and trainer: stock sentence-transformers parts, extended by our batch sampler;
     #    --report-to: the trainer's tracker, with the recipe and the card as the run's config.
-    trainer = build_trainer(inputs, loaded.model, built, device, on_step, card)
+    trainer = build_trainer(inputs, loaded.model, built, device, on_step, card, progress)
     for callback in extra_callbacks or []:
         trainer.add_callback(callback)
 

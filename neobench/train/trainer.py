@@ -9,7 +9,9 @@ neobench/train/tracking.py gives it the recipe and run card as config.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,11 +36,13 @@ def build_trainer(
     device: str,
     on_step: Callable | None,
     card: FinetuneCard,
+    progress: bool = True,
 ) -> Any:
     """A stock SentenceTransformerTrainer; our parts are the batch sampler (in the arguments),
     the collator that counts tokens and the callback that writes the loss curve. With
     --report-to, the run (named as the card names the model) is logged to that tracker, with the
-    recipe and ``card`` as its config."""
+    recipe and ``card`` as its config. ``progress=False``: stderr is set aside while the
+    trainer is built (below)."""
     from datasets import DatasetDict
     from sentence_transformers import SentenceTransformerTrainer
     from transformers.trainer_callback import PrinterCallback
@@ -59,14 +63,20 @@ def build_trainer(
     sizes = [len(b.dataset) for b in built.values()]
     drawn = schedule(sizes, values.sampling_alpha, values.seed, values.max_steps)
     curve = LossCurve(inputs.output / CURVE, [keys[i] for i in drawn], collator, world, on_step)
-    trainer = SentenceTransformerTrainer(
-        model=model,
-        args=args,
-        train_dataset=DatasetDict({k: b.dataset for k, b in built.items()}),
-        loss=loss,
-        data_collator=collator,
-        callbacks=[curve, marker()],
-    )
+    # Built, the trainer's model card callback samples the widget examples of the model's
+    # README under a tqdm bar that nothing turns off once tqdm is imported (TQDM_DISABLE is read
+    # on import, which is how the CLI turns it off): without progress, stderr goes nowhere for
+    # that moment. Nothing else is written then.
+    aside = contextlib.nullcontext() if progress else contextlib.redirect_stderr(io.StringIO())
+    with aside:
+        trainer = SentenceTransformerTrainer(
+            model=model,
+            args=args,
+            train_dataset=DatasetDict({k: b.dataset for k, b in built.items()}),
+            loss=loss,
+            data_collator=collator,
+            callbacks=[curve, marker()],
+        )
     trainer.remove_callback(PrinterCallback)  # our LossCurve reports each step
     tracking.attach(trainer, inputs.report_to, inputs.output, _tracker_config(inputs, card))
     return trainer
