@@ -222,11 +222,14 @@ def tiny_model(folder: Path, minilm: Path, seed: int) -> Path:
 
 @pytest.fixture(scope="session")
 def golden_runs(tmp_path_factory, minilm, mirror) -> Path:
-    """The folder whose ``runs`` is the frozen results root of the runs described above (made
-    and frozen anew first under NEOBENCH_FREEZE_GOLDEN=1)."""
+    """The folder whose ``runs`` is the frozen results root of the runs described above, beside
+    ``finetune-card.yaml``, the run card of MiniLM's 4-step fine-tune (made and frozen anew first
+    under NEOBENCH_FREEZE_GOLDEN=1)."""
     if FREEZE:
         root = made_runs(tmp_path_factory.mktemp("golden"), minilm, mirror)
         freeze_runs(root / "runs", GOLDEN / "runs", root)
+        card = (root / "models" / "minilm-ft" / "neobench_run_card.yaml").read_text()
+        (GOLDEN / "finetune-card.yaml").write_text(card.replace(str(root), "/golden"))
     return GOLDEN
 
 

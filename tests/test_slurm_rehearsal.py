@@ -28,7 +28,7 @@ REDUCED = [
     "--tasks", "BIOSSES,STS16",
     "--steps", str(STEPS), "--finetune-time", "0:05:00",
     "--scancel", "1", "--requeue", "1", "--slurmd-kills", "0", "--time-limits", "0",
-    "--fault-gap", "2", "--timeout-min", "9",
+    "--fault-gap", "2", "--timeout-min", "14",
 ]  # fmt: skip
 
 
@@ -38,7 +38,7 @@ def test_a_reduced_rehearsal_survives_its_faults_with_the_reference_numbers(
     out = tmp_path / "report.json"
     argv = [sys.executable, str(REPO / "benchmarks" / "cluster_rehearsal.py"), *REDUCED]
     argv += ["--data-dir", str(mirror), "--work", str(tmp_path / "work"), "--out", str(out)]
-    done = subprocess.run(argv, env=slurm_cluster.env, capture_output=True, text=True, timeout=660)
+    done = subprocess.run(argv, env=slurm_cluster.env, capture_output=True, text=True, timeout=960)
     said = done.stdout[-4000:] + done.stderr[-4000:]
     assert out.is_file(), said
     report = json.loads(out.read_text())
