@@ -17,7 +17,7 @@ number of rounds). The same plan then runs without faults in a second output fol
 fine-tunes under a limit they never reach), and the two are compared: every fine-tune's loss
 curve and final loss, every number of every task's scores, exactly or within 1e-6.
 
-    python benchmarks/cluster_rehearsal.py --out rehearsal.json        # full size, about 2.5 h on 2 cores
+    python benchmarks/cluster_rehearsal.py --out rehearsal.json   # full size: ~2.5 h on 2 cores
     python benchmarks/cluster_rehearsal.py --backbones BERT --seeds 2 --shards 2 --scancel 1 \
         --requeue 1 --slurmd-kills 0 --time-limits 0 --out small.json
 
