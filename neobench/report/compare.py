@@ -96,6 +96,12 @@ class Comparison:
     # The baseline's names and conditions, as in each row (core/runs.NAMES, conditions.RECORD).
     baseline_fields: dict[str, Any] = field(default_factory=dict)
 
+    @staticmethod
+    def record_keys() -> list[str]:
+        """The keys of each row's record (the JSON and CSV rows), in order: module-level
+        ``record_keys``, reachable from a Comparison without importing this module."""
+        return record_keys()
+
     def to_pandas(self) -> Any:
         """A row per model and task (or column) compared with the baseline (report/frames.py)."""
         from neobench.report.frames import comparison_frame

@@ -89,13 +89,11 @@ def comparison_frame(found: Comparison) -> pd.DataFrame:
     """One row per (model, task or column) compared with the baseline: the keys of `compare
     --out`'s JSON and CSV rows, in their order, the scores, differences, intervals and seed sd
     x100 (p-values as they are)."""
-    from neobench.report.compare import record_keys
-
     rows = []
     for row in found.rows:
         record = row.record()
         rows.append(record | {key: scaled(record[key]) for key in COMPARE_SCORES})
-    return frame(rows, COMPARE_SCORES, record_keys())
+    return frame(rows, COMPARE_SCORES, found.record_keys())
 
 
 def runs_frame(runs: list[Run]) -> pd.DataFrame:
