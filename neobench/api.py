@@ -8,19 +8,18 @@
 
 Every function returns a typed object with ``to_pandas()``; every problem is a
 ``neobench.NeobenchError`` (its ``problems`` list holds each message, as the CLI prints them).
-Keyword arguments are the command-line flags with underscores (``max_seq_length=256``); an unknown
-one is refused with the closest names.
+Keywords are the command-line flags with underscores (``max_seq_length=256``); an unknown one is
+refused with the closest names.
 
-Frames, one convention (neobench/core/frames.py): scores, score differences, interval bounds and
-seed sd on the tables' 0-100 scale, float64, NaN where absent; p-values and counts as they are.
-A column has the same name in every frame (``label``, ``model``, ``revision``, ``experiment``,
-``seeds``, the conditions, ``task``, ``main_score``), so frames join as they are.
+Frames (neobench/core/frames.py): scores, differences, interval bounds and seed sd on 0-100,
+float64, NaN where absent; p-values and counts as they are. A column has the same name in every
+frame (``label``, ``model``, ``revision``, ``experiment``, ``seeds``, the conditions, ``task``,
+``main_score``), so frames join as they are.
 
-Nothing here writes to stdout or stderr unless ``progress=True``: during ``evaluate`` and
-``finetune`` the progress bars of transformers, huggingface_hub and datasets are off (as they
-were afterwards), and the one sentence-transformers draws while the trainer is built is set aside
-(neobench/train/trainer.py). What neobench and the libraries log goes to the ``logging`` module
-(logger ``neobench``), shown as your logging configuration says.
+Nothing is written to stdout or stderr unless ``progress=True``: the progress bars of
+transformers, huggingface_hub and datasets are off during ``evaluate`` and ``finetune`` (restored
+after), sentence-transformers' one set aside (neobench/train/trainer.py). Logs go to the
+``logging`` module (logger ``neobench``), shown as your logging configuration says.
 """
 
 from __future__ import annotations
@@ -110,9 +109,8 @@ def evaluate(model: str | Path, *, progress: bool = False, **options: Any) -> Ev
 
 @contextmanager
 def _quiet(silence: bool = True) -> Iterator[None]:
-    """The progress bars of transformers, huggingface_hub and datasets off inside the block and
-    as they were after it (their public switches; nothing when ``silence`` is False, or when the
-    user turned the bars on with HF_HUB_DISABLE_PROGRESS_BARS=0). Logging is left alone."""
+    """The progress bars of transformers, huggingface_hub and datasets off inside the block, as
+    they were after it (nothing when ``silence`` is False or HF_HUB_DISABLE_PROGRESS_BARS=0)."""
     import warnings
 
     from huggingface_hub import constants
@@ -180,8 +178,7 @@ def leaderboard(results: PathLike | Sequence[PathLike] = ".", **options: Any) ->
     ``_ci_high``, ``_sd`` and ``_mark`` columns beside each where the table has them."""
     from neobench.report import leaderboard as tables
 
-    cfg = _config(TableOptions, "leaderboard", options)
-    fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    fields = dataclasses.asdict(_config(TableOptions, "leaderboard", options))
     return tables.leaderboard(_roots(results), fields.pop("benchmark"), **fields)
 
 
@@ -193,8 +190,7 @@ def compare(results: PathLike | Sequence[PathLike], baseline: str, **options: An
     ``p`` and ``p_holm`` as they are."""
     from neobench.report import compare as comparison
 
-    cfg = _config(CompareOptions, "compare", options)
-    fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    fields = dataclasses.asdict(_config(CompareOptions, "compare", options))
     return comparison.compare(_roots(results), baseline, **fields)
 
 

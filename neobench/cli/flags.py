@@ -1,17 +1,12 @@
 """Command-line arguments built from a config dataclass, and the config read back from them.
 
-One field is one argument: ``--field-name`` (or a positional word), its type from the annotation,
-its default from the field, its help from ``metadata["help"]`` (config.opt). A new option is
-therefore one field; the parser and the config cannot drift apart.
-
-Types: ``bool`` is a switch; ``int`` and ``int | None`` are parsed as int; ``list[str]`` with
-``csv=True`` is one comma-separated value (absent -> None, given but empty -> [] so the command
-can refuse it); another ``list[str]`` option may be repeated; anything else (``str``,
-``int | str``) stays a string, parsed where it is used.
-
-``choices`` are enforced here for positional words only. For an option they are listed in the
-help and checked by the command itself, which reports every bad value at once with a
-"did you mean" (argparse would stop at the first, with a bare list).
+One field is one argument (``--field-name`` or a positional word): type from the annotation,
+default from the field, help from ``metadata["help"]`` (config.opt), so parser and config cannot
+drift apart. ``bool`` is a switch; ``int`` / ``float`` (or ``| None``) are parsed; ``list[str]``
+with ``csv=True`` is one comma-separated value, another ``list[str]`` option may be repeated;
+anything else (``int | str``) stays a string, parsed where it is used. ``choices`` are enforced
+here for positional words only: the command checks an option's, reporting every bad value at once
+with "did you mean" (argparse would stop at the first).
 """
 
 from __future__ import annotations
@@ -23,8 +18,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-# One command of a command table: its words (``("data", "verify")``), the dataclass its
-# arguments come from (None: no arguments), its handler and its example (the help's epilog).
+# A command: its words (``("data", "verify")``), the dataclass of its arguments (None: none), its
+# handler and its example (the help's epilog).
 Command = tuple[tuple[str, ...], type | None, Callable[[Any], int], str | None]
 
 
@@ -33,10 +28,9 @@ def add_commands(
     commands: list[Command],
     groups: dict[str, tuple[str, str, str | None]],
 ) -> None:
-    """Sub-commands from a command table, each with the arguments of its dataclass and its
-    handler and dataclass as defaults (``handler``, ``config_class``). The first line of the
-    handler's docstring is its help. A two-word command sits under a group word, which
-    ``groups`` describes: (metavar of its sub-commands, help, example)."""
+    """Sub-commands from a command table, with ``handler`` and ``config_class`` as defaults; the
+    first line of the handler's docstring is the help. A two-word command sits under a group word
+    that ``groups`` describes: (metavar of its sub-commands, help, example)."""
     fmt = argparse.RawDescriptionHelpFormatter
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     below: dict[str, Any] = {}
@@ -59,9 +53,8 @@ def add_commands(
 
 
 def csv_list(text: str | None) -> list[str] | None:
-    """Comma-separated names; None when the flag was not given. A given but empty value
-    (``--tasks ""``, ``--tasks ,``) is an empty list, which the commands refuse rather than
-    reading it as "everything"."""
+    """Comma-separated names; None when the flag was not given, [] for ``--tasks ""`` (which the
+    commands refuse rather than read as "everything")."""
     if text is None:
         return None
     return [part.strip() for part in text.split(",") if part.strip()]
@@ -76,8 +69,8 @@ def add_fields(parser: argparse.ArgumentParser, cls: type) -> None:
 
 
 def config_from_args(cls: type, namespace: argparse.Namespace) -> Any:
-    """The dataclass ``cls`` filled from parsed arguments. A value argparse left at None (an
-    absent option without a default of its own) lets the field's default apply."""
+    """The dataclass ``cls`` filled from parsed arguments; where argparse left None, the field's
+    default applies."""
     given = {
         f.name: getattr(namespace, f.name)
         for f in dataclasses.fields(cls)
@@ -146,14 +139,10 @@ def _is_list(hint: Any) -> bool:
 
 
 def _scalar_type(hint: Any) -> Callable[[str], Any] | None:
-    """int for ``int`` / ``int | None``; None (a plain string) for str and mixed unions such as
-    ``int | str``, which the command parses itself ("512" or "model")."""
+    """int or float for ``int`` / ``float`` (``| None``); None (a plain string) for str and mixed
+    unions such as ``int | str``, which the command parses itself ("512" or "model")."""
     real = [t for t in _members(hint) if t is not type(None)]
-    if real == [int]:
-        return int
-    if real == [float]:
-        return float
-    return None
+    return real[0] if real in ([int], [float]) else None
 
 
 def _help(text: str, default: Any, meta: typing.Mapping[str, Any]) -> str:
@@ -165,8 +154,7 @@ def _help(text: str, default: Any, meta: typing.Mapping[str, Any]) -> str:
 
 
 def _shown(default: Any, meta: typing.Mapping[str, Any]) -> str | None:
-    """How a default reads in the help; None when there is nothing worth saying (no default,
-    off, empty)."""
+    """How a default reads in the help; None for no default, off or empty."""
     if default is dataclasses.MISSING or default is None or default is False or default == []:
         return None
     if isinstance(default, list):

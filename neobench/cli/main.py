@@ -1,11 +1,5 @@
-"""The `neobench` command: parse flags into a config, call one library function, render it.
-
-This module holds the parser, the dispatch and the error handling; each command group's handler
-is in its own module (run: eval/finetune, report: table/compare, data: ls/validate/data/cache,
-bench, study), and output.py decides how output looks (rich on a terminal, plain whole lines in
-a log). The flags come from the config dataclasses (neobench/protocol/config.py, through
-neobench/cli/flags.py).
-"""
+"""The `neobench` command: the parser (flags from the config dataclasses, through flags.py), the
+dispatch to each command group's handler, and the error handling."""
 
 from __future__ import annotations
 
@@ -18,12 +12,12 @@ from rich.logging import RichHandler
 from rich.markup import escape
 
 from neobench._version import __version__
-from neobench.bench.config import BenchEncodeCommand, BenchGpuCommand
+from neobench.bench.config import BenchGpuCommand
 from neobench.cli import commands, flags
-from neobench.cli.bench import cmd_bench, cmd_bench_gpu
+from neobench.cli.bench import cmd_bench_gpu
 from neobench.cli.data import cmd_cache, cmd_ls, cmd_prefetch, cmd_validate, cmd_verify
 from neobench.cli.examples import EXAMPLES
-from neobench.cli.output import console, print_listing, say
+from neobench.cli.output import console, say
 from neobench.cli.progress import silence_libraries
 from neobench.cli.report import cmd_compare, cmd_table
 from neobench.cli.run import cmd_eval, cmd_finetune
@@ -31,34 +25,10 @@ from neobench.cli.study import cmd_study_run, cmd_study_status, cmd_study_table
 from neobench.core.errors import NeobenchError, os_error_message
 from neobench.protocol import config
 
-# The handlers and helpers, importable from here as before the command groups had modules.
-__all__ = [
-    "cmd_bench",
-    "cmd_bench_gpu",
-    "cmd_cache",
-    "cmd_compare",
-    "cmd_eval",
-    "cmd_finetune",
-    "cmd_ls",
-    "cmd_prefetch",
-    "cmd_study_run",
-    "cmd_study_status",
-    "cmd_study_table",
-    "cmd_table",
-    "cmd_validate",
-    "cmd_verify",
-    "main",
-    "parse_args",
-    "print_listing",
-    "say",
-]
-
-
 # Every command: its words, the dataclass its flags come from, its handler (whose docstring is
 # the command's one-line help) and its example. bench and data only group their sub-commands.
 COMMANDS: list[flags.Command] = [
     (("eval",), config.EvalConfig, cmd_eval, EXAMPLES["eval"]),
-    (("bench", "encode"), BenchEncodeCommand, cmd_bench, EXAMPLES["bench"]),
     (("bench", "gpu"), BenchGpuCommand, cmd_bench_gpu, EXAMPLES["bench"]),
     (("cache",), commands.CacheCommand, cmd_cache, EXAMPLES["cache"]),
     (("data", "prefetch"), commands.PrefetchCommand, cmd_prefetch, EXAMPLES["prefetch"]),
@@ -128,11 +98,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (scancel, preemption, `kill`; Slurm's notice before SIGKILL) or SIGUSR2 (Slurm's
-    notice before a time limit, as submitit asks for it): raised where the process is, so the
-    same clean-up as Ctrl-C runs (cards marked interrupted, staging folders removed) instead of
-    Python dying without running any `finally`. A fine-tune stops at a step end instead, with a
-    whole checkpoint (neobench/train/stop.py)."""
+    """SIGTERM (scancel, preemption, `kill`) or SIGUSR2 (Slurm's notice before a time limit),
+    raised where the process is, so the clean-up of Ctrl-C runs (cards marked interrupted, staging
+    folders removed). A fine-tune stops at a step end instead (neobench/train/stop.py)."""
 
     def __init__(self, signum: int = signal.SIGTERM) -> None:
         super().__init__()
@@ -140,10 +108,8 @@ class Terminated(KeyboardInterrupt):
 
 
 def _on_signal(signum: int, frame: object) -> None:
-    # The first signal ends the run; a repeat must not cut its clean-up short (under Slurm the
-    # notice reaches the command twice, from slurmstepd and from the job's own wrapper: the
-    # second one, raised inside the first one's report, was a traceback). `main` restores the
-    # handlers when it returns.
+    # The first signal ends the run; a repeat (under Slurm the notice comes from slurmstepd and
+    # from the job's wrapper) must not cut its clean-up short. `main` restores the handlers.
     for ending in ENDING:
         signal.signal(ending, signal.SIG_IGN)
     raise Terminated(signum)
@@ -176,8 +142,7 @@ def _run(argv: list[str] | None) -> int:
             say(f"[bold red]error:[/] {escape(problem)}")
         return error.exit_code
     except OSError as error:
-        # The last guard for a file-system failure no check foresaw: one line that names the
-        # path, not a traceback (-v logs the traceback).
+        # A file-system failure no check foresaw: one line naming the path (-v logs the traceback).
         logging.getLogger(__name__).debug("unexpected OS error", exc_info=True)
         say(f"[bold red]error:[/] {escape(os_error_message(error))}")
         return 1

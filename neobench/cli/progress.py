@@ -1,17 +1,19 @@
 """How the CLI shows progress: live rich bars in a terminal, plain flushed lines in a log file.
 
-A cluster job's log is a file: a rich live display writes nothing there until it stops, and a
-2,000-step run would show nothing for its whole length. So when stderr is not a terminal, each
-reporter prints plain lines, flushed at once, at a bounded rate: finetune every ``every`` steps
-or ``interval`` seconds (step k/N, loss, tokens/s, elapsed, ETA); eval one line when a task starts
-and when it ends, and a heartbeat while a long task runs. Only the CLI uses this module.
+A rich live display writes nothing to a file (a cluster job's log) until it stops, so there each
+reporter prints plain lines, flushed at once, at a bounded rate: finetune every 1/50 of the run or
+STEP_INTERVAL_S (step k/N, loss, tokens/s, elapsed, ETA); eval a line when a task starts and ends,
+and a heartbeat while a long task runs.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -167,34 +169,21 @@ class StepProgress:
 def silence_libraries(verbose: bool) -> None:
     """Library logs, warnings and progress bars off (on with -v): the CLI's own lines are what a
     person reads, and a log file should not fill with tqdm frames."""
-    import logging
-    import os
-    import warnings
-
     libraries = ("mteb", "sentence_transformers", "datasets", "transformers", "huggingface_hub")
     for name in (*libraries, "httpx"):
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
     if verbose:
         return
     warnings.filterwarnings("ignore")
-    # Before the libraries import tqdm (the CLI's modules import none of them): tqdm reads
-    # TQDM_DISABLE when it is imported, for the bars of mteb's scorers and model-card writing,
-    # which would interleave with rich's. A process that imported tqdm earlier keeps its bars.
+    # Switches each library reads when it is imported (the CLI's modules import none of them), so
+    # a command that never uses one (`ls`, `validate`, `table`) does not import it: tqdm's
+    # TQDM_DISABLE (mteb's scorers' bars, which would interleave with rich's), datasets' switch
+    # (the user's 0 wins over disable_progress_bars() too); transformers starts with its bars off
+    # when the hub's are. One already imported, or a hub switch the user set otherwise, is turned
+    # off by its call.
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    _silence_progress_bars()
-
-
-def _silence_progress_bars() -> None:
-    """datasets' and transformers' own bars off, without importing either for a command that never
-    uses them (`neobench ls`, `validate`, `table`, `study status`): each reads a switch when it is
-    imported. datasets: HF_DATASETS_DISABLE_PROGRESS_BARS (set to 0 by the user, it wins over
-    disable_progress_bars() too). transformers starts with its bars off when the hub's are
-    (HF_HUB_DISABLE_PROGRESS_BARS, set above). One already imported, or a hub switch the user set
-    to something else, is turned off by its call, as before."""
-    import os
-
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     if "datasets" in sys.modules:
         import datasets

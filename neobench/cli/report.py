@@ -17,20 +17,8 @@ def cmd_table(cfg: commands.TableCommand) -> int:
     from neobench.report.render import terminal
 
     fmt = render.output_format(cfg.format, cfg.out, cfg.plot, cfg.html)
-    table = tables.leaderboard(
-        cfg.results,
-        cfg.benchmark,
-        models=cfg.models,
-        reference=cfg.reference,
-        per_task=cfg.per_task,
-        strict=cfg.strict,
-        ci=cfg.ci,
-        baseline=cfg.baseline,
-        resamples=cfg.resamples,
-        seed=cfg.seed,
-        over=cfg.over,
-        zero_shot_only=cfg.zero_shot_only,
-    )
+    shape = {k: getattr(cfg, k) for k in ("per_task", "strict", "ci", "zero_shot_only")}
+    table = tables.leaderboard(cfg.results, cfg.benchmark, **_rows(cfg), **shape)
     if fmt == render.RICH:
         terminal.print_rich(table, out)
     elif cfg.out:
@@ -47,23 +35,19 @@ def cmd_table(cfg: commands.TableCommand) -> int:
     return 0
 
 
+def _rows(cfg: commands.TableCommand) -> dict[str, object]:
+    """The flags the table and its page share: which rows, and how they are resampled."""
+    keys = ("models", "reference", "baseline", "resamples", "seed", "over")
+    return {k: getattr(cfg, k) for k in keys}
+
+
 def _write_page(cfg: commands.TableCommand) -> None:
     """The leaderboard page: the table's rows with every view and pair computed for it."""
     from neobench.core.card_io import write_text_atomic
     from neobench.report.page import page_data
     from neobench.report.render import html
 
-    data = page_data(
-        cfg.results,
-        cfg.benchmark,
-        models=cfg.models,
-        reference=cfg.reference,
-        baseline=cfg.baseline,
-        resamples=cfg.resamples,
-        seed=cfg.seed,
-        over=cfg.over,
-    )
-    text = html.to_html(data)
+    text = html.to_html(page_data(cfg.results, cfg.benchmark, **_rows(cfg)))
     write_text_atomic(Path(cfg.html), text)
     say(f"wrote {cfg.html} ({len(text.encode()) / 1024:,.0f} KiB)", markup=False)
 

@@ -1,23 +1,20 @@
 """Which tasks' embeddings the cache stores: what can be read again, decided from the run's plan.
 
-A stored vector pays back when a later request reads it, and only then; until that happens it
-is ~4 x dim bytes on disk (3 KB at 768 dimensions). The cache is read for every text whatever
-the policy; the policy only decides what is written, task by task:
+A stored vector pays back only when a later request reads it; until then it is ~4 x dim bytes on
+disk (3 KB at 768 dimensions). The cache is read for every text; the policy decides what is
+written, task by task:
 
-- ``reusable`` (the default) stores the texts of a task when
-  1. another task of this run that has not run yet asks for the same texts under the same prompt
-     (shared_texts.yaml: FEVER's corpus is ClimateFEVER's); the later task reads them, so they
-     are stored for the first of the two only; or
-  2. the task is small: at most SMALL_TASK_TEXTS distinct texts by mteb's descriptive
-     statistics. Small tasks are where texts repeat (clustering sets, reranking candidates, STS
-     sentences), where a re-run (a result deleted, a job killed and requeued) asks for all of
-     them again, and where keeping them all costs little: at most 0.6 GB a task at 768 dims.
-  A large task with no partner in the run (MSMARCO, HotpotQA, NQ, DBPedia, ...) is read once and
-  would be read again only if its result were deleted: it is encoded and not stored.
+- ``reusable`` (the default) stores a task's texts when
+  1. a task of this run that has not run yet asks for the same texts under the same prompt
+     (shared_texts.yaml: FEVER's corpus is ClimateFEVER's), for the first of the two only; or
+  2. the task is small (at most SMALL_TASK_TEXTS distinct texts by mteb's descriptive
+     statistics): texts repeat there (clustering, reranking candidates, STS), a re-run asks for
+     all of them again, and storing them costs at most 0.6 GB a task at 768 dims.
+  A large task with no partner in the run (MSMARCO, HotpotQA, NQ, DBPedia, ...) is not stored.
 - ``all`` stores every text (a large task interrupted mid-way then resumes from the cache).
 - ``off`` neither reads nor stores (``--no-cache``).
 
-No policy changes a score: a text not stored is encoded again when asked for, to the same vector.
+No policy changes a score: a text not stored is encoded again, to the same vector.
 """
 
 from __future__ import annotations
@@ -114,9 +111,8 @@ def decide(
     later: Iterable[str],
     prompt_of: Callable[[str, str], str | None],
 ) -> StoreDecision:
-    """Whether ``task``'s new embeddings are stored under ``policy``. ``later``: the names of
-    the run's tasks that will still run after it; ``prompt_of(task, side)``: the prompt a task's
-    texts of that side are encoded with."""
+    """Whether ``task``'s new embeddings are stored under ``policy``. ``later``: the run's tasks
+    still to run after it; ``prompt_of(task, side)``: the prompt of a task's texts of that side."""
     if policy == "off":
         return StoreDecision(False, "cache off")
     if policy == "all":

@@ -1,9 +1,7 @@
-"""The one source of defaults: typed configs of the commands and the shape of a recipe.
+"""The one source of defaults: typed configs of the commands, each field with its default and doc.
 
-Each field carries its default and a short doc; the command line is built from these fields
-(neobench/cli/flags.py), YAML recipes and key=value overrides only override. The numbers of the
-standard protocol (max length, instruction profile) live in the standard recipe file alone;
-everything here that depends on them reads them from there (`standard()`).
+The command line is built from these fields (neobench/cli/flags.py). The standard protocol's
+numbers (max length, instruction profile) live in the standard recipe file alone (`standard()`).
 """
 
 from __future__ import annotations
@@ -12,10 +10,9 @@ import functools
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-# Defined beside the rule they name (protocol/cache_policy.py).
 from neobench.protocol.cache_policy import CACHE_POLICIES, DEFAULT_POLICY
 
-# Defined beside the recipe's seed key, which it bounds; every seed flag is checked against it.
+# Bounds the recipe's seed key, beside which it is defined; every seed flag is checked against it.
 from neobench.protocol.recipe_values import SEED_RANGE as SEED_RANGE
 
 DEFAULT_BENCHMARK = "MTEB(eng, v1)"
@@ -27,10 +24,9 @@ TOKEN_BUDGET = {"cpu": 2_048, "cuda": 32_768}
 # Tokenizer processes: auto is one per core this process may use (docs/performance.md).
 TOKENIZE_WORKERS = "auto"
 # Bootstrap defaults (report/bootstrap.py): resamples of each task's units, their seed, and the
-# level of the intervals (95%) and of "significant".
+# level of the intervals (95%) and of "significant". Below MIN_RESAMPLES the numbers mean nothing:
+# a 95% interval needs a few draws in each 2.5% tail; no p-value falls below 1 / (B + 1).
 RESAMPLES = 1_000
-# Fewer resamples make the numbers meaningless: a 95% percentile interval needs a few draws in each
-# 2.5% tail, and with B resamples no p-value falls below 1 / (B + 1).
 MIN_RESAMPLES = 100
 BOOTSTRAP_SEED = 0
 ALPHA = 0.05
@@ -78,18 +74,6 @@ def standard() -> Standard:
     return Standard(STANDARD_RECIPE, values.eval_instructions, values.max_seq_length)
 
 
-def _standard_instructions() -> str:
-    return standard().instructions
-
-
-def _standard_length() -> int:
-    return standard().max_seq_length
-
-
-# ---------------------------------------------------------------------------------------------
-# Commands
-
-
 @dataclass(kw_only=True)
 class ModelInputs:
     """What `eval` and `finetune` share: the model, the data source, the device."""
@@ -123,7 +107,7 @@ class EvalConfig(ModelInputs):
     tasks: list[str] | None = opt(None, "comma-separated task names of the benchmark", csv=True)
     types: list[str] | None = opt(None, "comma-separated task types, e.g. STS,Retrieval", csv=True)
     instructions: str = field(
-        default_factory=_standard_instructions,
+        default_factory=lambda: standard().instructions,
         metadata={"help": "instruction profile: paper | authors-code | none | FILE.yaml"},
     )
     results: str = opt(".", "results root, an mteb ResultCache path")
@@ -138,7 +122,7 @@ class EvalConfig(ModelInputs):
         BATCH_SIZE, "texts per mteb data-loader batch; forward batches follow --token-budget"
     )
     max_seq_length: int | str = field(
-        default_factory=_standard_length,
+        default_factory=lambda: standard().max_seq_length,
         metadata={"help": "tokens, or 'model' to keep the folder's own"},
     )
     shard: str = opt("1/1", "K/N: run the K-th of N disjoint task shards")

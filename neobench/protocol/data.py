@@ -1,7 +1,5 @@
 """Manifest rows -> datasets with query / positive / negative_1..k columns (hub or mirror).
-
-Everything a row needs is declared in the manifest; this module only interprets the declaration.
-"""
+Everything a row needs is declared in the manifest; this module only interprets it."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ PAIRING_SEED = 0
 
 @dataclass
 class BuiltDataset:
-    """One manifest row built for training; it carries its row so that no caller has to look
-    the row up in the manifest again."""
+    """One manifest row built for training (with its row: no caller looks it up again)."""
 
     row: Row
     dataset: Dataset
@@ -65,11 +62,9 @@ def extract(expression: str, record: dict[str, Any]) -> Any:
 
 
 def _text(value: Any) -> str:
-    return (
-        " ".join(map(str, value))
-        if isinstance(value, list)
-        else ("" if value is None else str(value))
-    )
+    if isinstance(value, list):
+        return " ".join(map(str, value))
+    return "" if value is None else str(value)
 
 
 def _load_raw(row: Row, data_dir: Path | None, config: str | None, split: str) -> Dataset:
@@ -92,21 +87,17 @@ def _beir_records(row: Row, data_dir: Path | None) -> list[dict[str, Any]]:
     qrels = qrels.filter(lambda r: float(r.get("score", 1)) > 0)
     wanted_docs = set(map(str, qrels["corpus-id"]))
     queries = {str(r["_id"]): r for r in _load_raw(row, data_dir, "queries", "queries")}
-    corpus = {}
-    for record in _load_raw(row, data_dir, "corpus", "corpus"):
-        if str(record["_id"]) in wanted_docs:
-            corpus[str(record["_id"])] = record
+    corpus = {
+        str(r["_id"]): r
+        for r in _load_raw(row, data_dir, "corpus", "corpus")
+        if str(r["_id"]) in wanted_docs
+    }
     out = []
     for pair in qrels:
         query, doc = queries.get(str(pair["query-id"])), corpus.get(str(pair["corpus-id"]))
         if query and doc:
-            out.append(
-                {
-                    "query": extract(row.query, query),
-                    "positive": extract(row.positive, doc),
-                    "negatives": [],
-                }
-            )
+            texts = {"query": extract(row.query, query), "positive": extract(row.positive, doc)}
+            out.append({**texts, "negatives": []})
     return out
 
 
@@ -213,9 +204,5 @@ def build_dataset(row: Row, data_dir: Path | None, max_negatives: int) -> BuiltD
         columns["positive"].append(record["positive"])
         for i in range(k):
             columns[f"negative_{i + 1}"].append(record["negatives"][i])
-    source = (
-        f"mirror:{data_dir}"
-        if data_dir and not row.data_files
-        else (f"local:{data_dir}" if row.data_files else "hub")
-    )
+    source = f"local:{data_dir}" if row.data_files else f"mirror:{data_dir}" if data_dir else "hub"
     return BuiltDataset(row, Dataset.from_dict(columns), raw, k, source)

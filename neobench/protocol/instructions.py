@@ -1,11 +1,10 @@
 """Instruction profiles (instructions/*.yaml) -> mteb prompts.
 
-A profile maps task names to instructions. How an instruction reaches the model follows the
-neobench format of docs/recipe.md: the prompt is ``instruction + separator``; a plain string goes on
-the queries of asymmetric tasks (Retrieval, Reranking) and on every text of symmetric ones; a
-``{query, document}`` pair puts each string on its own side. The result is a dict in mteb's
-prompt-key vocabulary (``Task``, ``Task-query``, ``Task-document``), handed to mteb as the
-model's prompts, so mteb's own prompt resolution does the rest.
+A profile maps task names to instructions (docs/recipe.md): the prompt is ``instruction +
+separator``; a plain string goes on the queries of asymmetric tasks (Retrieval, Reranking) and on
+every text of symmetric ones; a ``{query, document}`` pair puts each string on its own side. The
+prompts are keyed in mteb's vocabulary (``Task``, ``Task-query``, ``Task-document``), so mteb's
+own prompt resolution does the rest.
 """
 
 from __future__ import annotations
@@ -47,15 +46,8 @@ class InstructionProfile:
 
     @property
     def sha256(self) -> str:
-        canonical = json.dumps(
-            {
-                "separator": self.separator,
-                "instructions": self.instructions,
-                "aliases": self.aliases,
-            },
-            sort_keys=True,
-            ensure_ascii=False,
-        )
+        content = {k: getattr(self, k) for k in ("separator", "instructions", "aliases")}
+        canonical = json.dumps(content, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def lookup(self, task_name: str) -> str | dict[str, str] | None:
@@ -85,12 +77,12 @@ def load_profile(name_or_path: str) -> InstructionProfile:
 def _shape_problems(data: object, path: Path) -> list[str]:
     if not isinstance(data, dict):
         return [f"{path}: a profile is a mapping with 'instructions' (and optional 'aliases')."]
-    problems = []
     allowed = {"name", "separator", "instructions", "aliases"}
-    problems += [
+    problems = [
         f"{path}: unknown key {k!r} (allowed: {sorted(allowed)})." for k in data if k not in allowed
     ]
-    for task, value in (data.get("instructions") or {}).items():
+    instructions = data.get("instructions") or {}
+    for task, value in instructions.items():
         if isinstance(value, dict):
             if set(value) - set(SIDES) or not value:
                 problems.append(f"{path}: {task}: a pair must have keys 'query' and/or 'document'.")
@@ -98,7 +90,6 @@ def _shape_problems(data: object, path: Path) -> list[str]:
             problems.append(
                 f"{path}: {task}: an instruction is a string or a {{query, document}} pair."
             )
-    instructions = data.get("instructions") or {}
     for task, target in (data.get("aliases") or {}).items():
         if target not in instructions:
             problems.append(
@@ -142,19 +133,16 @@ def mteb_prompts(
 
 def validate_profile(profile: InstructionProfile, known_tasks: set[str]) -> list[str]:
     """Problems with a profile: every instruction and alias key must name a real mteb task."""
-    problems = []
-    for key in [*profile.instructions, *profile.aliases]:
-        if key not in known_tasks:
-            problems.append(f"profile {profile.name!r}: {unknown('mteb task', key, known_tasks)}")
-    return problems
+    return [
+        f"profile {profile.name!r}: {unknown('mteb task', key, known_tasks)}"
+        for key in [*profile.instructions, *profile.aliases]
+        if key not in known_tasks
+    ]
 
 
 def all_mteb_task_names() -> set[str]:
-    """Every task name mteb knows, superseded and private ones included (profiles may name them).
-
-    Read from the task classes mteb registers at import (instant); building every task object
-    through ``mteb.get_tasks`` gives the same names but takes seconds.
-    """
+    """Every task name mteb knows, superseded and private ones included (profiles may name them):
+    from the task classes mteb registers at import (instant; ``mteb.get_tasks`` takes seconds)."""
     import warnings
 
     import mteb

@@ -73,23 +73,14 @@ def recipes() -> Listing:
     for name in list_recipes():
         recipe = load_recipe(name)
         evaluation = recipe.evaluation.describe() if recipe.evaluation else ""
-        rows.append(
-            (
-                name,
-                f"v{recipe.version}",
-                recipe.purpose,
-                evaluation,
-                recipe.manifest,
-                recipe.sha256[:12],
-            )
-        )
+        described = (f"v{recipe.version}", recipe.purpose, evaluation, recipe.manifest)
+        rows.append((name, *described, recipe.sha256[:12]))
     columns = ("recipe", "version", "for", "evaluation", "manifest", "sha256")
     return Listing("recipes", columns, rows)
 
 
 def keys(name: str) -> Listing:
-    """Every value of the recipe with its source, what the key means, and the recipe's note on
-    the value: what key=value can override."""
+    """Every value of the recipe (what key=value can override) with its source, meaning, note."""
     from neobench.protocol.config import field_docs
     from neobench.protocol.recipe import load_recipe
     from neobench.protocol.recipe_values import RecipeValues
@@ -97,13 +88,7 @@ def keys(name: str) -> Listing:
     recipe = load_recipe(name)
     docs = field_docs(RecipeValues)
     rows = [
-        (
-            key,
-            str(value),
-            recipe.sources.get(key, ""),
-            docs.get(key, ""),
-            recipe.notes.get(key, ""),
-        )
+        (key, str(value), recipe.sources.get(key, ""), docs.get(key, ""), recipe.notes.get(key, ""))
         for key, value in recipe.as_dict().items()
     ]
     title = f"recipe {recipe.name} v{recipe.version}: key=value overrides"

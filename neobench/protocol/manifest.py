@@ -3,34 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from neobench.core.errors import NeobenchError, did_you_mean, find_yaml, read_yaml, shipped, unknown
 from neobench.protocol.recipe import SOURCES
 
-FIELDS = {
-    "hf_id",
-    "config",
-    "split",
-    "revision",
-    "data_files",
-    "query",
-    "positive",
-    "negatives",
-    "num_negatives",
-    "filters",
-    "parts",
-    "join",
-    "pair_by",
-    "derive",
-    "licence",
-    "instruction",
-    "source",
-    "note",
-    "in_domain",
-}
 PATH = re.compile(r"^[A-Za-z_][\w-]*(\[(\d+|\*)\]|\.[A-Za-z_][\w-]*)*$")
 TEMPLATE_FIELD = re.compile(r"\{([^{}]+)\}")
 REVISION = re.compile(r"^[0-9a-f]{40}$")
@@ -70,6 +49,9 @@ class Row:
     @property
     def repo_id(self) -> str:
         return self.hf_id or f"local:{self.data_files}"
+
+
+FIELDS = frozenset(f.name for f in fields(Row)) - {"key"}  # what a manifest row may give
 
 
 @dataclass
@@ -136,9 +118,9 @@ def row_shape_problems(key: str, spec: dict[str, Any]) -> list[str]:
 
 
 def expression_ok(expression: str) -> bool:
-    fields = TEMPLATE_FIELD.findall(expression)
-    if fields:
-        return all(PATH.match(f.strip()) for f in fields)
+    found = TEMPLATE_FIELD.findall(expression)
+    if found:
+        return all(PATH.match(f.strip()) for f in found)
     return bool(PATH.match(expression))
 
 

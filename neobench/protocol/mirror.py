@@ -7,6 +7,7 @@ NEOBENCH_DATA_DIR) makes every task load from the mirror instead of the hub.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -87,22 +88,13 @@ def prefetch_command(benchmark: str, tasks: list[str], out: Path | str) -> str:
 
 def point_tasks_at_mirror(tasks: list[AbsTask], data_dir: Path, benchmark: str) -> None:
     """Make every task load from ``data_dir/<repo id>``; report every missing repo at once.
-
-    mteb hands the path to ``datasets.load_dataset``; a local folder is read as it is (the
-    pinned revision only applies to the hub), which is why the lock file records revisions.
-    """
+    ``datasets.load_dataset`` reads a local folder as it is (the pinned revision only applies to
+    the hub), which is why the lock file records revisions."""
     missing = [n for n in repo_needs(tasks) if not (data_dir / n.repo_id).is_dir()]
-    if not missing:
-        for task in expand(tasks):
-            dataset = task.metadata.dataset
-            folder = str(data_dir / dataset["path"])
-            task.metadata = task.metadata.model_copy(
-                update={"dataset": {**dataset, "path": folder}}
-            )
     if missing:
         lines = [
-            f"Task {m.task} needs dataset repo '{m.repo_id}' (revision {m.revision}), "
-            f"which is not in the mirror {data_dir} (expected folder {data_dir / m.repo_id})."
+            f"{_needs(m)}, which is not in the mirror {data_dir} (expected folder "
+            f"{data_dir / m.repo_id})."
             for m in missing
         ]
         names = sorted({m.benchmark_task for m in missing})
@@ -112,6 +104,18 @@ def point_tasks_at_mirror(tasks: list[AbsTask], data_dir: Path, benchmark: str) 
             + "` and copy the folder here, or drop these tasks with --tasks/--types."
         )
         raise NeobenchError(lines)
+    for task in expand(tasks):
+        _at_mirror(task, data_dir)
+
+
+def _at_mirror(task: AbsTask, data_dir: Path) -> None:
+    dataset = task.metadata.dataset
+    update = {"dataset": {**dataset, "path": str(data_dir / dataset["path"])}}
+    task.metadata = task.metadata.model_copy(update=update)
+
+
+def _needs(m: RepoNeed) -> str:
+    return f"Task {m.task} needs dataset repo '{m.repo_id}' (revision {m.revision})"
 
 
 def hub_offline() -> bool:
@@ -151,9 +155,7 @@ def check_hub_access(tasks: list[AbsTask], benchmark: str) -> None:
     if not missing:
         return
     lines = [
-        f"Task {m.task} needs dataset repo '{m.repo_id}' (revision {m.revision}), but {why} "
-        "and it is not in the local Hugging Face cache."
-        for m in missing
+        f"{_needs(m)}, but {why} and it is not in the local Hugging Face cache." for m in missing
     ]
     lines.append(
         "Fix: pass --data-dir DIR (or set NEOBENCH_DATA_DIR) to a mirror made on a connected "
@@ -171,10 +173,8 @@ def manifest_needs(rows: list) -> list[RepoNeed]:
 
 def prefetch(needs: list[RepoNeed], out: Path) -> dict[str, dict]:
     """Snapshot every repo at its pinned revision into ``out/<repo id>`` and update the lock.
-
-    An unpinned revision (null in a manifest) takes the branch head; the lock records the
-    commit actually fetched, and run cards copy it.
-    """
+    An unpinned revision (null in a manifest) takes the branch head; the lock records the commit
+    fetched, and run cards copy it."""
     from huggingface_hub import HfApi, snapshot_download
 
     if hub_offline() or not hub_reachable():
@@ -188,11 +188,8 @@ def prefetch(needs: list[RepoNeed], out: Path) -> dict[str, dict]:
     api = HfApi()
     for need in needs:
         entry = lock.get(need.repo_id)
-        if (
-            entry
-            and entry.get("pinned_revision") == need.revision
-            and (out / need.repo_id).is_dir()
-        ):
+        fetched = entry and entry.get("pinned_revision") == need.revision
+        if fetched and (out / need.repo_id).is_dir():
             entry["tasks"] = sorted({*entry.get("tasks", []), need.task})
             continue
         logger.info("fetching %s@%s", need.repo_id, need.revision)
@@ -242,11 +239,8 @@ def verify(tasks: list[AbsTask], data_dir: Path, load: bool = True) -> list[Veri
             row.status = "other-revision"
             row.detail = f"mirror has {entry.get('pinned_revision')}, mteb pins {pinned}"
         else:
-            row.detail = (
-                f"lock: {entry['resolved_revision']}"
-                if entry
-                else "revision not recorded (no lock entry)"
-            )
+            unrecorded = "revision not recorded (no lock entry)"
+            row.detail = f"lock: {entry['resolved_revision']}" if entry else unrecorded
             if load:
                 row.status, error = _try_load(task, data_dir)
                 if error:
@@ -286,13 +280,8 @@ def verify_manifest(
 
 
 def _try_load(task: AbsTask, data_dir: Path) -> tuple[str, str]:
-    import copy
-
     probe = copy.deepcopy(task)
-    dataset = probe.metadata.dataset
-    probe.metadata = probe.metadata.model_copy(
-        update={"dataset": {**dataset, "path": str(data_dir / dataset["path"])}}
-    )
+    _at_mirror(probe, data_dir)
     try:
         probe.load_data()
     except Exception as error:
@@ -303,22 +292,14 @@ def _try_load(task: AbsTask, data_dir: Path) -> tuple[str, str]:
     return "ok", ""
 
 
-# ---------------------------------------------------------------------------------------------
-# What `neobench data prefetch` and `neobench data verify` do, as one call each.
-
-
 def benchmark_tasks(benchmark: str, names: list[str] | None) -> list[AbsTask]:
-    """Copies of the benchmark's tasks (all, or ``names``): pointing them at a mirror must not
-    change mteb's shared task objects."""
-    import copy
-
+    """Copies of the benchmark's tasks (all, or ``names``): mteb's shared ones stay as they are."""
     from neobench.protocol.tasks import load_benchmark, select_tasks
 
     return [copy.deepcopy(t) for t in select_tasks(load_benchmark(benchmark), names)]
 
 
 def recipe_rows(recipe: Recipe) -> list[Row]:
-    """The rows of a recipe's training-data manifest."""
     from neobench.protocol.manifest import load_manifest
 
     return list(load_manifest(recipe.manifest).rows.values())
@@ -337,8 +318,8 @@ def prefetch_mirror(
 
 @dataclass
 class VerifyReport:
-    """What `data verify` found: a title, one row per dataset repo, and the command that would
-    complete the mirror on a connected machine."""
+    """What `data verify` found: one row per dataset repo, and the command (on a connected
+    machine) that completes the mirror."""
 
     title: str
     rows: list[VerifyRow]

@@ -1,19 +1,15 @@
 """Train/eval overlap: which benchmark tasks a model trained on, in mteb's own vocabulary.
 
 The NeoBERT recipe trains on the train splits of MSMARCO, FEVER, STS12, STSBenchmark and
-StackOverflowDupQuestions, which are also evaluation tasks. A score on such a task is not a
-zero-shot score, and a table should say so. The words are mteb's: a model declares
-``ModelMeta.training_datasets`` (mteb task names) and ``adapted_from`` (its base model, whose
-own training data mteb adds when its registry knows the base); ``get_training_datasets`` adds
-mteb's similar tasks, ``zero_shot_percentage`` counts what is left of a task list. None means
-unknown, never zero-shot.
+StackOverflowDupQuestions, also evaluation tasks: a score there is not zero-shot, and a table says
+so. A model declares ``ModelMeta.training_datasets`` (mteb task names) and ``adapted_from`` (its
+base, whose training data mteb adds when its registry knows it); ``get_training_datasets`` adds
+mteb's similar tasks. None means unknown, never zero-shot.
 
-Where the declaration comes from: mteb reads nothing of the kind from a local folder
-(sentence-transformers does not load the README's card data back), so `neobench finetune`
-writes it into its fine-tuning card (the manifest's ``in_domain`` of the datasets trained on),
-the adapter puts it into the ModelMeta mteb saves as ``model_meta.json``, and the reports
-(report/load.py) read it back with mteb's ModelMeta. A model that is no neobench fine-tune gets
-mteb's registry entry for its name, when there is one.
+mteb reads no declaration from a local folder, so `neobench finetune` writes it into its card (the
+manifest's ``in_domain`` of the datasets trained on), the adapter puts it into the ModelMeta mteb
+saves as ``model_meta.json``, and report/load.py reads it back. Any other model gets mteb's
+registry entry for its name, when there is one.
 """
 
 from __future__ import annotations
@@ -38,9 +34,6 @@ logger = logging.getLogger(__name__)
 DAGGER = "†"
 
 
-# --- Declaring: what a model trained on ---------------------------------------------------------
-
-
 def registry(name: str | None) -> ModelMeta | None:
     """mteb's registry entry for a model name (offline: the registry ships with mteb), or None."""
     import mteb
@@ -60,10 +53,9 @@ def finetune_declaration(
 ) -> tuple[list[str], str | None]:
     """(training_datasets, adapted_from) of a model `neobench finetune` makes from a base model.
 
-    ``data`` is the card's per-dataset section (each with its ``in_domain`` mteb tasks). A base
-    that is itself a neobench fine-tune hands down its own declaration (mteb's registry cannot
-    follow a name it does not know); a hub base is named by its hub id, which mteb follows when
-    its registry knows it; a plain local folder has no mteb name.
+    ``data``: the card's per-dataset section (each with its ``in_domain`` mteb tasks). A base that
+    is a neobench fine-tune hands down its own declaration (mteb's registry does not know it); a
+    hub base is named by its hub id; a plain local folder has no mteb name.
     """
     tasks = set(record.in_domain_tasks(data))
     inherited = record.finetuned_model(Path(base_path))
@@ -73,9 +65,8 @@ def finetune_declaration(
 
 
 def meta_training(name: str | None, declared: record.OutputModel | None) -> dict[str, Any]:
-    """The ModelMeta fields (``training_datasets``, ``adapted_from``) of a model evaluated under
-    ``name``: its fine-tuning card's declaration, else mteb's registry entry, else nothing
-    (unknown)."""
+    """``training_datasets`` and ``adapted_from`` of a model evaluated under ``name``: its
+    fine-tuning card's declaration, else mteb's registry entry, else nothing (unknown)."""
     if declared is not None and declared.training_datasets is not None:
         return {
             "training_datasets": set(declared.training_datasets),
@@ -88,12 +79,9 @@ def meta_training(name: str | None, declared: record.OutputModel | None) -> dict
 
 
 def read_training(meta_path: Path, name: str) -> frozenset[str] | None:
-    """What a results folder's model trained on, as mteb computes it (declared datasets, the
-    base model's through ``adapted_from``, and mteb's similar tasks), or None when unknown.
-
-    Read from ``model_meta.json`` with mteb's ModelMeta; a file written before the field was
-    filled (null) falls back on mteb's registry entry for the name, as mteb's leaderboard does.
-    """
+    """What a results folder's model trained on, as mteb computes it from ``model_meta.json``
+    (declared datasets, the base model's, mteb's similar tasks), or None when unknown. A null
+    field falls back on mteb's registry entry for the name, as mteb's leaderboard does."""
     import json
 
     from mteb.models import ModelMeta
@@ -112,9 +100,6 @@ def read_training(meta_path: Path, name: str) -> frozenset[str] | None:
         meta = ModelMeta.create_empty(overwrites=fields)
     found = meta.get_training_datasets() if meta is not None else None
     return None if found is None else frozenset(found)
-
-
-# --- Using it: marks, zero-shot percentages, the zero-shot task subset -------------------------
 
 
 def _meta(training: frozenset[str]) -> ModelMeta:

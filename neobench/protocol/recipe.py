@@ -60,8 +60,6 @@ ALIASES = {
 }
 KEYS = {f.name: f for f in dataclasses.fields(RecipeValues)}
 TYPES = typing.get_type_hints(RecipeValues)
-# A key a recipe file may leave out takes the dataclass default: a neobench decision.
-DEFAULT_SOURCE = "neobench"
 
 
 def list_recipes() -> list[str]:
@@ -95,11 +93,9 @@ class Recipe:
     sources: dict[str, str]  # key -> a tag of SOURCES
     overrides: dict[str, Any] = field(default_factory=dict)
     path: str = ""
-    # The values as the recipe file has them, before any override (kept for the run card).
-    defaults: dict[str, Any] = field(default_factory=dict)
+    defaults: dict[str, Any] = field(default_factory=dict)  # the file's values, for the run card
     notes: dict[str, str] = field(default_factory=dict)  # why a value is what it is
-    # What the recipe is for and what it is compared on. Neither enters the hash: they describe
-    # the method's use, not the training it runs.
+    # What the recipe is for and what it is compared on: not hashed (not the training it runs).
     purpose: str = ""
     evaluation: Evaluation | None = None
 
@@ -112,15 +108,8 @@ class Recipe:
         hashed = {
             k: v for k, v in self.as_dict().items() if k not in NOT_HASHED and not is_off(k, v)
         }
-        canonical = json.dumps(
-            {
-                "name": self.name,
-                "version": self.version,
-                "manifest": self.manifest,
-                "values": hashed,
-            },
-            sort_keys=True,
-        )
+        identity = {"name": self.name, "version": self.version, "manifest": self.manifest}
+        canonical = json.dumps({**identity, "values": hashed}, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def _value_record(self, key: str, value: Any) -> dict[str, Any]:
@@ -157,7 +146,8 @@ def load_recipe(name_or_path: str) -> Recipe:
         raise NeobenchError(problems)
     specs = data["values"]
     values = RecipeValues(**{k: spec["value"] for k, spec in specs.items()})
-    sources = {k: specs[k]["source"] if k in specs else DEFAULT_SOURCE for k in KEYS}
+    # A key the file leaves out takes the dataclass default: a neobench decision.
+    sources = {k: specs[k]["source"] if k in specs else "neobench" for k in KEYS}
     return Recipe(
         data["name"],
         int(data["version"]),
@@ -175,14 +165,15 @@ def load_recipe(name_or_path: str) -> Recipe:
 def _evaluation(spec: dict[str, Any] | None) -> Evaluation | None:
     if spec is None:
         return None
-    tasks = spec.get("tasks")
-    names = None if tasks is None else list(tasks)  # [] stays empty: validate reports it
-    return Evaluation(str(spec["benchmark"]), names, spec.get("note", ""))
+    tasks = spec.get("tasks")  # [] stays empty: validate reports it
+    return Evaluation(
+        str(spec["benchmark"]), None if tasks is None else list(tasks), spec.get("note", "")
+    )
 
 
 def recipe_problems(data: object, where: str) -> list[str]:
-    """Every problem of a recipe file: its shape ({value, source[, note]} per key, a known
-    source), then each value against recipe_values.RecipeValues (missing, unknown, type, range)."""
+    """Every problem of a recipe file: its shape ({value, source[, note]} per key), then each
+    value against recipe_values.RecipeValues (missing, unknown, type, range)."""
     if not isinstance(data, dict):
         return [f"{where}: a recipe is a mapping with name, version, manifest and values."]
     problems = [
@@ -201,13 +192,14 @@ def recipe_problems(data: object, where: str) -> list[str]:
                 f"{where}: {key}: source must be one of {sorted(SOURCES)}, "
                 f"not {spec.get('source')!r}."
             )
-    problems += [f"{where}: {p}" for p in _description_problems(data)]
-    return problems + [f"{where}: {p}" for p in _values_problems(specs)]
+    return problems + [
+        f"{where}: {p}" for p in _description_problems(data) + _values_problems(specs)
+    ]
 
 
 def _description_problems(data: dict[str, Any]) -> list[str]:
-    """`purpose` is a sentence; `evaluation` is {benchmark, tasks?, note?} (both optional here,
-    required of shipped recipes by `neobench validate`)."""
+    """`purpose` and `evaluation` are optional here; `neobench validate` requires them of shipped
+    recipes."""
     problems = []
     if "purpose" in data and not isinstance(data["purpose"], str):
         problems.append("'purpose' is one sentence saying what the recipe is for.")
@@ -242,8 +234,8 @@ def _values_problems(specs: dict[str, Any]) -> list[str]:
 
 
 def value_problems(key: str, value: Any) -> list[str]:
-    """What is wrong with one value of a known key: its type, its range, or a value this
-    version does not implement (the `Literal` types of recipe_values.RecipeValues)."""
+    """What is wrong with one value of a known key: its type, its range, or a value this version
+    does not implement (a `Literal` type)."""
     hint, valid = TYPES[key], KEYS[key].metadata.get("valid")
     if typing.get_origin(hint) is Literal:
         if value not in typing.get_args(hint):
@@ -298,8 +290,8 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
 
 
 def apply_overrides(recipe: Recipe, overrides: dict[str, str]) -> Recipe:
-    """A new recipe with the overrides applied: each text is read as its key's type and
-    checked like a value of the recipe file. Every problem is reported at once."""
+    """A new recipe with the overrides applied, each read as its key's type and checked like a
+    value of the file; every problem at once."""
     problems: list[str] = []
     applied: dict[str, Any] = {}
     for key, text in overrides.items():

@@ -37,11 +37,10 @@ def select_tasks(
 ) -> list[AbsTask]:
     """The benchmark's tasks, in its order, restricted to ``tasks`` and ``types`` if given.
 
-    Every unknown name is reported at once. A task that exists in mteb but not in this benchmark
-    is refused too: a bare ``mteb.get_task`` would run every language and split. A task type
-    given as a task name is told apart from a typo: ``types_flag`` is the caller's flag that
-    takes types (``--types``), which the message then names; a caller without one (None) gets
-    the type's tasks to name instead.
+    Every unknown name is reported at once; a task of mteb outside this benchmark too (a bare
+    ``mteb.get_task`` would run every language and split). A task type given as a task name is
+    told apart from a typo: the message names ``types_flag`` (``--types``), or without one the
+    type's tasks.
     """
     by_name = {t.metadata.name: t for t in benchmark.tasks}
     known_types = sorted({t.metadata.type for t in benchmark.tasks})
@@ -68,13 +67,11 @@ def select_tasks(
             )
     if problems:
         raise NeobenchError(problems)
-    selected = list(benchmark.tasks)
-    if tasks:
-        wanted = set(tasks)
-        selected = [t for t in selected if t.metadata.name in wanted]
-    if types:
-        selected = [t for t in selected if t.metadata.type in set(types)]
-    return selected
+    return [
+        t
+        for t in benchmark.tasks
+        if (not tasks or t.metadata.name in tasks) and (not types or t.metadata.type in types)
+    ]
 
 
 def _type_as_task(benchmark: Benchmark, name: str, type_: str, types_flag: str | None) -> str:
@@ -118,12 +115,9 @@ def task_cost(task: AbsTask) -> int:
 
 
 def shard(tasks: list[AbsTask], k: int, n: int) -> list[AbsTask]:
-    """Tasks of shard K of N, balanced by size, identical in every process.
-
-    Longest-processing-time first: largest task to the least-loaded shard, ties broken by task
-    name and shard index, so N independent processes (Slurm array jobs) agree on the split
-    without talking to each other. The union of the N shards is the task list, with no overlap.
-    """
+    """Tasks of shard K of N, balanced by size: largest task first to the least-loaded shard, ties
+    broken by name and shard index, so N processes (Slurm array jobs) agree without talking. The
+    N shards partition the task list."""
     if n == 1:
         return list(tasks)
     loads = [0] * n

@@ -20,7 +20,9 @@ def validate_all() -> tuple[str, list[str]]:
     problems: list[str] = []
     known_tasks = all_mteb_task_names()
     for name in list_profiles():
-        problems += _guard(lambda n=name: validate_profile(load_profile(n), known_tasks))
+        profile = _value(problems, lambda n=name: load_profile(n))
+        if profile:
+            problems += validate_profile(profile, known_tasks)
     train_keys: set[str] = set()
     for name in list_train_profiles():
         train_keys |= set(
@@ -72,14 +74,8 @@ def shipped_recipe_problems(recipe: Recipe) -> list[str]:
     return problems
 
 
-def _guard(fn) -> list[str]:  # noqa: ANN001
-    try:
-        return fn()
-    except NeobenchError as error:
-        return error.problems
-
-
 def _value(problems: list[str], fn):  # noqa: ANN001
+    """fn(), or None with its problems added to ``problems``."""
     try:
         return fn()
     except NeobenchError as error:
