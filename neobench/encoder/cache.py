@@ -5,10 +5,8 @@ The cache only saves time: no state of its file may fail a task or change a scor
 else $NEOBENCH_CACHE, else ~/.cache/neobench. Table ``emb(key, vec, digest, used)``; the schema
 version is SQLite's ``user_version`` (3). Version 1 (neobench 0.1.0: no digest) is moved aside,
 not migrated: fresh checksums over its bytes would bless exactly the damage they exist to catch.
-Version 2 (no last-use stamps) is migrated in place: its checksums stay valid.
-
-With ``max_bytes`` the cache keeps the bytes its database holds under that cap, least recently
-used rows out first (last use is stamped in blocks, at most once a minute per row).
+Version 2 (no last-use stamps) is migrated in place: its checksums stay valid. With
+``max_bytes`` the database is kept under that cap, least recently used rows out first.
 
 What happens when (a logger warning each, unless it says error):
 
@@ -17,8 +15,7 @@ What happens when (a logger warning each, unless it says error):
   ``embeddings.sqlite.corrupt-<time>`` (with its -wal/-shm) and a fresh cache starts. At open,
   ``PRAGMA quick_check`` reads every page of files up to QUICK_CHECK_MAX_BYTES (about 0.35 s per
   400 MB from the page cache, disk speed when cold); larger files are only opened and their schema
-  read, and their damage is met by a later read or write (next point). `neobench cache info`
-  always runs the full check.
+  read, and their damage is met by a later read or write (next point).
 - a read or write meets damage during a run: the file is moved aside the same way and the run
   goes on without a cache; any other database error also switches the cache off for the run.
 - a vector fails its checksum: the entry is dropped and the text encoded again.
@@ -27,12 +24,6 @@ What happens when (a logger warning each, unless it says error):
 - the file is deleted or replaced during a run: noticed before the next read or write (its inode
   changed), and a fresh cache starts at the same path.
 
-Two forms of the same reads and writes (the same rows on disk): per item, `get_many(keys) ->
-{key: vector}` and `put_many((key, vector), ...)`; per block, `keys(fingerprint, prompt, texts)`,
-`lookup(keys) -> (vectors, found)` (a (n, dim) float32 matrix and a bool mask) and
-`put(keys, vectors)`. The block form does no numpy call per vector. A new file has 16 KiB pages
-(PAGE_SIZE); one made with another page size is used as it is.
-
 Caches of other jobs ($NEOBENCH_CACHE_READ, os.pathsep-separated files or folders) are read on a
 miss, never written: opened ``mode=ro&immutable=1``, so no lock, -wal or -shm touches them (list
 only files whose writer has finished: an immutable reader does not see later writes). Their
@@ -40,16 +31,8 @@ vectors pass the same checksum and are copied into this cache. One that is missi
 damaged or holds a vector failing its checksum is skipped for the run with one warning, and left
 as it is: it is not ours to move aside.
 
-New vectors are stored by a thread of their own (CacheWriter) while the encoder goes on, one
-transaction per chunk, with the store's own `put` (its warnings and degrading unchanged).
-
-`neobench cache info` (inspect_cache) is read-only: it creates, moves and repairs nothing, and
-always runs the full check. `neobench cache clear` (clear_cache) removes the cache in whatever
-state, with the caches moved aside beside it.
-
-The module reads top to bottom: where the cache lives, what a row holds, the SQLite file, least
-recently used out first, other jobs' caches, the store (EmbeddingCache, with the warnings and the
-degrading above), the writer thread, and `cache info|clear`.
+`neobench cache info` (inspect_cache) is read-only and always runs the full check; `neobench
+cache clear` (clear_cache) removes the cache in whatever state, with the caches moved aside.
 """
 
 from __future__ import annotations
@@ -82,9 +65,7 @@ from neobench.core.stages import stage
 logger = logging.getLogger(__name__)
 
 
-# Where the cache lives: its folder (--cache-dir, else $NEOBENCH_CACHE, else ~/.cache/neobench),
-# its file name, the other jobs' caches named by $NEOBENCH_CACHE_READ, the check that the folder
-# can hold a cache before any work starts, and the advice the cache's messages share.
+# Where the cache lives, and the check that its folder can hold one before any work starts.
 
 READ_ENV = "NEOBENCH_CACHE_READ"  # other jobs' finished caches, read-only
 CACHE_FILE = "embeddings.sqlite"
@@ -95,14 +76,9 @@ LOCATION_FIX = (
 NO_EFFECT = "scores do not depend on the cache"
 
 
-def default_cache_path() -> Path:
-    """$NEOBENCH_CACHE/embeddings.sqlite, else ~/.cache/neobench/embeddings.sqlite."""
-    return neobench_home() / CACHE_FILE
-
-
 def cache_path(cache_dir: str | None) -> Path:
-    """The cache file for a --cache-dir value (None: the default folder)."""
-    return Path(cache_dir).expanduser() / CACHE_FILE if cache_dir else default_cache_path()
+    """The cache file for a --cache-dir value (None: $NEOBENCH_CACHE, else ~/.cache/neobench)."""
+    return (Path(cache_dir).expanduser() if cache_dir else neobench_home()) / CACHE_FILE
 
 
 def read_paths() -> list[Path]:
@@ -133,9 +109,8 @@ def check_folder(folder: Path) -> None:
         )
 
 
-# What a row holds: ``(key, vec, digest)``. The key names (model fingerprint, prompt, text), the
-# vector is float32 bytes, and the digest is a checksum over both, so a vector damaged on disk or
-# stored under another text's key is caught on read. Blocks of rows go to and from one (n, dim)
+# A row: ``(key, vec, digest)``, the key naming (model fingerprint, prompt, text), the vector as
+# float32 bytes, the digest a checksum over both. Blocks of rows go to and from one (n, dim)
 # float32 matrix without a numpy call per vector.
 
 
@@ -145,9 +120,8 @@ def text_key(fingerprint: str, prompt: str, text: str) -> bytes:
 
 
 def text_keys(fingerprint: str, prompt: str, texts: Iterable[str]) -> list[bytes]:
-    """`text_key` of each text, in order: the hash state of fingerprint NUL prompt NUL, copied and
-    fed each text (UTF-8 encodes a concatenation as the concatenation of the parts'
-    encodings, so the keys are `text_key`'s), ~0.55 instead of ~0.8 µs a text."""
+    """`text_key` of each text: the hash state of fingerprint NUL prompt NUL, copied and fed each
+    text (UTF-8 of a concatenation is the parts' UTF-8 joined), ~0.55 instead of ~0.8 µs a text."""
     prefix = hashlib.sha256(f"{fingerprint}\x00{prompt}\x00".encode())
     out = []
     for text in texts:
@@ -167,9 +141,7 @@ def vector_digest(key: bytes, vec: bytes) -> bytes:
 
 
 def block_rows(keys: list[bytes], vectors: np.ndarray) -> list[tuple[bytes, bytes, bytes]]:
-    """(key, vec, digest) rows of a (n, dim) block: one float32 copy of the whole block, and
-    each row's bytes cut from it (what ``tobytes`` of each vector gives, without a numpy call
-    per vector)."""
+    """(key, vec, digest) rows of a (n, dim) block: each row's bytes cut from one float32 copy."""
     block = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(keys), -1)
     n, dim = block.shape
     whole, step = block.tobytes(), 4 * dim
@@ -178,10 +150,9 @@ def block_rows(keys: list[bytes], vectors: np.ndarray) -> list[tuple[bytes, byte
 
 
 def blobs_block(blobs: list[bytes], n: int, places: Iterable[int] | None = None) -> np.ndarray:
-    """An (n, dim) float32 matrix holding the equal-length vector blobs, the i-th at row
-    ``places[i]`` (default: row i), zeros in the rows none fills. Each blob is copied once,
-    straight into its row through a memoryview: ~3x faster than joining them into one bytes
-    object (which is then one more copy to make writable)."""
+    """An (n, dim) float32 matrix of the equal-length blobs, the i-th at row ``places[i]``
+    (default: i), zeros elsewhere. Each blob is copied once into its row through a memoryview:
+    ~3x faster than joining them into one bytes object and copying that to make it writable."""
     size = len(blobs[0]) if blobs else 0
     out = np.zeros((n, size // 4), dtype=np.float32)
     if size:
@@ -204,14 +175,10 @@ def verify_rows(rows: list[tuple]) -> tuple[list[tuple], list[bytes]]:
     return good, bad
 
 
-# The SQLite file: its schema, opening it (created when new, checked when not), reading rows by
-# key, and the file with its -wal/-shm on disk (size, identity, moving a damaged or outdated file
-# aside). Tables ``emb(key, vec, digest, used)`` (``used``: when the row was last stored or read,
-# in ms, indexed for eviction) and ``meta(name, value)`` (the last run's policy and cap, for
-# `neobench cache info`). A version 2 file (no ``used``, no ``meta``) is migrated in place, in one
-# transaction: its checksums cover key and vector only, so they stay valid. Nothing in this
-# section warns or degrades: trouble is raised, as Damaged for a file that is not a healthy cache
-# of this schema, and the store decides what a run does about it.
+# The SQLite file. Tables ``emb(key, vec, digest, used)`` (``used``: when the row was last stored
+# or read, in ms, indexed for eviction) and ``meta(name, value)`` (the last run's policy and cap,
+# for `neobench cache info`). Nothing here warns or degrades: trouble is raised (Damaged for a
+# file that is not a healthy cache of this schema), and the store decides what a run does.
 
 SCHEMA_VERSION = 3  # 1: emb(key, vec) without checksums (neobench 0.1.0); 2: no `used`, no meta
 COLUMNS = ["key", "vec", "digest", "used"]
@@ -253,10 +220,9 @@ def is_full(error: BaseException) -> bool:
 
 
 def read_schema(db: sqlite3.Connection, path: Path, migrate: bool = False) -> bool:
-    """True for a cache of this schema, False for an empty file; else Damaged or, for a newer
-    schema (which a newer neobench still uses), a NeobenchError. A version 2 cache is migrated
-    when ``migrate``, and accepted as it is otherwise (read-only readers select key, vec and
-    digest only)."""
+    """True for a cache of this schema, False for an empty file; else Damaged, or a NeobenchError
+    for a newer schema (a newer neobench still uses it). A version 2 cache is migrated when
+    ``migrate``, else accepted as it is (read-only readers select key, vec and digest only)."""
     version, tables, columns = _schema(db)
     if version > SCHEMA_VERSION:
         raise NeobenchError(
@@ -286,9 +252,7 @@ def _schema(db: sqlite3.Connection) -> tuple[int, list[str], list[str]]:
 
 
 def _create_v3(db: sqlite3.Connection) -> None:
-    """What version 3 adds to version 2's table (and what a new file gets after creating it).
-
-    Old rows get ``used`` 0: least recently used of all, the first out under a cap."""
+    """What version 3 adds to version 2's table; old rows get ``used`` 0 (first out under a cap)."""
     if "used" not in [row[1] for row in db.execute("PRAGMA table_info(emb)")]:
         db.execute("ALTER TABLE emb ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
     db.execute("CREATE INDEX IF NOT EXISTS emb_used ON emb (used)")
@@ -319,11 +283,9 @@ def quick_check(db: sqlite3.Connection) -> None:
 
 def open_db(path: Path, full_check: bool, timeout: float) -> sqlite3.Connection:
     """A connection to a healthy cache at ``path``, created when the file is new or empty;
-    ``timeout`` is how long a write waits for another writer's lock.
-
-    Raises Damaged for a damaged or outdated file, NeobenchError where the path cannot be
-    opened, and sqlite3.DatabaseError for any other trouble (busy, I/O, disk full).
-    """
+    ``timeout``: how long a write waits for another writer's lock. Raises Damaged for a damaged
+    or outdated file, NeobenchError where the path cannot be opened, and sqlite3.DatabaseError
+    for any other trouble (busy, I/O, disk full)."""
     try:
         # check_same_thread off: the cache writer (CacheWriter) stores from its own thread,
         # never while another thread uses the connection.
@@ -389,9 +351,8 @@ def select_rows(db: sqlite3.Connection, keys: list[bytes], used: bool = False) -
 
 
 def used_bytes(db: sqlite3.Connection) -> int:
-    """Bytes the database holds: (page_count - freelist_count) x page_size. The file is at least
-    this; pages freed by deletes stay in it (reused by later inserts), and the -wal beside it
-    holds recent transactions until a checkpoint folds them in."""
+    """Bytes the database holds: (page_count - freelist_count) x page_size. The file is larger:
+    pages freed by deletes stay in it, and the -wal holds transactions until a checkpoint."""
     (pages,) = db.execute("PRAGMA page_count").fetchone()
     (free,) = db.execute("PRAGMA freelist_count").fetchone()
     (size,) = db.execute("PRAGMA page_size").fetchone()
@@ -434,27 +395,16 @@ def moved_aside(path: Path) -> list[Path]:
     return sorted(p for p in found if not p.name.endswith(SIDE_FILES))
 
 
-# Least recently used out first: the last-use stamps of the cache's rows and the cap on its size.
-#
-# Each row's ``used`` is the time (ms) it was stored or last read. Keeping it costs writes, so
-# they are few and in blocks: a row stored gets the time with its insert (same statement); a row
-# read is stamped again only when its stamp is older than RESTAMP_MS, in one UPDATE per lookup
-# block, inside the lookup's own short write transaction. A row read over and over during a task
-# is written at most once a minute, and a lookup that finds only fresh rows writes nothing, so
-# shards sharing the file (WAL: one writer at a time) rarely wait on each other for stamps.
-#
-# The cap applies to the bytes the database holds, (page_count - freelist_count) x page_size
-# (used_bytes), not to the file: pages freed by evictions stay in the file and are
-# reused by the next inserts, so the file settles near the cap (plus the -wal, until a checkpoint).
-# When a store takes the database over its cap, the rows with the oldest stamps (ties: the oldest
-# inserted, by rowid) are deleted until it holds at most EVICT_TO of the cap, so an eviction runs
-# once per tenth of the cap stored, not after every batch. Evicting never changes a score: a text
-# evicted is encoded again when it is asked for.
+# Least recently used out first. A row's ``used`` (ms) is stamped by its insert, and by a read
+# only when older than RESTAMP_MS (one UPDATE per lookup block): a row read over and over is
+# written at most once a minute, so shards sharing the file (WAL: one writer at a time) rarely
+# wait on each other for stamps. The cap is on used_bytes(), not the file: pages freed by
+# evictions are reused by the next inserts, so the file settles near the cap (plus the -wal).
+# Over the cap, the oldest stamps (ties: oldest rowid) go until at most EVICT_TO of it is held.
+# A text evicted is encoded again when asked for: no score changes.
 
-# A read row is stamped again when its stamp is older than this (tests lower it).
-RESTAMP_MS = 60_000
-# Evicting down to this fraction of the cap leaves room for about a tenth of it before the next.
-EVICT_TO = 0.9
+RESTAMP_MS = 60_000  # tests lower it
+EVICT_TO = 0.9  # room for about a tenth of the cap before the next eviction
 # Rounds of deletes per eviction; the size is read again after each.
 MAX_ROUNDS = 64
 # Bytes a row takes beyond key, vector and checksum, at least: its used stamp, the record and
@@ -466,19 +416,18 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def restamp(db: sqlite3.Connection, found: list[tuple[bytes, int]]) -> int:
-    """Stamp the (key, used) rows just read whose stamp is stale; returns how many."""
+def restamp(db: sqlite3.Connection, found: list[tuple[bytes, int]]) -> None:
+    """Stamp the (key, used) rows just read whose stamp is stale."""
     now = now_ms()
     stale = [(now, key) for key, used in found if used < now - RESTAMP_MS]
     if stale:
         with db:
             db.executemany("UPDATE emb SET used = ? WHERE key = ?", stale)
-    return len(stale)
 
 
 def evict(db: sqlite3.Connection, max_bytes: int) -> int:
-    """Delete least recently used rows until the database holds at most EVICT_TO x max_bytes
-    when it holds more than max_bytes. Returns the rows deleted."""
+    """Over ``max_bytes``: delete least recently used rows down to EVICT_TO x max_bytes; returns
+    the rows deleted."""
     held = used_bytes(db)
     if held <= max_bytes:
         return 0
@@ -496,12 +445,11 @@ def evict(db: sqlite3.Connection, max_bytes: int) -> int:
             break
         count = max(1, math.ceil((held - target) / (first[0] + ROW_OVERHEAD)))
         with db:
-            gone = db.execute(
+            deleted += db.execute(
                 "DELETE FROM emb WHERE rowid IN "
                 "(SELECT rowid FROM emb ORDER BY used, rowid LIMIT ?)",
                 (count,),
             ).rowcount
-        deleted += gone
         held = used_bytes(db)
     return deleted
 
@@ -517,32 +465,25 @@ def write_settings(db: sqlite3.Connection, policy: str, max_bytes: int | None) -
         db.executemany("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", values.items())
 
 
-def read_settings(db: sqlite3.Connection) -> dict[str, str]:
-    """What the last run wrote with `write_settings` ({} before any run)."""
-    return dict(db.execute("SELECT name, value FROM meta").fetchall())
-
-
-# Other jobs' caches: each opened at first use, read-only and immutable; one that is missing,
-# unreadable, damaged or holds a vector failing its checksum is skipped for the run.
-
-
 class OtherCaches:
-    """The other jobs' caches of one EmbeddingCache, in the order listed; ``warn`` is its own
-    warning (logged, and kept for the run card)."""
+    """The other jobs' caches of one EmbeddingCache, in the order listed, each opened read-only at
+    first use and skipped for the run at its first trouble; ``warn`` is the store's warning."""
 
     def __init__(self, paths: list[Path], own: Path, warn: Callable[[str], None]) -> None:
         self.paths = paths
         self.own = own  # the job's own cache file, never read as another's
         self._warn = warn
-        # (path, connection) of those still read; None until first use, and again after close.
-        self._open: list[tuple[Path, sqlite3.Connection]] | None = None
+        # Those still read; None until first use, and again after close.
+        self._open: dict[Path, sqlite3.Connection] | None = None
 
     def read(self, keys: list[bytes]) -> list[tuple]:
         """The verified rows of ``keys`` in the other jobs' caches, the first listed first."""
         if self._open is None:
-            self._open = [found for p in self.paths if (found := self._open_one(p))]
+            self._open = {}
+            for path in self.paths:
+                self._open_one(path)
         found: dict[bytes, tuple] = {}
-        for path, db in list(self._open):
+        for path, db in list(self._open.items()):
             wanted = [key for key in keys if key not in found]
             if not wanted:
                 break
@@ -557,39 +498,34 @@ class OtherCaches:
         return list(found.values())
 
     def close(self) -> None:
-        for _, other in self._open or []:
+        for other in (self._open or {}).values():
             with contextlib.suppress(sqlite3.Error):
                 other.close()
         self._open = None
 
-    def _open_one(self, path: Path) -> tuple[Path, sqlite3.Connection] | None:
+    def _open_one(self, path: Path) -> None:
         # Told apart at first use, not at start: this job's own folder is created meanwhile.
         path = path / CACHE_FILE if path.is_dir() else path
-        if path.resolve() == self.own.resolve():
-            return None  # this job's own cache, read already
-        if not path.is_file():
-            problem = "no such file"
-        else:
-            try:
-                return path, open_read_only(path)
-            except (Damaged, NeobenchError, sqlite3.DatabaseError, OSError) as error:
-                problem = str(error)
-        self._skip(path, problem)
-        return None
+        if path.resolve() == self.own.resolve() or path in self._open:
+            return  # this job's own cache, read already (or listed twice)
+        try:
+            if not path.is_file():
+                raise FileNotFoundError("no such file")
+            self._open[path] = open_read_only(path)
+        except (Damaged, NeobenchError, sqlite3.DatabaseError, OSError) as error:
+            self._skip(path, str(error))
 
     def _skip(self, path: Path, problem: str) -> None:
         """Stop reading another job's cache for this run; it is left as it is."""
-        for other in [db for p, db in self._open or [] if p == path]:
-            with contextlib.suppress(sqlite3.Error):
+        other = (self._open or {}).pop(path, None)
+        with contextlib.suppress(sqlite3.Error):
+            if other is not None:
                 other.close()
-        self._open = [(p, db) for p, db in self._open or [] if p != path]
         self._warn(
             f"embedding cache {path} (listed in ${READ_ENV}, read-only): {problem}; not read "
             f"again in this run, and left unchanged ({NO_EFFECT})."
         )
 
-
-# The store: EmbeddingCache.
 
 # quick_check reads the whole file: ~1 s per GB warm, far more on a cold network disk.
 QUICK_CHECK_MAX_BYTES = 2 * 1024**3
@@ -603,7 +539,9 @@ class EmbeddingCache:
     """Embeddings on disk in SQLite (WAL): a killed run leaves every committed batch intact.
 
     Opening checks the folder (NeobenchError) and the file (moved aside when damaged). Reads and
-    writes never raise a database error: they warn and degrade, see the module docstring.
+    writes never raise a database error: they warn and degrade, see the module docstring. Reads
+    and writes come per block (`keys`, `lookup`, `put`: no numpy call per vector) and per item
+    (`get_many`, `put_many`), the same rows on disk.
     """
 
     def __init__(
@@ -625,21 +563,14 @@ class EmbeddingCache:
         self.db = self._open_or_replace()
         self._identity = file_identity(self.path)
 
-    # The key of a text, and of a list of texts (text_key, text_keys).
     key = staticmethod(text_key)
     keys = staticmethod(text_keys)
 
     def lookup(self, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-        """The verified vectors of ``keys`` as one block: ``(vectors, found)``, ``vectors`` a
-        (len(keys), dim) float32 matrix whose row i is key i's vector where ``found[i]`` (a bool
-        array) and zeros elsewhere (writable: the caller fills them); dim is 0 when nothing
-        is found.
-
-        The bulk form of `get_many`, with the same sources, checks and copying; a repeated key
-        is found (or not) at each of its places. A found vector whose length differs from the
-        first found one's (a key holds one model's vector, so only a damaged or foreign entry
-        would) counts as missing, so the caller encodes it again and overwrites it.
-        """
+        """``(vectors, found)``: a writable (len(keys), dim) float32 matrix whose row i is key i's
+        verified vector where the bool array ``found[i]``, zeros elsewhere (dim 0 when none is
+        found). A vector of another length than the first found one's (only a damaged or foreign
+        entry) counts as missing, so the caller encodes it again and overwrites it."""
         blobs = self._fetch(keys)
         size = len(next(iter(blobs.values()))) if blobs else 0
         if any(len(b) != size for b in blobs.values()):
@@ -649,9 +580,7 @@ class EmbeddingCache:
         return blobs_block([blobs[keys[i]] for i in places], len(keys), places), found
 
     def get_many(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        """The verified vectors of ``keys`` found in the cache, else in the other jobs' caches
-        (copied into this one); damaged ones are dropped. The arrays are read-only rows of one
-        block (see `lookup` for the block itself)."""
+        """The verified vectors of ``keys`` found, as read-only arrays (of any length)."""
         blobs = self._fetch(keys)
         if len({len(b) for b in blobs.values()}) != 1:  # none, or of several lengths
             return {k: np.frombuffer(b, dtype=np.float32) for k, b in blobs.items()}
@@ -660,8 +589,7 @@ class EmbeddingCache:
         return dict(zip(blobs, block, strict=True))
 
     def put(self, keys: list[bytes], vectors: np.ndarray) -> None:
-        """Store the (len(keys), dim) block ``vectors`` under ``keys`` in one transaction: all
-        of it or none of it. The bulk form of `put_many`."""
+        """Store the (len(keys), dim) block ``vectors`` under ``keys`` in one transaction."""
         if self.db is None or not self.writable or not keys:
             return
         rows = block_rows(keys, vectors)
@@ -671,15 +599,9 @@ class EmbeddingCache:
         """Store one batch of (key, vector) in one transaction: all of it or none of it."""
         if self.db is None or not self.writable:
             return
-        keys, vectors = [], []
-        for key, vector in items:
-            keys.append(key)
-            vectors.append(np.asarray(vector, dtype=np.float32))
-        if len({v.shape for v in vectors}) <= 1:
-            self.put(keys, np.stack(vectors) if vectors else np.zeros((0, 0), np.float32))
-            return
-        rows = [row for k, v in zip(keys, vectors, strict=True) for row in block_rows([k], v)]
-        self._guard("storing", lambda: self._insert(rows), None)
+        rows = [row for key, vector in items for row in block_rows([key], vector)]
+        if rows:
+            self._guard("storing", lambda: self._insert(rows), None)
 
     def held_bytes(self) -> int | None:
         """What the database holds now (the cap's measure); None without a database."""
@@ -703,7 +625,7 @@ class EmbeddingCache:
         read = self._guard("reading", lambda: select_rows(self.db, keys, used=True), [])
         if read and self.writable:
             stamps = [(row[0], row[3]) for row in read]
-            self._guard("stamping", lambda: restamp(self.db, stamps), 0)
+            self._guard("stamping", lambda: restamp(self.db, stamps), None)
         good, bad = verify_rows([row[:3] for row in read])
         if bad:
             self.bad_entries += len(bad)
@@ -818,7 +740,14 @@ class EmbeddingCache:
                 timeout=BUSY_TIMEOUT_S,
             )
         except Damaged as damage:
-            aside = self._move_aside_at_open(damage)
+            try:
+                aside = move_aside(self.path, damage.tag)
+            except OSError as error:
+                raise NeobenchError(
+                    f"embedding cache {self.path} is {ASIDE_TAGS[damage.tag]} ({damage}) and "
+                    f"could not be moved aside ({error}). Fix: neobench cache clear --cache-dir "
+                    f"{self.path.parent}"
+                ) from None
             self._warn(
                 f"embedding cache {self.path} is {ASIDE_TAGS[damage.tag]} ({damage}): moved to "
                 f"{aside} (with its -wal/-shm); starting a fresh cache. Delete the old file when "
@@ -837,43 +766,26 @@ class EmbeddingCache:
             f"({NO_EFFECT})."
         )
 
-    def _move_aside_at_open(self, damage: Damaged) -> Path:
-        try:
-            return move_aside(self.path, damage.tag)
-        except OSError as error:
-            raise NeobenchError(
-                f"embedding cache {self.path} is {ASIDE_TAGS[damage.tag]} ({damage}) and could "
-                f"not be moved aside ({error}). Fix: neobench cache clear --cache-dir "
-                f"{self.path.parent}"
-            ) from None
-
     def _warn(self, message: str) -> None:
         self.events.append(message)
         logger.warning("%s", message)
 
 
-# New embeddings stored in the cache by a thread of their own, chunk by chunk, while the encoder
-# goes on.
-#
-# Storing is checksums and SQLite writes: about 37 µs a 768-dimensional vector (149 s of the main
-# thread at 4 million documents in the scale rehearsal, benchmarks/scale_rehearsal.py), and on a GPU
-# every one of those seconds is a second the device waits. The encoder hands each finished chunk's
-# rows (a copy: the caller owns the matrix) to `CacheWriter.submit`; one thread stores them, one
-# transaction per chunk, with the cache's own `put` (its warnings and degrading unchanged); hashing
-# and SQLite release the GIL for the bulk of it. `flush` waits until everything submitted is stored,
-# and the encoder flushes before it returns, so a request's vectors are in the cache before the next
-# lookup and only one thread uses the connection at a time.
-#
-# At most ``PENDING`` chunks wait (bounded memory: 2 x 8,192 x dim floats); a producer that gets
-# ahead waits. An exception in the thread that is not the cache's own (those warn and degrade) is
+# New embeddings stored by a thread of their own while the encoder goes on. Storing is checksums
+# and SQLite writes, about 37 µs a 768-dim vector (149 s of the main thread at 4 million
+# documents, benchmarks/scale_rehearsal.py): on a GPU, seconds the device would wait. Hashing and
+# SQLite release the GIL for the bulk of it. The encoder flushes before it returns, so a
+# request's vectors are in the cache before the next lookup and one thread at a time uses the
+# connection. An exception in the thread other than the cache's own (those warn and degrade) is
 # raised again by the next `submit` or `flush`.
 
-PENDING = 2  # chunks submitted and not yet stored, at most
+PENDING = 2  # chunks submitted and not yet stored, at most (2 x 8,192 x dim floats)
 _STOP = object()
 
 
 class CacheWriter:
-    """One thread storing (keys, vectors) blocks into ``cache`` in submission order."""
+    """One thread storing (keys, vectors) blocks into ``cache`` in submission order, one
+    transaction each, with the cache's own `put`."""
 
     def __init__(self, cache: EmbeddingCache) -> None:
         self.cache = cache
@@ -886,7 +798,8 @@ class CacheWriter:
         self._thread.start()
 
     def submit(self, keys: list[bytes], vectors: np.ndarray) -> None:
-        """Store ``vectors`` (n, dim) under ``keys`` in the thread; waits while PENDING wait."""
+        """Store ``vectors`` (n, dim, the caller's copy) under ``keys`` in the thread; waits while
+        PENDING wait."""
         self._raise()
         with stage("cache insert wait"):
             self._queue.put((keys, vectors))
@@ -926,7 +839,7 @@ class CacheWriter:
             raise RuntimeError(f"storing embeddings in the cache failed: {error}") from error
 
 
-# `neobench cache info|clear`: what state the cache is in, and removing it.
+# `neobench cache info|clear`.
 
 
 @dataclass
@@ -938,8 +851,7 @@ class CacheReport:
     embeddings: int = 0
     bytes: int = 0  # the file with its -wal/-shm
     held: int = 0  # what the database holds: (page_count - freelist_count) x page_size
-    # The last run's policy, cap (max_bytes, "" for none) and when it set them; {} before any
-    # run of schema 3.
+    # The last run's policy, cap (max_bytes, "" for none) and when set; {} before a v3 run.
     settings: dict[str, str] = field(default_factory=dict)
     problem: str | None = None  # why `neobench eval` would not use the file as it is
     fix: str | None = None
@@ -965,8 +877,8 @@ def cache_command(cache_dir: str | None, action: str) -> CacheReport:
 
 
 def inspect_cache(path: Path) -> CacheReport:
-    """The state of the cache at ``path``, read-only: creates, moves and repairs nothing. Always
-    runs the full quick_check (reads every page), whatever the size."""
+    """The state of the cache at ``path``, read-only (creates, moves and repairs nothing), with
+    the full quick_check (every page) whatever the size."""
     if path.parent.exists() and not path.parent.is_dir():
         raise NeobenchError(
             f"embedding cache folder {path.parent} is a file, not a folder. Pass --cache-dir "
@@ -983,8 +895,8 @@ def inspect_cache(path: Path) -> CacheReport:
             quick_check(db)
             (report.embeddings,) = db.execute("SELECT COUNT(*) FROM emb").fetchone()
             report.held = used_bytes(db)
-            if "meta" in {n for (n,) in db.execute("SELECT name FROM sqlite_master")}:
-                report.settings = read_settings(db)  # a version 2 file has none
+            if "meta" in {n for (n,) in db.execute("SELECT name FROM sqlite_master")}:  # not v2
+                report.settings = dict(db.execute("SELECT name, value FROM meta").fetchall())
         report.state = "ok"
     except Damaged as damage:
         report.state = "outdated" if damage.tag == "v1" else "corrupt"
@@ -1000,12 +912,10 @@ def inspect_cache(path: Path) -> CacheReport:
 
 
 def clear_cache(path: Path) -> list[str]:
-    """Delete the cache (with its -wal/-shm) in whatever state, and the caches moved aside
-    beside it, then start an empty one; returns what was done, one line each.
-
-    Files are removed rather than emptied with DELETE + VACUUM: that works on a damaged file and
-    on a full disk, and takes no time on a multi-GB cache. A run using the cache meanwhile sees
-    its file replaced and carries on with the new one.
+    """Delete the cache (with its -wal/-shm) in whatever state and the caches moved aside beside
+    it, then start an empty one; returns what was done, one line each. Removing the files rather
+    than DELETE + VACUUM works on a damaged file and a full disk, and takes no time on a multi-GB
+    cache; a run using the cache meanwhile sees its file replaced and carries on with the new one.
     """
     check_folder(path.parent)
     done = []

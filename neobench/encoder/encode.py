@@ -1,10 +1,9 @@
 """The evaluation encoder: length-sorted token-budget batches and a shared embedding cache.
 
-Every text is looked up in the embedding cache (neobench/encoder/cache.py) under (model fingerprint,
-prompt, text) first; only missing texts are encoded, deduplicated, longest first, in batches
-bounded by a token budget rather than a fixed count. Features come from sentence-transformers'
-own `preprocess`, called once per chunk of texts (tokenizing each text once, in the tokenizer's
-thread pool), and the embedding from the model's own forward, so the numbers are those of
+Every text is looked up in the embedding cache (cache.py) under (model fingerprint, prompt, text)
+first; only missing texts are encoded, deduplicated, longest first, in batches bounded by a token
+budget rather than a fixed count. Features come from sentence-transformers' own `preprocess` and
+the embedding from the model's own forward, so the numbers are those of
 `SentenceTransformer.encode` (tested to 1e-5).
 """
 
@@ -90,10 +89,8 @@ class FastEncoder:
         """(len(texts), dim) float32: cached vectors, the rest encoded once per distinct text.
 
         ``out``: a float32 (rows, dim) array of at least len(texts) rows, whose first rows take
-        the vectors (the return value is then a view of it). A caller that is done with one
-        request's vectors before the next passes the same array again: the OS maps fresh
-        memory in page by page at its first write, a cost of the size of the matrix per request
-        (seconds per GB in a VM) that a reused array pays once."""
+        the vectors (the return value is then a view of it). Passing the same array for each
+        request saves faulting fresh memory in page by page (seconds per GB in a VM)."""
         if out is not None and (out.dtype != np.float32 or out.ndim != 2 or len(out) < len(texts)):
             raise ValueError(
                 f"out: needs a float32 (rows, dim) array of at least {len(texts)} rows, got "
@@ -111,8 +108,7 @@ class FastEncoder:
             with stage("cache keys"):
                 keys: list[Any] = EmbeddingCache.keys(self.fingerprint, prompt, texts)
         else:
-            # Without a cache the texts themselves are the keys (one request, one prompt): the
-            # same duplicates without hashing each text (~0.6 µs a text).
+            # Without a cache the texts are the keys (one request, one prompt): no hashing.
             keys = texts
         with stage("dedup"):
             # Each distinct key once, in first-seen order; ``where`` maps every text to its row.
@@ -130,11 +126,9 @@ class FastEncoder:
             matrix, found = np.zeros((len(unique), 0), np.float32), np.zeros(len(unique), bool)
         missing = np.flatnonzero(~found)
         if len(missing):
-            # Each new vector goes straight into its row of ``matrix`` (one allocation per
-            # request: at millions of texts every extra full-size copy costs the main thread
-            # seconds), and is stored by the cache writer's thread, chunk by chunk, when the
-            # cache policy says so. (Found vectors of another width cannot be: the key holds
-            # the model's fingerprint and the checksum its width; numpy would refuse the rows.)
+            # Each new vector goes straight into its row of ``matrix`` (at millions of texts an
+            # extra full-size copy costs seconds), and to the cache writer when the policy says.
+            # (Found rows are the model's width: the key holds its fingerprint.)
             some = bool(found.any())
             store = self.cache is not None and self.store
             # Nothing found and every text distinct: the vectors go straight into ``target``.
@@ -165,12 +159,9 @@ class FastEncoder:
         at: np.ndarray | None = None,
         keys: list[bytes] | None = None,
     ) -> np.ndarray:
-        """Embeddings of ``texts`` (float32) written to rows ``at`` of ``out`` (``out`` made
-        (len(texts), dim) when None, ``at`` 0..n-1 when None); returns ``out``. A feeder thread
-        (and the tokenizer processes) prepare the batches ahead; this thread runs the forward
-        pass and writes each chunk's vectors to their rows. With ``keys`` (one per text) each
-        chunk's vectors are stored in the cache, in the cache writer's thread, by the time this
-        returns."""
+        """Embeddings of ``texts`` (float32) written to rows ``at`` of ``out`` (None: a new
+        (len(texts), dim) matrix, rows 0..n-1); returns ``out``. With ``keys`` (one per text)
+        the vectors are in the cache by the time this returns."""
         model = self.model
         model.eval()
         # Padded features of a chunk take (texts x max length) ids: bound that for 8k models.
@@ -222,13 +213,11 @@ class FastEncoder:
         ):
             embeddings = model(features)["sentence_embedding"]
         self.forward_calls += 1
-        # Kept on the device until the chunk is done: no host sync per batch, so the device
-        # computes while the host hands over the next batch.
+        # Kept on the device until the chunk is done: no host sync per batch.
         return embeddings.float()
 
     def _tokenize_pool(self) -> TokenizePool | None:
-        """The tokenizer processes (started at the first request, kept for the next), or None
-        for tokenising in this process."""
+        """The tokenizer processes (started at the first request, kept), or None: this process."""
         if self.tokenize_workers < 2:
             return None
         if self._pool is None or self._pool.closed:
@@ -237,13 +226,13 @@ class FastEncoder:
         return self._pool
 
     def _feed_thread(self) -> ThreadPoolExecutor:
-        """The thread preparing batches (started at the first request, kept for the next)."""
+        """The thread preparing batches (started at the first request, kept)."""
         if self._feeder is None:
             self._feeder = ThreadPoolExecutor(1, thread_name_prefix="neobench-feed")
         return self._feeder
 
     def _cache_writer(self) -> CacheWriter:
-        """The thread storing new vectors (started at the first store, kept for the next)."""
+        """The thread storing new vectors (started at the first store, kept)."""
         if self._writer is None:
             assert self.cache is not None
             self._writer = CacheWriter(self.cache)
@@ -251,8 +240,8 @@ class FastEncoder:
         return self._writer
 
     def close(self, wait: bool = True) -> None:
-        """Stop the tokenizer processes, the feed's thread and the cache writer, if any (a later
-        request starts them again); ``wait=False``: without waiting for the processes to end."""
+        """Stop the tokenizer processes, the feed's thread and the cache writer (a later request
+        starts them again); ``wait=False``: without waiting for the processes to end."""
         if self._pool is not None:
             self._pool.close(wait)
             self._pool = None

@@ -1,14 +1,10 @@
 """A request's texts -> its forward batches, prepared in a thread ahead of the forward pass.
 
-The consumer (the encoder's forward loop, on the main thread) only takes ready batches: their
-features padded, pinned for the GPU where there is one, and hands them to the model. Everything
-else happens in one feeder thread: tokenising (itself, or through the tokenizer processes of
-neobench/encoder/tokenpool.py), sorting each chunk into token-budget batches and padding them. So
-on a GPU the host prepares batch k+1 while the device runs batch k, for a request of one chunk
-too (a request under 8,192 texts: before, its batches were cut and padded on the main thread).
-
-Batches keep the order and composition they had: chunks are sorted as wholes (8,192 texts), so
-splitting a chunk across processes changes no batch and no embedding.
+The consumer (the encoder's forward loop, on the main thread) only takes ready batches (padded,
+pinned for a GPU) and hands them to the model. One feeder thread tokenises (itself, or through
+the tokenizer processes of tokenpool.py), sorts each chunk into token-budget batches and pads
+them: on a GPU the host prepares batch k+1 while the device runs batch k. Chunks are sorted as
+wholes (8,192 texts), so splitting one across processes changes no batch and no embedding.
 
 With processes, the chunks' pieces are submitted ``AHEAD`` chunks ahead, so the workers never
 wait for the feeder; the feeder itself waits for the consumer when ``QUEUED`` batches are ready.
@@ -82,10 +78,9 @@ def feed(
     pin: bool = False,
     feeder: concurrent.futures.Executor | None = None,
 ) -> Iterator[Batch | ChunkEnd]:
-    """Each chunk's batches, then its ChunkEnd, chunk after chunk, in order. The consumer's
-    waiting counts as ``tokenize wait``; the feeder's work is busy time (its stages). The
-    feeder runs in ``feeder`` (a one-thread executor the caller keeps across requests) or,
-    without one, in a thread of its own."""
+    """Each chunk's batches, then its ChunkEnd, chunk after chunk. The consumer's waiting counts
+    as ``tokenize wait``. The feeder runs in ``feeder`` (a one-thread executor the caller keeps
+    across requests), else in a thread of its own."""
     items: queue.Queue[Any] = queue.Queue(maxsize=QUEUED)
     stop = threading.Event()
     chunks = _pooled(model, pieces, prompt, pool) if pool else _inline(model, pieces, prompt)

@@ -2,24 +2,18 @@
 
 Why processes: the fast tokenizer's batch call is Rust across cores, but turning its encodings
 into Python lists holds the GIL, so threads of one process stop scaling at about one core. Each
-process here runs sentence-transformers' own ``preprocess`` (the same code, the same tokens) on a
-piece of a chunk and sends back flat arrays (neobench/encoder/tokens.py ``Flat``).
+process runs sentence-transformers' own ``preprocess`` (the same tokens) on a piece of a chunk
+and sends back flat arrays (tokens.py ``Flat``).
 
-Why fork: a worker needs the model's input module exactly as it is in this process (prompts,
-truncation, processor settings); pickling a SentenceTransformer would carry its weights, and a
-fresh interpreter takes seconds to import torch. A forked child shares the parent's memory
-copy-on-write and starts in milliseconds. It is the start method torch's own DataLoader workers
-use on Linux, with the same rule: the child never touches torch's thread pools or CUDA, only the
-tokenizer and numpy. Around the fork the tokenizers library is told that its parallelism is
-configured (off), so the child neither warns nor uses the Rust thread pool it cannot inherit; the
-processes themselves are the parallelism. Where fork does not exist, tokenisation stays in a
-thread of this process (``resolve_workers`` says so).
+Why fork: a worker needs the model's input module exactly as it is here (prompts, truncation,
+processor settings); pickling a SentenceTransformer would carry its weights, and a fresh
+interpreter takes seconds to import torch. A forked child shares memory copy-on-write and starts
+in milliseconds; as in torch's DataLoader workers, it never touches torch's thread pools or CUDA,
+only the tokenizer and numpy. Where fork does not exist, a thread tokenises (``resolve_workers``).
 
-Shutdown: ``close()`` (the encoder's, at the end of a run) terminates the workers. They ignore
-Ctrl-C and Slurm's notice (the parent handles both and closes them), end at SIGTERM without
-running the parent's inherited handler, are daemonic (multiprocessing ends them when the parent
-exits) and, forked from the main thread, get SIGTERM from the kernel if the parent dies without
-cleaning up.
+Shutdown: ``close()`` terminates the workers. They ignore Ctrl-C and Slurm's notice (the parent
+handles both and closes them), end at SIGTERM without running the parent's inherited handler,
+are daemonic and, forked from the main thread, get SIGTERM if the parent dies uncleanly.
 """
 
 from __future__ import annotations
@@ -72,7 +66,7 @@ def resolve_workers(setting: int | str) -> int:
             "no fork on this system: tokenising in a thread instead of %d processes", workers
         )
         return 1
-    return max(1, workers)
+    return workers
 
 
 class WorkerFailed(RunFailed):
@@ -92,8 +86,7 @@ class TokenizePool:
         self._next = 0
         self._lock = threading.Lock()  # submit/result may be called from a feeder thread
         self.closed = False
-        # Forked from the main thread, a child may ask to die with it (with a thread that ends
-        # sooner, it would die with that thread).
+        # Only a child forked from the main thread may ask to die with it (else: with the thread).
         parent = os.getpid() if threading.current_thread() is threading.main_thread() else None
         self.processes = [
             context.Process(
@@ -106,14 +99,13 @@ class TokenizePool:
         ]
         with _configured_parallelism(), warnings.catch_warnings():
             # Python 3.12+ warns about forking a threaded process; the children run only the
-            # tokenizer and numpy (see the module's docstring).
+            # tokenizer and numpy.
             warnings.simplefilter("ignore", DeprecationWarning)
-            # The parent's objects frozen while forking: a child's garbage collector then never
-            # writes to them, so their pages stay shared instead of being copied per worker.
+            # Frozen, the parent's objects are never written by a child's garbage collector: their
+            # pages stay shared instead of being copied per worker.
             gc.freeze()
-            # A child inherits this process's signal handlers (the CLI's raise Terminated): the
-            # signals that end a run stay blocked across the fork, until the child has put its
-            # own in place (_serve); here they wait, blocked, and arrive once it is done.
+            # A child inherits the CLI's handlers (raise Terminated): the signals that end a run
+            # stay blocked across the fork until the child has its own (_serve).
             blocked = signal.pthread_sigmask(signal.SIG_BLOCK, PARENTS_SIGNALS)
             try:
                 for process in self.processes:
@@ -133,9 +125,8 @@ class TokenizePool:
     def result(self, job: int) -> Flat | None:
         """The job's tokens (None: not the plain case, take the stock path); raises what the
         worker raised, or WorkerFailed if a worker died."""
-        # Checked on every call, not only when a wait times out: the surviving workers may
-        # take every job of a dead one's share, and a run with a worker gone (out of memory)
-        # is a failing machine the user should hear about, not a silently slower run.
+        # Checked on every call: survivors may take a dead worker's share, and a worker gone
+        # (out of memory) is a failing machine to hear about, not a silently slower run.
         self._check_alive()
         while job not in self._arrived:
             try:
@@ -168,11 +159,8 @@ class TokenizePool:
             )
 
     def close(self, wait: bool = True) -> None:
-        """Stop the workers; idempotent. They are terminated, not asked to finish: every job
-        a caller still wants has been collected or is abandoned with the pool, and a worker
-        holds nothing to save. With ``wait``, return once they have ended (the kernel tears
-        down each forked copy of this process in tens of ms); without, multiprocessing reaps
-        them later (at its next process start, or at exit)."""
+        """Terminate the workers (they hold nothing to save); idempotent. With ``wait``, return
+        once they have ended (tens of ms each); without, multiprocessing reaps them later."""
         if self.closed:
             return
         self.closed = True
@@ -221,9 +209,8 @@ class _Failure:
 def _serve(model: Any, jobs: Any, results: Any, parent: int | None) -> None:
     """A worker's loop (in the child): jobs in, flat tokens (or the failure) out."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    # SIGTERM (close(), the parent's death, scancel) ends a worker at once and quietly: the
-    # parent's handler, inherited, would raise its Terminated here and print a traceback.
-    # Slurm's notice before a time limit is the parent's to act on.
+    # SIGTERM (close(), the parent's death, scancel) ends a worker quietly: the inherited
+    # handler would raise Terminated and print a traceback. Slurm's notice is the parent's.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if hasattr(signal, "SIGUSR2"):
         signal.signal(signal.SIGUSR2, signal.SIG_IGN)

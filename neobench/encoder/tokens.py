@@ -1,21 +1,17 @@
 """Texts -> the features of any batch of them: sentence-transformers' tokens, padded per batch.
 
-The features are sentence-transformers' own (``model.preprocess``: the model's prompt handling,
-truncation and special tokens), so embeddings stay those of ``SentenceTransformer.encode``. Two
-things are done differently, both for speed, neither changing a token:
+The features are ``model.preprocess``'s (prompts, truncation, special tokens), so embeddings stay
+those of ``SentenceTransformer.encode``. Two things differ, for speed, neither changing a token:
 
-- preprocess is asked for unpadded Python lists (``return_tensors=None, padding=False``), which
-  are turned into flat int64 arrays at once (``Flat``: what a tokenizer process sends back, cheap
-  to pickle) and padded here, per forward batch, with numpy. transformers' own tensor conversion
-  first flattens every id of the chunk in Python to test for emptiness, then builds the tensor
-  from nested lists: about half of a chunk's tokenisation time, all of it holding the GIL.
-- Texts are tokenised independently of each other (no padding, per-text truncation), so a chunk
-  may be tokenised in pieces, in several processes, and joined: the same tokens, byte for byte.
-  Where that runs is neobench/encoder/feed.py; the processes are neobench/encoder/tokenpool.py.
+- preprocess gives unpadded lists (``return_tensors=None, padding=False``), turned at once into
+  flat int64 arrays (``Flat``, cheap to pickle) and padded per forward batch with numpy.
+  transformers' own tensor conversion flattens every id in Python to test for emptiness, then
+  builds the tensor from nested lists: about half of the tokenisation time, holding the GIL.
+- Texts are tokenised independently (no padding, per-text truncation), so a chunk may be
+  tokenised in pieces, in several processes (tokenpool.py), and joined: the same tokens.
 
 Anything but the plain case (a processor that returns tensors anyway, flattened flash-attention
-inputs, keys of unknown padding) takes the stock path: padded tensors from preprocess, cut per
-batch.
+inputs, keys of unknown padding) takes the stock path: preprocess's padded tensors, cut per batch.
 """
 
 from __future__ import annotations
@@ -61,8 +57,8 @@ def token_budget_batches(
 
 @dataclass
 class Flat:
-    """Texts' tokens as preprocess gave them, unpadded, one array entry per real token: what a
-    tokenizer process sends back (a few arrays pickle fast; lists of lists do not)."""
+    """Texts' tokens from preprocess, unpadded, one array entry per real token (a few arrays
+    pickle fast; lists of lists do not)."""
 
     lengths: np.ndarray  # (n,) int64: real tokens per text
     keys: list[str]  # the per-token keys, in preprocess's order
