@@ -1,15 +1,12 @@
 """A canary before a large submission: one short job per model and kind, run like the real ones.
 
-A study of a thousand GPU-hours that fails on its first minute (a model that does not load on
-the cluster's software, a setup line with a typo, a batch that does not fit the GPU, a data
-folder the nodes cannot see) fails 136 times. The canary runs first, through the same launcher
-with the same flags, setup lines and resources: per model, a fine-tune of CANARY_STEPS steps with
-the recipe's batch and a checkpoint written, then an eval of the study's smallest task with that
-model. Only when every canary passes are the real jobs run; its cost (wall time, GPU-hours) and
-result are shown. Its outputs live apart (OUTPUT/canary/), never among the study's results.
-
-A passed canary is remembered (OUTPUT/canary/passed.json, keyed by what the canary jobs run and
-ask for), so a study run again after a fault does not pay for it twice; `--canary` runs it again.
+A study of a thousand GPU-hours that fails in its first minute (a model the cluster's software
+cannot load, a setup line with a typo, a batch too big for the GPU, data the nodes cannot see)
+fails in every job. The canary runs first through the same launcher, flags, setup lines and
+resources: per model a fine-tune of CANARY_STEPS steps with a checkpoint, then an eval of the
+study's smallest task. Only when all pass do the real jobs run. Its outputs live apart
+(OUTPUT/canary/). A pass is remembered (OUTPUT/canary/passed.json, keyed by what the canary jobs
+run and ask for), so a study run again after a fault does not pay twice; `--canary` reruns it.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ from neobench.core import results
 from neobench.core.card_io import now, write_text_atomic
 from neobench.core.errors import RunFailed
 from neobench.study import conflicts, store
-from neobench.study.jobs import eval_done
+from neobench.study.jobs import eval_done, job_log
 from neobench.study.plan import Job, Plan
 from neobench.study.spec import CANARY_GPU_HOURS
 
@@ -71,20 +68,22 @@ def _finetune(plan: Plan, real: Job, root: Path) -> Job:
     argv = [a for a in argv if a != "--resume"]
     argv += [f"max_steps={CANARY_STEPS}", "checkpoint_every=1", "keep_checkpoints=false"]
     key = f"canary/{real.key}"
-    return Job("finetune", key, argv, folder, _log(plan, key), real.resources, model=real.model)
+    log = job_log(plan.study, key)
+    return Job("finetune", key, argv, folder, log, real.resources, model=real.model)
 
 
 def _eval(
     plan: Plan, real: Job, root: Path, task: str, source: str | None, before: list[Job]
 ) -> Job:
-    argv = _drop(_drop(_drop(real.argv, "--tasks"), "--types"), "--shard")
-    argv = _drop(argv, "--sweep")  # the canary's own fine-tune is none of a sweep's points
+    # --sweep: the canary's own fine-tune is none of a sweep's points
+    argv = _drop(real.argv, "--tasks", "--types", "--shard", "--sweep")
     argv = _replace(argv, "--results", str(root))
     if source is not None:
         argv = _replace(argv, "--model", source)
     argv += ["--tasks", task]
     key = f"canary/eval/{real.model}"
-    job = Job("eval", key, argv, root, _log(plan, key), real.resources, model=real.model)
+    log = job_log(plan.study, key)
+    job = Job("eval", key, argv, root, log, real.resources, model=real.model)
     job.tasks = [task]
     job.model_name, job.source = real.model_name, source or real.source
     job.after = [j.key for j in before if j.kind == "finetune" and j.model == real.model]
@@ -97,15 +96,10 @@ def _replace(argv: list[str], flag: str, value: str) -> list[str]:
     return out
 
 
-def _drop(argv: list[str], flag: str) -> list[str]:
-    if flag not in argv:
-        return list(argv)
-    i = argv.index(flag)
-    return argv[:i] + argv[i + 2 :]
-
-
-def _log(plan: Plan, key: str) -> Path:
-    return plan.study.output / "logs" / (key.replace("/", "-") + ".log")
+def _drop(argv: list[str], *flags: str) -> list[str]:
+    """``argv`` without each flag and its value."""
+    gone = {i + k for i, a in enumerate(argv) if a in flags for k in (0, 1)}
+    return [a for i, a in enumerate(argv) if i not in gone]
 
 
 def smallest_task(plan: Plan) -> str:

@@ -1,10 +1,9 @@
 """A study's jobs as plain records, and how one fine-tune or eval job of a model is made.
 
-Each job holds the exact `neobench ...` arguments it runs, its output, what it asks a cluster for,
-the jobs it waits for, and whether its output is already complete (read from what the commands
-write: a complete fine-tuning card; the task results of a shard in the results folder that the
-run cards of that model name). neobench/study/plan.py puts them in order for a whole study, and
-neobench/study/sweep_plan.py for a swept model.
+A job holds the exact `neobench ...` arguments it runs, its output, what it asks a cluster for,
+the jobs it waits for, and whether its output is complete (a fine-tune: its card says complete;
+an eval shard: every task has a result in the folder the model's run cards name). plan.py orders
+them for a study, sweep_plan.py for a swept model.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""A study -> its jobs: finetune(model, seed) -> eval(model, shard k/N) -> table.
+"""A study -> its jobs, in order: finetune(model, seed) -> eval(model, shard k/N) -> table.
 
-Each job is a plain record (neobench/study/jobs.py): the exact `neobench ...` arguments it runs, its
-output, what it asks a cluster for, the jobs it waits for, and whether its output is already
-complete. A launcher only runs (or submits) the jobs that are not done, in list order, which
-respects every dependency.
-
-What counts as done is read from what the commands themselves write: a fine-tuning run card
-whose status is complete, and the task result files of each shard in the results folder that the
-run cards of that model name. A finished piece made under other conditions than the study now
-gives is refused, never mixed in (see conflicts.py).
+A launcher runs (or submits) the jobs not done, in list order, which respects every dependency.
+What is done is read from what the commands write (jobs.py); a finished piece made under other
+conditions than the study now gives is refused, never mixed in (conflicts.py).
 """
 
 from __future__ import annotations

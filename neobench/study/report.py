@@ -1,5 +1,4 @@
-"""A study's plan and status as listings (title, columns, rows of text) and summary lines; the
-CLI prints them (a table on a terminal, plain lines in a pipe)."""
+"""A study's plan and status as listings (title, columns, rows of text) and summary lines."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The job store: one small record per launched job, OUTPUT/jobs/<key>.json (running / queued /
-failed / done, exit code, host, pid, the launcher's own job id, log), and the state of a job read
-from its outputs first and its record second. Every launcher writes these records; `neobench
-study status` reads them, asking the launcher that wrote a record what became of its job.
+"""The job store: one record per launched job, OUTPUT/jobs/<key>.json (state, exit code, host,
+pid, the launcher's job id, log), and a job's state: from its outputs first, its record second.
+Every launcher writes records; `study status` reads them, asking each record's launcher what
+became of its job.
 """
 
 from __future__ import annotations
@@ -75,9 +75,8 @@ def queues(plan: Plan) -> Queues:
 
 def state(plan: Plan, job: Job, listed: Queues | None = None) -> str:
     """done | running | queued | failed | pending, from the outputs first and the job record
-    second (a job recorded done whose results were deleted since is pending again). A job
-    still recorded running or queued: what its launcher says of it, from ``listed`` (queues(),
-    read once by the caller)."""
+    second (a job recorded done whose results were deleted since is pending again); for a job
+    recorded as launched, what its launcher says of it from ``listed`` (queues(), read once)."""
     if job.done:
         return "done"
     rec = read_record(plan, job)
@@ -90,9 +89,8 @@ def state(plan: Plan, job: Job, listed: Queues | None = None) -> str:
 
 
 def unfinished(kind: str, output: Path) -> str | None:
-    """Why a job (of ``kind``, writing ``output``) whose command exited 0 has not got its
-    output, or None when it has: a fine-tune whose card does not say complete (an eval's exit
-    status is its own word). The local runner and the Slurm job both ask."""
+    """Why a job whose command exited 0 lacks its output, or None: a fine-tune whose card does
+    not say complete (an eval's exit status is its own word). Local runner and Slurm job ask."""
     if kind != "finetune":
         return None
     path = output / cards.FINETUNE_CARD
@@ -106,9 +104,8 @@ def unfinished(kind: str, output: Path) -> str | None:
 
 
 def close_card(job: Job, how: str) -> None:
-    """A fine-tune whose job has ended (its launcher says so) and whose run card still says
-    running (its process was killed: SIGKILL, out of memory, a node lost) says interrupted and
-    how, so no reader takes it for a live run."""
+    """Mark a fine-tune card still saying running, whose job has ended (killed: SIGKILL, out of
+    memory, a node lost), interrupted and how, so no reader takes it for a live run."""
     path = job.output / cards.FINETUNE_CARD
     if job.kind != "finetune" or not path.is_file():
         return

@@ -1,11 +1,9 @@
-"""Checkpoints written whole: a checkpoint is chosen by --resume only when it is complete.
+"""Checkpoints written whole: --resume only chooses a complete one.
 
-The stock trainer writes a checkpoint file by file into ``checkpoint-N/`` (weights, optimizer,
-scheduler, RNG state, and last trainer_state.json). A kill, a preemption or a full disk in the
-middle leaves a folder that looks like a checkpoint and is not one. After the trainer has
-written a checkpoint, `Marker` (a trainer callback, on_save) writes MARKER into it: every file
-with its size, written atomically. A checkpoint is whole when its marker lists files that are
-all there at those sizes; one written before markers existed is whole when its
+The trainer writes ``checkpoint-N/`` file by file; a kill, preemption or full disk midway leaves
+a folder that looks like a checkpoint. Once it is written, `Marker` (a callback, on_save) writes
+MARKER into it: every file with its size, atomically. A checkpoint is whole when its marker's
+files are all there at those sizes; one without a marker (older runs) when its
 trainer_state.json (written last) parses and its weights are there.
 """
 

@@ -1,9 +1,8 @@
 """Step 2 of the recipe: the training datasets, read from the mirror (or the hub) and built.
 
-With `dev_rows` on, each dataset's dev slice is held out here (neobench/train/dev_slice.py),
-before the size check and before the sampler sees the data. A dataset that cannot be read, or
-that keeps fewer rows than one global batch, stops the run before the model loads, with the
-command that fixes it.
+With `dev_rows` on, each dataset's dev slice is held out here (dev_slice.py), before the size
+check and the sampler. A dataset that cannot be read, or keeps fewer rows than one global batch,
+stops the run before the model loads, with the command that fixes it.
 """
 
 from __future__ import annotations

@@ -1,25 +1,18 @@
 """Held-out selection data: a seeded slice of each training dataset that is never trained on.
 
-With the recipe's `dev_rows` = N > 0, step 2 of the recipe takes up to N queries out of each
-built dataset before the batch sampler sees it; after training, neobench/train/dev_metric.py
-scores the trained model on them. The slice lets a sweep pick hyperparameters without looking at
-any MTEB split.
-
-How a slice is drawn, so that anyone can re-derive it from the data and the card:
-- the unit is a distinct query text, named by its row id: the first 16 hex digits of the sha256
-  of the query. Every row of a held-out query leaves training, so a query seen in training is
-  never a dev query, even where a dataset repeats a query with several positives;
-- the ids are sorted (the slice does not depend on the order of the rows) and
-  ``min(N, DEV_SHARE * distinct queries)`` of them are drawn without replacement by
-  numpy's default_rng([seed, DEV_STREAM, key hash]): the run's seed, a stream tag no other draw
-  uses (the sampler's are 0x6E62 and 0x7065), and the dataset key, so one dataset's slice does
-  not depend on which other datasets the run trains on;
-- the card records per dataset the queries, rows and the sha256 of the sorted held-out ids
-  (one per line), and one digest over all datasets: equal digests, equal slices.
-
-The sampler's draws are functions of (seed, step, dataset sizes). Holding rows out makes the
-sizes smaller, so with dev_rows on the datasets drawn and the order within them differ from a
-run with it off; that is why a non-zero dev_rows enters the recipe hash.
+With the recipe's `dev_rows` = N > 0, step 2 takes up to N queries out of each built dataset
+before the sampler sees it; after training, dev_metric.py scores the model on them, so a sweep
+picks hyperparameters without looking at any MTEB split. The draw, re-derivable from data + card:
+- the unit is a distinct query, its id the first 16 hex digits of sha256(query): every row of a
+  held-out query leaves training, even where a dataset repeats a query with several positives;
+- the sorted ids (independent of row order) give ``min(N, DEV_SHARE * distinct queries)`` drawn
+  without replacement by numpy's default_rng([seed, DEV_STREAM, key hash]): a stream tag no
+  other draw uses (the sampler's are 0x6E62, 0x7065), and the dataset key, so a slice does not
+  depend on the other datasets of the run;
+- the card records per dataset the queries, rows and sha256 of the sorted held-out ids (one per
+  line), and one digest over all datasets: equal digests, equal slices.
+Holding rows out shrinks the dataset sizes the sampler draws by, so a non-zero dev_rows changes
+the training order and enters the recipe hash.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Where the recipe runs: its processes and the precision of their device.
-
-`torchrun` and `accelerate launch` say how many processes there are (WORLD_SIZE) and which one
-this is (RANK); without them the recipe is one process. Only the main process writes the card,
-the model and the plots: the others would race it for the same files.
+"""Where the recipe runs: its processes (WORLD_SIZE, RANK from `torchrun` or `accelerate
+launch`; one without them) and their precision. Only the main process writes the card, the model
+and the plots: the others would race it for the same files.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""`neobench finetune`: THE recipe, top to bottom.
+"""`neobench finetune`: THE recipe, top to bottom, in numbered steps.
 
-record -> data -> model -> loss -> stock SentenceTransformerTrainer -> save. Launch as is on one
-device, or with `torchrun --nproc_per_node N -m neobench finetune ...` / `accelerate launch` on
-many: the global batch, the dataset drawn at each step and the candidate pool of the loss are the
-same for any number of devices, so the result does not depend on it.
-
-`finetune()` reads as numbered steps. Each step is one call, to a small function below it or to the
-sibling module that owns that part: inputs (1), data and dev slice (2), run_card (4), trainer (5),
-dev_metric (7); devices says which process writes, seeds expands --seeds into one run per seed.
+record -> data -> model -> loss -> stock SentenceTransformerTrainer -> save, on one device or
+under `torchrun --nproc_per_node N -m neobench finetune ...` / `accelerate launch`: the global
+batch, the dataset drawn at each step and the loss's candidate pool do not depend on the number
+of devices. Each step is one call, to a function below or to the module that owns it: inputs
+(1), data and dev slice (2), run_card (4), trainer (5), dev_metric (7).
 """
 
 from __future__ import annotations
@@ -74,10 +71,9 @@ def finetune(
     extra_callbacks: list[Any] | None = None,
     progress: bool = True,
 ) -> FinetuneSummary:
-    """Run the recipe. Every input problem is reported before any data or model loads.
-    One seed per call: --seeds is expanded into one config per seed by `seed_configs`.
-    ``progress=False`` (the Python API's default) keeps the bar sentence-transformers draws
-    while the trainer is built off stderr (neobench/train/trainer.py)."""
+    """Run the recipe for one seed (`seed_configs` expands --seeds); every input problem is
+    reported before any data or model loads. ``progress=False`` (the Python API's default)
+    keeps the bar sentence-transformers draws while the trainer is built off stderr."""
     if cfg.seeds is not None:
         raise NeobenchError(
             "finetune() runs one seed; expand --seeds with seed_configs() and run each config."
@@ -113,12 +109,10 @@ def finetune(
     # 6. Train; a run that stops says so in its card, and how to continue.
     # 7. Dev metric: the trained model on the held-out slice, into the card (main process).
     # 8. Save: a SentenceTransformer folder carrying the evaluation prompts of the recipe.
-    # SIGTERM / SIGUSR2 only raise a flag from here on: during training the run stops at the
-    # next step end with a whole checkpoint; once the last step is done, the save is finished
-    # first (seconds, well inside Slurm's notice) and the run ends complete. Found on the local
-    # Slurm: a notice that came while the save imported mteb cut a finished run, and its whole
-    # last window was trained again. The dev metric before the save stops at the next dataset
-    # once a signal came (its value is then missing), so the save still fits in the notice.
+    # SIGTERM / SIGUSR2 only raise a flag from here on: training stops at the next step end with
+    # a whole checkpoint; after the last step the save finishes first (seconds, inside Slurm's
+    # notice; a notice that cut a finished run's save made it train its last window again),
+    # and the dev metric stops at the next dataset (its value then missing) so the save fits.
     from neobench.train.stop import GracefulStop
 
     with GracefulStop() as stop:
@@ -131,8 +125,7 @@ def finetune(
     return FinetuneSummary(output, inputs.recipe.sha256, steps, final_loss, sizes, dev)
 
 
-# ---------------------------------------------------------------------------------------------
-# 3. Model
+# 3. Model ------------------------------------------------------------------------------------
 
 
 def _load_model(cfg: FinetuneConfig, values: RecipeValues, device: str) -> LoadedModel:
@@ -147,13 +140,11 @@ def _load_model(cfg: FinetuneConfig, values: RecipeValues, device: str) -> Loade
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# 6. Train
+# 6. Train ------------------------------------------------------------------------------------
 
 
 def _train(trainer: Any, output: Path, card: FinetuneCard, resume: bool, stop: Any) -> None:
-    """Train under ``stop`` (an entered GracefulStop): a signal ends the run at a step end,
-    with a whole checkpoint."""
+    """Train under ``stop`` (an entered GracefulStop): a signal ends it at a step end."""
     from neobench.train.telemetry import NonFiniteLoss
 
     if resume and is_main_process():
@@ -202,8 +193,7 @@ def _stopped(output: Path, card: FinetuneCard, signum: int, state: Any) -> None:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# 7. Dev metric
+# 7. Dev metric -------------------------------------------------------------------------------
 
 
 def _score_dev(
@@ -214,10 +204,9 @@ def _score_dev(
     card: FinetuneCard,
     stop: Any,
 ) -> None:
-    """Score the trained model on the dev slices and put the result in the card (written by
-    the save). Only the main process scores: the others' copy of the card is never written.
-    A signal (``stop``, an entered GracefulStop) ends the scoring at the next dataset: the save
-    must still fit in Slurm's notice; the card then says the value is missing and why."""
+    """Score the trained model on the dev slices into the card (written by the save), on the
+    main process only. A signal (``stop``) ends the scoring at the next dataset, and the card
+    says the value is missing and why."""
     if not slices or not is_main_process() or card.dev is None:
         return
     from neobench.train.dev_metric import dev_scores
@@ -234,8 +223,7 @@ def _score_dev(
     logger.info("dev %s: %s", card.dev["metric"], scores["value"])
 
 
-# ---------------------------------------------------------------------------------------------
-# 8. Save
+# 8. Save -------------------------------------------------------------------------------------
 
 
 def _save(inputs: Inputs, model: Any, card: FinetuneCard, steps: int) -> float | None:
@@ -255,9 +243,7 @@ def _save(inputs: Inputs, model: Any, card: FinetuneCard, steps: int) -> float |
     plot_curve(output / CURVE, output / CURVE_PNG, title)
     keep = recipe.values.keep_checkpoints
     complete_card(output, card, steps, final_loss, keep)
-    # The model is saved and the card says complete: the checkpoints (weights + optimizer
-    # state, several times the model's size) are only needed to resume an unfinished run.
-    if not keep:
+    if not keep:  # checkpoints (several times the model's size) only serve to resume
         run_folder.remove_checkpoints(output)
     return final_loss
 
@@ -265,10 +251,8 @@ def _save(inputs: Inputs, model: Any, card: FinetuneCard, steps: int) -> float |
 def _benchmark_tasks() -> list:
     from neobench.protocol.tasks import load_benchmark
 
-    seen, tasks = set(), []
+    tasks: dict[str, Any] = {}
     for name in PROMPT_BENCHMARKS:
         for task in load_benchmark(name).tasks:
-            if task.metadata.name not in seen:
-                seen.add(task.metadata.name)
-                tasks.append(task)
-    return tasks
+            tasks.setdefault(task.metadata.name, task)
+    return list(tasks.values())

@@ -1,7 +1,6 @@
-"""Step 1 of the recipe: everything resolved and checked before any data or model loads.
-
-The recipe with its overrides, the model id, the device, the output folder, the manifest and the
-instruction profiles are checked together, so one error lists every problem at once.
+"""Step 1 of the recipe: the recipe with its overrides, the model id, the device, the output
+folder, the manifest and the instruction profiles, checked together before any data or model
+loads, so one error lists every problem at once.
 """
 
 from __future__ import annotations
@@ -89,8 +88,8 @@ def check_inputs(cfg: FinetuneConfig) -> Inputs:
 
 
 def tracker_problems(report_to: str) -> list[str]:
-    """--report-to names a tracker whose package is installed. Checked here, before any data or
-    model loads: the trainer would only fail once training starts."""
+    """--report-to names a tracker whose package is installed (the trainer would only fail
+    once training starts)."""
     if report_to == "none":
         return []
     if report_to not in TRACKERS:
@@ -106,9 +105,8 @@ def tracker_problems(report_to: str) -> list[str]:
 
 
 def _negatives_problems(batch_size: int, max_hard_negatives: int, rows: list[Row]) -> list[str]:
-    """InfoNCE ranks each query's positive against negatives: the other queries' positives in
-    the global batch, and the query's hard negatives. A batch of one query from a dataset without
-    hard negatives has none, and its loss is 0 at every step: nothing would be trained."""
+    """InfoNCE's negatives are the other queries' positives in the global batch and the query's
+    hard negatives: a batch of one query without hard negatives has a loss of 0 at every step."""
     if batch_size > 1:
         return []
     bare = [r.key for r in rows if min(max_hard_negatives, _declared_negatives(r)) == 0]

@@ -1,5 +1,5 @@
-"""The output folder of `neobench finetune`: what is in it, whether a run may start there, and
-which checkpoint a resumed run continues from."""
+"""The output folder of `neobench finetune`: its files, whether a run may start there, and the
+checkpoint a resumed run continues from."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ _EARLY_FILES = frozenset({CARD, CURVE, CURVE_PNG, CHECKPOINTS, TRACKING})
 
 
 def unfinished_without_checkpoint(output: Path) -> bool:
-    """A folder that holds only the card (and loss curve) of a run that stopped before its
-    first checkpoint: it failed, or its process is gone. Such a folder can be reused."""
+    """A folder holding only the card (and loss curve) of a run that ended (failed, or its
+    process gone) before its first checkpoint: it can be reused."""
     if not (output / CARD).is_file() or last_checkpoint(output) is not None:
         return False
     if any(p.name not in _EARLY_FILES for p in output.iterdir()):
@@ -68,8 +68,8 @@ def unfinished_without_checkpoint(output: Path) -> bool:
 
 
 def last_checkpoint(output: Path) -> str | None:
-    """The newest whole checkpoint (checkpoints.whole), or None. A newer one that is not whole
-    (the run was killed, or the disk filled, while writing it) is named and skipped."""
+    """The newest whole checkpoint, or None; a newer one that is not whole (killed, or the disk
+    filled, while writing it) is named and skipped."""
     folder = output / CHECKPOINTS
     steps = (
         [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
@@ -85,8 +85,8 @@ def last_checkpoint(output: Path) -> str | None:
 
 
 def set_aside_partial(output: Path) -> list[Path]:
-    """Rename every checkpoint newer than the one a resumed run continues from (each not whole)
-    to ``<name>.incomplete``: never chosen again, and the trainer writes that step afresh."""
+    """Rename each checkpoint newer than the one a resumed run continues from (none whole) to
+    ``<name>.incomplete``: never chosen again, and the trainer writes that step afresh."""
     chosen = last_checkpoint(output)
     newest = int(Path(chosen).name.split("-")[-1]) if chosen else -1
     moved = []
@@ -101,9 +101,8 @@ def set_aside_partial(output: Path) -> list[Path]:
 
 
 def clear_failed_start(output: Path) -> None:
-    """A folder left by a run that failed before its first checkpoint is started afresh (its
-    loss curve would otherwise be appended to, and its TensorBoard events shown beside the new
-    run's)."""
+    """Start afresh in a folder left by a run that ended before its first checkpoint (else
+    its loss curve is appended to, and its TensorBoard events shown beside the new run's)."""
     if not unfinished_without_checkpoint(output):
         return
     logger.warning("%s held a run that stopped before any checkpoint; starting it again", output)

@@ -1,9 +1,6 @@
-"""The run card of a fine-tuning run: what goes into it when the run starts, and how it is
-completed or closed when the run ends.
-
-The card is written before any training (step 4 of the recipe) and rewritten at the end, so an
-output folder always says how its model was made, or how far its run got. The card's fields are
-neobench/core/cards.py (FinetuneCard).
+"""The run card of a fine-tuning run (core/cards.FinetuneCard): written before any training (step
+4) and rewritten at the end, so an output folder always says how its model was made, or how far
+its run got.
 """
 
 from __future__ import annotations
@@ -41,8 +38,7 @@ def start_card(
     environment."""
     recipe, values = inputs.recipe, inputs.recipe.values
     data = _data_records(built, data_dir)
-    # What the model will declare it trained on (mteb's ModelMeta vocabulary;
-    # neobench/protocol/overlap).
+    # What the model will declare it trained on (mteb's ModelMeta vocabulary; protocol/overlap)
     trained, adapted_from = finetune_declaration(data, loaded.name, loaded.source, loaded.path)
     return FinetuneCard(
         started=now(),
@@ -128,8 +124,8 @@ def _probabilities(built: dict[str, BuiltDataset], alpha: float) -> dict[str, fl
 
 
 def end_card(output: Path, card: FinetuneCard, status: str) -> None:
-    """Say in the card how the run ended; a folder that takes no more writes keeps the old
-    card, which the next run reads as orphaned (its process is gone)."""
+    """Say in the card how the run ended; a folder that takes no more writes keeps the old card,
+    read as orphaned (its process gone) by the next run."""
     if not is_main_process():
         return
     card.status, card.finished = status, now()
@@ -142,8 +138,7 @@ def end_card(output: Path, card: FinetuneCard, status: str) -> None:
 def complete_card(
     output: Path, card: FinetuneCard, steps: int, final_loss: float | None, keep: bool
 ) -> None:
-    """The card of a run whose model is saved: complete, with its steps, final loss and what
-    became of its checkpoints."""
+    """Complete the card of a run whose model is saved: steps, final loss, its checkpoints."""
     card.status, card.finished = "complete", now()
     card.steps, card.final_loss = steps, final_loss
     card.checkpoints = "kept" if keep else "removed (run complete)"

@@ -1,9 +1,8 @@
 """One dataset per optimisation step, drawn with probability n_i^alpha / sum_j n_j^alpha.
 
 The draw for step s depends only on (seed, s), so every rank, a resumed run and a run on another
-number of devices draw the same dataset at the same step. Each step's global batch is split
-into one slice per rank; accelerate's batch-sampler sharding hands batch i to rank i % world,
-so the sampler yields the slices of a step consecutively.
+number of devices draw the same dataset at the same step. accelerate's batch-sampler sharding
+hands batch i to rank i % world, so the sampler yields each step's per-rank slices in a row.
 """
 
 from __future__ import annotations
@@ -39,11 +38,8 @@ def schedule(sizes: list[int], alpha: float, seed: int, steps: int) -> list[int]
 
 class AlphaBatchSampler(MultiDatasetDefaultBatchSampler):
     """A sentence-transformers multi-dataset batch sampler for the recipe's dataset mixing.
-
-    ``batch_size`` here is the GLOBAL batch (queries per step); each rank receives
-    ``batch_size // world_size`` consecutive examples of it. Within a dataset, examples are
-    taken in a permutation that depends on (seed, dataset index, pass over it).
-    """
+    ``global_batch_size`` is queries per step; each rank gets ``// world_size`` consecutive
+    examples of it. Within a dataset, examples follow a permutation of (seed, index, pass)."""
 
     def __init__(
         self,

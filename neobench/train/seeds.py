@@ -1,8 +1,4 @@
-"""`neobench finetune --seeds 0,1,2`: one run of the recipe per seed, and the name they share.
-
-Each seed trains into its own sibling folder <output>-seed<N>; all of them are filed under one
-model name, so their evaluations land side by side as seed replicates of one backbone and recipe.
-"""
+"""`neobench finetune --seeds 0,1,2`: one run of the recipe per seed, and the name they share."""
 
 from __future__ import annotations
 
@@ -19,9 +15,9 @@ logger = logging.getLogger(__name__)
 
 
 def default_name(output: str) -> str:
-    """The name results are filed under when --model-name is not given: neobench/<folder>.
-    The runs of `--seeds` share it (their folder without the -seed<N> suffix), so their
-    evaluations land side by side, told apart by revision (neobench/report/replicates.py)."""
+    """The name results are filed under without --model-name: neobench/<folder>. The runs of
+    --seeds share it (their folder without -seed<N>), so their evaluations land side by side
+    as seed replicates, told apart by revision (neobench/report/replicates.py)."""
     return f"neobench/{Path(output).expanduser().name}"
 
 
@@ -30,15 +26,11 @@ SEED_SUFFIX = "-seed"
 
 def seed_configs(cfg: FinetuneConfig) -> list[FinetuneConfig]:
     """One config per run: ``[cfg]`` without --seeds; with --seeds 0,1,2 one per seed, into
-    sibling folders <output>-seed<N> under one model name, the seed the only difference.
-
-    Every seed folder is checked before the first run starts, with the rules of one run; with
-    --resume a complete seed is skipped, an unfinished one resumed, a missing one started.
-    Without --seeds, --resume of a complete run gives no run at all."""
+    sibling folders <output>-seed<N> under one model name, every folder checked before the
+    first run. With --resume a complete run is skipped (a requeued cluster job that finished
+    as its notice came asks this), an unfinished one resumed, a missing one started."""
     if cfg.seeds is None:
-        # --resume of a finished run: nothing left to do, and nothing to refuse either (a
-        # requeued cluster job that finished just as its time-limit notice came asks this).
-        if cfg.resume and _complete(Path(cfg.output).expanduser()):
+        if cfg.resume and results.finetune_finished(Path(cfg.output).expanduser()):
             return []
         return [cfg]
     seeds = _parse_seeds(cfg)
@@ -47,7 +39,7 @@ def seed_configs(cfg: FinetuneConfig) -> list[FinetuneConfig]:
     for seed in seeds:
         output = base.with_name(f"{base.name}{SEED_SUFFIX}{seed}")
         resume = cfg.resume and not _fresh(output)
-        if cfg.resume and _complete(output):
+        if cfg.resume and results.finetune_finished(output):
             logger.warning("%s: seed %d is complete; skipped", output, seed)
             continue
         problems += run_folder.output_problems(output, resume)
@@ -89,10 +81,6 @@ def _parse_seeds(cfg: FinetuneConfig) -> list[int]:
             f"--seeds {','.join(cfg.seeds)}: a seed is repeated; each seed runs once."
         )
     return seeds
-
-
-def _complete(output: Path) -> bool:
-    return results.finetune_finished(output)
 
 
 def _fresh(output: Path) -> bool:

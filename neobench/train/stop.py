@@ -1,12 +1,10 @@
 """Stopping a fine-tune at a step boundary, with a whole checkpoint, when the process is told to.
 
-A cluster tells a job before it ends it: Slurm sends SIGUSR2 a while before the time limit
-(submitit's ``--signal``), and SIGTERM on scancel, preemption or a requeue, a few seconds
-(KillWait) before SIGKILL. Dying at once loses every step since the last checkpoint, and dying in
-the middle of a checkpoint's write leaves a partial one. While the trainer runs, these signals
-only raise a flag; at the end of the current step the trainer saves a checkpoint (marked whole by
-`checkpoints.marker`) and stops, and `finetune` reports `Stopped`: the same command with
-``--resume`` continues from exactly that step.
+Slurm sends SIGUSR2 before the time limit (submitit's ``--signal``) and SIGTERM on scancel,
+preemption or a requeue, KillWait seconds before SIGKILL. Dying at once would lose every step
+since the last checkpoint, or leave a partial one. While the trainer runs these signals only
+raise a flag; at the end of the step the trainer saves a checkpoint and stops, and `finetune`
+raises `Stopped`: the same command with ``--resume`` continues from exactly that step.
 """
 
 from __future__ import annotations

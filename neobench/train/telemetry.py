@@ -42,10 +42,8 @@ class NonFiniteLoss(RuntimeError):
 
 class LossCurve(TrainerCallback):
     """Writes one JSON line per optimisation step: dataset drawn, loss, learning rate, grad norm.
-
-    A non-finite loss stops the run before the trainer can save a checkpoint of that step, so
-    the last checkpoint on disk is the last good one.
-    """
+    A non-finite loss stops the run before the trainer saves that step: the last checkpoint on
+    disk is the last good one."""
 
     def __init__(
         self,
@@ -137,11 +135,9 @@ def plot_curve(curve_path: Path, png: Path, title: str) -> None:
         top.scatter(*zip(*points, strict=True), s=8, label=name)
     steps = [r["step"] for r in rows]
     window = max(1, len(rows) // 20)
-    smooth = [
-        sum(r["loss"] for r in rows[max(0, i - window + 1) : i + 1])
-        / len(rows[max(0, i - window + 1) : i + 1])
-        for i in range(len(rows))
-    ]
+    losses = [r["loss"] for r in rows]
+    windows = [losses[max(0, i - window + 1) : i + 1] for i in range(len(losses))]
+    smooth = [sum(w) / len(w) for w in windows]
     top.plot(steps, smooth, color="black", linewidth=1.2, label=f"mean of last {window}")
     top.set_ylabel("InfoNCE loss")
     top.set_title(title)

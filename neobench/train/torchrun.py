@@ -1,11 +1,10 @@
 """`python -m neobench.train.torchrun ...`: torchrun (same arguments), for a job a cluster signals.
 
-Slurm signals every process of a job: torchrun's agent as well as its workers. Stock torchrun
-dies of SIGUSR2 (Slurm's notice before a time limit) at once, and answers SIGTERM with a
-traceback of its own. Here the agent ignores SIGUSR2 (the workers, which got it too, save a whole
-checkpoint at the step end and exit 140: neobench/train/stop.py) and ends on a signal or a worker's
-exit with one line and the workers' exit code, so the job's wrapper can tell a stop that saved
-from a failure.
+Slurm signals torchrun's agent as well as its workers; stock torchrun dies of SIGUSR2 (the notice
+before a time limit) at once and answers SIGTERM with a traceback. Here the agent ignores SIGUSR2
+(the workers save a whole checkpoint and exit 140: train/stop.py) and ends on a signal or a
+worker's exit with one line and the workers' exit code, so the job can tell a saved stop from a
+failure.
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
 """Experiment tracking (`finetune --report-to`): the stock trainer's own integrations, given the
 run's config.
 
-`--report-to` goes to the trainer as its ``report_to``: transformers' TensorBoardCallback,
-WandbCallback or TrackioCallback log every step's loss, learning rate and gradient norm (the
-values of the loss curve, neobench_loss_curve.jsonl) and the TrainingArguments as config. What
-the trainer does not know, the recipe (name, hash, values) and the run card, `RunConfig` adds
-when training begins, after the integration has opened its run:
-
-- tensorboard: two text summaries, ``neobench/recipe`` and ``neobench/run_card`` (JSON), as the
-  integration logs its ``args``. Events go to ``<output>/runs/<date>_<host>/`` (a resumed run
-  adds a folder), or under $TENSORBOARD_LOGGING_DIR: the trainer's default, under its
-  output_dir, is the checkpoints folder, removed when the run completes.
-- wandb, trackio: ``config.update`` with the keys ``neobench_recipe`` and ``neobench_run_card``.
-
-wandb logs offline unless WANDB_MODE is set: a fine-tune should not depend on the network
-(compute nodes are often cut off from it, and a connection lost mid-run would stop the run),
-and an offline run is whole on disk (./wandb, or $WANDB_DIR) for `wandb sync` to upload.
-WANDB_MODE=online logs live. trackio logs locally unless told of a Space.
+`--report-to` is the trainer's ``report_to``: transformers' TensorBoard, Wandb or Trackio callback
+logs each step's loss, learning rate and grad norm and the TrainingArguments. `RunConfig` adds,
+once the integration's run is open, the recipe (name, hash, values) and the run card:
+- tensorboard: text summaries ``neobench/recipe`` and ``neobench/run_card`` (JSON). Events go to
+  ``<output>/runs/<date>_<host>/`` (a resumed run adds one), or $TENSORBOARD_LOGGING_DIR: the
+  trainer's default is under the checkpoints folder, removed when the run completes.
+- wandb, trackio: ``config.update`` with ``neobench_recipe`` and ``neobench_run_card``.
+wandb logs offline unless WANDB_MODE is set (compute nodes are often cut off, and a lost
+connection would stop the run); the offline run (./wandb or $WANDB_DIR) is uploaded by `wandb
+sync`. trackio logs locally unless told of a Space.
 """
 
 from __future__ import annotations
@@ -52,8 +46,8 @@ def logdir(output: Path) -> Path:
 
 
 def attach(trainer: Any, report_to: str, output: Path, config: dict[str, Any]) -> None:
-    """Give the trainer's integration for ``report_to`` the run's ``config`` (and, for
-    TensorBoard, a folder that outlives the checkpoints)."""
+    """Give the trainer's ``report_to`` integration the run's ``config`` (and TensorBoard a
+    folder that outlives the checkpoints)."""
     if report_to == "none":
         return
     from transformers.integrations.integration_utils import (
@@ -69,8 +63,7 @@ def attach(trainer: Any, report_to: str, output: Path, config: dict[str, Any]) -
 
 
 class RunConfig(TrainerCallback):
-    """Adds neobench's config to the tracker's run; added after the integration, so its run is
-    open when this runs."""
+    """Adds neobench's config to the tracker's run (added after the integration: run open)."""
 
     def __init__(self, report_to: str, integration: Any, config: dict[str, Any]) -> None:
         self.report_to, self.integration, self.config = report_to, integration, config

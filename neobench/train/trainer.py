@@ -1,10 +1,9 @@
-"""Step 5 of the recipe: the loss and the stock SentenceTransformerTrainer.
+"""Step 5 of the recipe: the loss and the stock SentenceTransformerTrainer, not subclassed.
 
-Nothing here subclasses the trainer: our parts plug into it. The batch sampler (in the training
-arguments) draws one dataset per step, the collator counts tokens, the callback writes the loss
-curve, and the query-side training instructions go in as the arguments' per-dataset prompts.
-`--report-to` is the arguments' report_to: the trainer's own integration logs the run, and
-neobench/train/tracking.py gives it the recipe and run card as config.
+Our parts plug into it: the batch sampler (in the training arguments) draws one dataset per step,
+the collator counts tokens, a callback writes the loss curve, and the query-side training
+instructions are the arguments' per-dataset prompts. `--report-to` is the arguments' report_to
+(tracking.py gives the integration the recipe and run card as config).
 """
 
 from __future__ import annotations
@@ -38,11 +37,9 @@ def build_trainer(
     card: FinetuneCard,
     progress: bool = True,
 ) -> Any:
-    """A stock SentenceTransformerTrainer; our parts are the batch sampler (in the arguments),
-    the collator that counts tokens and the callback that writes the loss curve. With
-    --report-to, the run (named as the card names the model) is logged to that tracker, with the
-    recipe and ``card`` as its config. ``progress=False``: stderr is set aside while the
-    trainer is built (below)."""
+    """A stock SentenceTransformerTrainer with our parts; with --report-to the run (named as the
+    card names the model) is logged to that tracker, the recipe and ``card`` as its config.
+    ``progress=False``: stderr is set aside while the trainer is built (below)."""
     from datasets import DatasetDict
     from sentence_transformers import SentenceTransformerTrainer
     from transformers.trainer_callback import PrinterCallback
@@ -63,10 +60,9 @@ def build_trainer(
     sizes = [len(b.dataset) for b in built.values()]
     drawn = schedule(sizes, values.sampling_alpha, values.seed, values.max_steps)
     curve = LossCurve(inputs.output / CURVE, [keys[i] for i in drawn], collator, world, on_step)
-    # Built, the trainer's model card callback samples the widget examples of the model's
-    # README under a tqdm bar that nothing turns off once tqdm is imported (TQDM_DISABLE is read
-    # on import, which is how the CLI turns it off): without progress, stderr goes nowhere for
-    # that moment. Nothing else is written then.
+    # The trainer's model card callback samples the README's widget examples under a tqdm bar
+    # that nothing turns off once tqdm is imported (the CLI sets TQDM_DISABLE, read on import):
+    # without progress, stderr goes nowhere for that moment (nothing else is written then).
     aside = contextlib.nullcontext() if progress else contextlib.redirect_stderr(io.StringIO())
     with aside:
         trainer = SentenceTransformerTrainer(
@@ -83,8 +79,7 @@ def build_trainer(
 
 
 def _tracker_config(inputs: Inputs, card: FinetuneCard) -> dict[str, Any]:
-    """The run's config for the tracker: the recipe's values by name (beside its name and
-    hash), and the whole run card as written when the run started."""
+    """The tracker's config: the recipe (name, hash, values) and the run card as started."""
     recipe = inputs.recipe
     values = {"name": recipe.name, "sha256": recipe.sha256, **recipe.as_dict()}
     return {"neobench_recipe": values, "neobench_run_card": card_to_dict(card)}
@@ -116,8 +111,7 @@ def _loss(model: Any, values: RecipeValues, world: int) -> Any:
 def query_prompts(
     built: dict[str, BuiltDataset], values: RecipeValues, profile: TrainProfile
 ) -> dict[str, dict[str, str]]:
-    """Dataset key -> the training instruction of its manifest row, on the query side only
-    (also the dev metric's query prompts)."""
+    """Dataset key -> its row's training instruction, query side only (also the dev metric's)."""
     return {
         key: {"query": profile.instructions[b.row.instruction] + values.instruction_separator}
         for key, b in built.items()
@@ -126,8 +120,8 @@ def query_prompts(
 
 
 def optimiser_arguments(values: Any, steps: int, device: str) -> dict[str, Any]:
-    """The recipe's optimiser, schedule and precision as stock training arguments, for a run
-    of ``steps`` steps (the recipe's own trainer, and `bench gpu`'s stock arm beside it)."""
+    """The recipe's optimiser, schedule and precision as stock training arguments for ``steps``
+    steps (the recipe's trainer, and `bench gpu`'s stock arm)."""
     return {
         "learning_rate": values.learning_rate,
         "adam_beta1": values.adam_beta1,

@@ -1,20 +1,17 @@
 """Where a study's jobs run: the registry of launchers, by name.
 
-Each launcher is one module, imported only when a study names it (so the CLI stays light),
-exposing the same few names:
+Each launcher is one module, imported only when a study names it (the CLI stays light), with:
 
-    run(plan, tell, *, file, wait)  run or submit the plan's pending jobs; ``tell(text, markup=
-                                    True)`` says what happens, ``file`` is the study file as the
-                                    user named it, ``wait`` (a queue) blocks until the jobs end
-    queue()                         its scheduler's queue, its job id -> state ({} when none)
+    run(plan, tell, *, file, wait)  run or submit the pending jobs; ``tell(text, markup=True)``
+                                    says what happens, ``file`` is the study file as given,
+                                    ``wait`` (a queue) blocks until the jobs end
+    queue()                         its scheduler's queue, job id -> state ({} when none)
     job_state(rec, listed)          running | queued | failed for a job recorded as launched
                                     and not done, ``listed`` being queue() read once
-    why(plan, job, rec)             for a failed job: how it ended and the log line that says
-                                    why (Slurm: TIMEOUT, CANCELLED, NODE_FAIL, ... and its line)
-    TITLE, CANCEL                   what it is called in a message, how its jobs are stopped
+    why(plan, job, rec)             for a failed job: how it ended and the log line saying why
+    TITLE, CANCEL                   its name in a message, how its jobs are stopped
 
-Adding a launcher: one module in this package, one line in LAUNCHERS (its --launcher choice and
-help come from there).
+Adding a launcher: one module here, one line in LAUNCHERS (--launcher's choices and help).
 """
 
 from __future__ import annotations
@@ -51,8 +48,7 @@ def launcher(name: str) -> ModuleType:
 
 
 def progress(tell: Callable[..., None]) -> Callable[[Job, str], None]:
-    """The ``on_job(job, what)`` callback of a launcher's run: each job started or submitted,
-    with its log."""
+    """The ``on_job(job, what)`` callback of a run: each job started or submitted, its log."""
 
     def on_job(job: Job, what: str) -> None:
         if what != "done":

@@ -1,12 +1,9 @@
 """The local launcher: a study's pending jobs one after another, as `neobench` subprocesses.
 
-Each job writes its output to OUTPUT/logs/<key>.log and a small record OUTPUT/jobs/<key>.json
-(running / failed / done, exit code, pid, log; see neobench/study/store.py), which `neobench
-study status` reads. A record says done only when the job's command exited 0 by itself (this
-runner was not stopped by a signal meanwhile) and left its output (a fine-tune: a complete card);
-any other ending is failed, with how it ended (the signal, or what the output lacks). The first
-failure stops the run: later jobs may depend on it, and the next `run` starts again from the jobs
-that are still not done.
+Each job writes OUTPUT/logs/<key>.log and a record OUTPUT/jobs/<key>.json (study/store.py). A
+record says done only when the command exited 0 by itself (this runner was not stopped by a
+signal meanwhile) and left its output; any other ending is failed, with how it ended. The first
+failure stops the run (later jobs may depend on it); the next `run` starts from what is not done.
 """
 
 from __future__ import annotations
@@ -39,9 +36,7 @@ CANCEL = "kill"
 def run(plan: Plan, tell: Callable[..., None], *, file: str, wait: bool = False) -> None:
     """Run the pending jobs here (``wait`` changes nothing: they have ended on return)."""
     ran = run_local(plan, progress(tell))
-    # A sweep selects its point once its fine-tunes are done: its evals (and the table) are
-    # planned then, by reading the plan again.
-    if plan.waiting:
+    if plan.waiting:  # a sweep's evals and the table are planned once its fine-tunes are done
         plan = replan(plan)
         ran += run_local(plan, progress(tell)) if plan.pending else []
     if plan.waiting:  # its fine-tunes ended without a complete card: nothing to select from
@@ -65,8 +60,7 @@ def job_state(rec: JobRecord, listed: dict[str, str]) -> str:
 
 
 def why(plan: Plan, job: Job, rec: JobRecord) -> str:
-    """How a local job ended without its output: its exit code (or its process gone) and the
-    last error line of its log."""
+    """How a local job ended without its output, and the last error line of its log."""
     how = _how(rec)
     try:
         lines = job.log.read_text(errors="replace").splitlines()
@@ -92,7 +86,7 @@ def _alive(rec: JobRecord) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # alive, another user's
     return True
 
 
@@ -100,8 +94,7 @@ def run_local(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> l
     """Run every pending job in order; the jobs run. Stops at the first failure (RunFailed
     naming its log). ``on_job(job, "started" | "done")`` reports progress."""
     report = on_job or (lambda job, what: None)
-    _refuse_jobs_held_elsewhere(plan)
-    _refuse_orphans(plan)
+    _refuse_running(plan)
     plan.save()
     for model in plan.models:
         if build(model):
@@ -121,36 +114,29 @@ def run_local(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> l
     return ran
 
 
-def _refuse_jobs_held_elsewhere(plan: Plan) -> None:
-    """A job an earlier `--launcher slurm` (or another queue) submitted and that is still held
-    there must not also run here: two processes would write one output."""
+def _refuse_running(plan: Plan) -> None:
+    """Refuse a pending job that still writes its output: one an earlier `--launcher slurm` (or
+    another queue) submitted and that is still held there, or an orphan of a runner that was
+    killed (SIGKILL: no handler ran). Two processes would write one output."""
     elsewhere: dict[str, list[str]] = {}
-    listed = None
+    alive: list[str] = []
+    listed, here = None, socket.gethostname()
     for job in plan.pending:
         rec = store.read_record(plan, job)
-        if rec is None or rec.launcher == NAME or rec.launcher not in LAUNCHERS:
+        if rec is None or rec.launcher not in LAUNCHERS:
             continue
-        listed = store.queues(plan) if listed is None else listed
-        if store.state(plan, job, listed) in ("queued", "running"):
-            elsewhere.setdefault(rec.launcher, []).append(job.key)
+        if rec.launcher != NAME:
+            listed = store.queues(plan) if listed is None else listed
+            if store.state(plan, job, listed) in ("queued", "running"):
+                elsewhere.setdefault(rec.launcher, []).append(job.key)
+        elif rec.state == "running" and rec.host == here and rec.pid and _alive(rec):
+            alive.append(f"{job.key} (pid {rec.pid})")
     for name, held in elsewhere.items():
         where = launcher(name)
         raise NeobenchError(
             f"{', '.join(held)}: submitted to {where.TITLE} and not ended yet. Wait for them "
             f"(neobench study status {plan.study.file}) or {where.CANCEL} them, then run locally."
         )
-
-
-def _refuse_orphans(plan: Plan) -> None:
-    """A job whose runner was killed (SIGKILL: no handler ran) goes on as an orphan; it still
-    writes its output, so it must not be started again beside it."""
-    alive = []
-    for job in plan.pending:
-        rec = store.read_record(plan, job)
-        if rec is None or rec.launcher != NAME or rec.state != "running":
-            continue
-        if rec.host == socket.gethostname() and rec.pid and _alive(rec):
-            alive.append(f"{job.key} (pid {rec.pid})")
     if alive:
         raise NeobenchError(
             f"{', '.join(alive)}: still running, started by a runner that was stopped. Wait for "
@@ -158,19 +144,17 @@ def _refuse_orphans(plan: Plan) -> None:
         )
 
 
-# While its job runs, the runner's main thread wakes this often to run Python's signal handlers:
-# a signal the kernel hands to another of its threads (torch's, once a model was built here) does
-# not interrupt a blocking wait, and a Ctrl-C would be seen only once the job had ended.
+# The runner's main thread wakes this often to run Python's signal handlers: a signal the kernel
+# hands to another thread (torch's, once a model was built here) does not interrupt a blocking
+# wait, so a Ctrl-C would be seen only once the job had ended.
 POLL_S = 0.2
-# Ctrl-C at a terminal reaches the whole foreground process group, the job too: it gets this
-# long to end on it (a fine-tune marks its card, an eval removes its staging folder) before the
-# runner sends SIGTERM, which would cut that clean-up short.
+# A Ctrl-C reaches the job too (the foreground process group): it gets this long to clean up (a
+# fine-tune marks its card, an eval removes its staging folder) before the runner sends SIGTERM.
 GRACE_S = 10.0
 
 
 def run_job(plan: Plan, job: Job) -> JobRecord:
-    """One job as `python -m neobench ARGV`, its output in its log; its record once it has
-    ended: done only when it ended by itself with its output (`_end`)."""
+    """One job as `python -m neobench ARGV`, its output in its log; its record once ended."""
     job.log.parent.mkdir(parents=True, exist_ok=True)
     rec = JobRecord(job.key, "running", str(job.log), started=now(), host=socket.gethostname())
     command = [sys.executable, "-m", "neobench", *job.argv]
@@ -181,9 +165,8 @@ def run_job(plan: Plan, job: Job) -> JobRecord:
         child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         rec.pid = child.pid
         write_record(plan, job, rec)
-        # A thread reaps the child, not the main thread: a signal handler raising there between
-        # the kernel's reaping and Popen's reading of the status loses the status, and Popen
-        # then reports exit code 0 (a fine-tune stopped by Ctrl-C was recorded done).
+        # A thread reaps the child: a signal handler raising in the main thread between the
+        # kernel's reaping and Popen's reading of the status loses it, and Popen reports 0.
         ended = threading.Event()
         threading.Thread(target=_reap, args=(child, ended), daemon=True).start()
         try:
@@ -213,17 +196,17 @@ def _wait(ended: threading.Event, timeout_s: float | None = None) -> None:
 
 
 def _what(stop: BaseException) -> str:
-    """The signal that stopped the runner (Ctrl-C: SIGINT; the CLI's Terminated carries its
-    own), or the exception that did."""
+    """The signal that stopped the runner (the CLI's Terminated carries its own), or the
+    exception that did."""
     if isinstance(stop, KeyboardInterrupt):
         return signal_name(getattr(stop, "signum", signal.SIGINT))
     return type(stop).__name__
 
 
 def _stop(child: subprocess.Popen, ended: threading.Event, stop: BaseException) -> None:
-    """End the job because the runner is stopping, and wait for it: the runner's own signal
-    passed on (SIGTERM or SIGUSR2: a fine-tune saves a whole checkpoint at its step end), SIGTERM
-    once a Ctrl-C that reached the job too has had GRACE_S to end it."""
+    """End the job as the runner stops, and wait for it: the runner's own signal passed on
+    (SIGTERM or SIGUSR2: a fine-tune saves a whole checkpoint), SIGTERM once a Ctrl-C that
+    reached the job too has had GRACE_S to end it."""
     if type(stop) is KeyboardInterrupt:  # a plain Ctrl-C, not the CLI's Terminated
         _wait(ended, GRACE_S)
     if not ended.is_set():
@@ -232,10 +215,9 @@ def _stop(child: subprocess.Popen, ended: threading.Event, stop: BaseException) 
 
 
 def _end(plan: Plan, job: Job, rec: JobRecord, returncode: int | None, stopped: str | None) -> None:
-    """Record how the job ended. Done only when its command exited 0, by itself (the runner
-    was not stopped meanwhile) and with its output (store.unfinished); otherwise failed, with
-    how it ended in ``ended_as``. A job still running (a second Ctrl-C cut the wait short)
-    stays recorded running with its pid: `status` and the next `run` look at that process."""
+    """Record how the job ended (done, or failed with ``ended_as``). A job still running (a
+    second Ctrl-C cut the wait short) stays recorded running with its pid: `status` and the
+    next `run` look at that process."""
     if returncode is None:
         return
     rec.returncode, rec.ended = returncode, now()

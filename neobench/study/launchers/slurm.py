@@ -1,32 +1,13 @@
-"""The Slurm launcher: the same pending jobs as the local launcher, submitted through submitit.
+"""The Slurm launcher: the local launcher's pending jobs, submitted through submitit.
 
-It owns what is checked before submitting, how the jobs are submitted, and how what became of a
-job is read. What runs on the compute node is slurm_job.py (JobCommand, pickled by submitit).
-
-Before submitting. A study that names no partition needs a cluster default one. What each job
-asks for is held against `sinfo` (per partition: GRES, CPUs and memory of its largest node, time
-limit): a request no node of the partition can meet would sit in the queue for ever, or fail at
-submission with sbatch's own words, so it is refused here instead, naming the study key and the
-fix, all at once; so is a time limit too short to start the job and reach a checkpoint before
-Slurm's notice.
-
-Submitting. Nothing here schedules: each job becomes one Slurm job (the eval shards of one model
-one job array), waiting for the jobs it depends on with `afterok`, so Slurm runs them in order and
-never starts an eval whose fine-tune failed (`kill-on-invalid-dep` removes it from the queue
-instead). A job still queued or running from an earlier `run` is not submitted twice: its id
-becomes the dependency of what follows it. Each job's output goes to the same log as with the
-local launcher (OUTPUT/logs/<job>.log); submitit's own files go to OUTPUT/slurm/. Each job writes
-its own embedding cache (OUTPUT/cache/<job>/) and reads, never writes, those of the jobs that had
-finished when it was submitted.
-
-What became of a job. `squeue` lists the jobs Slurm still holds. For one that ended without its
-output, Slurm's own word first: `sacct` (where the cluster keeps accounting), else `scontrol show
-job` (which knows a job for MinJobAge after its end, 5 minutes by default). Then the line:
-slurmstepd writes "*** JOB 12 ON node CANCELLED AT ... DUE TO TIME LIMIT ***" (or PREEMPTION,
-NODE FAILURE) into the job's stderr, the kernel's OOM killer is reported there too, a job that
-stopped itself says why in submitit's log, and the command's own log ends with neobench's `error:`
-line. What is found is kept in the job's record, so `study status` still says it once Slurm has
-forgotten the job.
+Before submitting, each job's request is held against `sinfo` and refused, all at once, when no
+node of the partition can meet it (it would wait for ever) or its time limit cannot reach a
+checkpoint before Slurm's notice. Each job is one Slurm job (a model's eval shards one array)
+waiting `afterok` for its dependencies, so an eval whose fine-tune failed never starts
+(`kill-on-invalid-dep`); a job Slurm still holds from an earlier `run` is not submitted twice.
+On the node it runs as slurm_job.JobCommand, its output in OUTPUT/logs/<job>.log, submitit's
+files in OUTPUT/slurm/. How a job ended (sacct / scontrol, then the telling line of its logs) is
+kept in its record, so `study status` says it once Slurm has forgotten the job.
 """
 
 from __future__ import annotations
@@ -61,9 +42,8 @@ NAME = "slurm"
 TITLE = "Slurm"
 CANCEL = "scancel"
 
-# Slurm job states that mean "not ended yet" (squeue lists ended jobs only briefly).
+# Slurm's states of a job not ended yet (squeue lists ended jobs only briefly), and of one ended.
 LIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "SUSPENDED", "RESIZING"}
-# Slurm's states of a job that has ended (squeue's long names).
 ENDED = (
     "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "FAILED", "BOOT_FAIL",
     "DEADLINE", "COMPLETED",
@@ -94,7 +74,7 @@ def run(plan: Plan, tell: Callable[..., None], *, file: str, wait: bool = False)
         tell(f"{len(submitted)} more job(s) submitted (the sweep's selected point).")
 
 
-# How to point Slurm's commands at a cluster, said whenever none answers.
+# Said whenever no cluster answers.
 POINT = (
     "Point at a cluster: on its login node SLURM_CONF is usually set for you; elsewhere "
     "`export SLURM_CONF=/path/to/slurm.conf`. For the one-node cluster of this repository: "
@@ -310,7 +290,6 @@ def _submitted(
     """The jobs of one group submitted (one array for several); sbatch's refusal or submitit's
     failure is one message naming the jobs, the cause and what was already submitted."""
     try:
-        # One array for several jobs of a kind with the same dependencies (a model's shards).
         with executor.batch() if len(jobs) > 1 else contextlib.nullcontext():
             return [executor.submit(_command(plan, job, finished)) for job in jobs]
     except Exception as error:  # submitit's FailedJobError, sbatch's stderr, an OSError
@@ -385,11 +364,10 @@ def finished_caches(plan: Plan, listed: dict[str, str]) -> list[Path]:
 
 
 def _command(plan: Plan, job: Job, finished: list[Path]) -> JobCommand:
-    """The job's `neobench` command, its output in the job's log. A fine-tune with several GPUs
-    runs under torchrun (one process per GPU). Each job writes an embedding cache of its own:
-    SQLite's write-ahead log needs one host, and jobs on several nodes share this folder. It
-    reads the ``finished`` jobs' caches on a miss, read-only. Near its time limit the job
-    checkpoints and requeues itself (JobCommand)."""
+    """The job's `neobench` command, its output in the job's log; a fine-tune with several GPUs
+    under torchrun. Each job writes an embedding cache of its own (SQLite's write-ahead log needs
+    one host, and jobs on several nodes share this folder) and reads the ``finished`` jobs'
+    caches on a miss, read-only. Near its time limit it checkpoints and requeues (JobCommand)."""
     job.log.parent.mkdir(parents=True, exist_ok=True)
     python = [sys.executable, "-m"]
     gpus = job.resources.gpus if job.resources else 0
@@ -469,6 +447,8 @@ def why(plan: Plan, job: Job, rec: store.JobRecord) -> str:
 
 
 def _final_state(job_id: str) -> str | None:
+    """Slurm's own word: sacct (where the cluster keeps accounting), else scontrol (which knows
+    a job for MinJobAge after its end, 5 minutes by default)."""
     for argv in (
         ["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State"],
         ["scontrol", "show", "job", "-o", job_id],

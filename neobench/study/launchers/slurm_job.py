@@ -1,30 +1,23 @@
 """What runs inside one Slurm job: the job's `neobench` command, and its requeue at a time limit.
 
-submitit starts this callable on the node (it is pickled at submission, so it is a plain class at
-module level). Slurm tells the job SIGUSR2 a while before its time limit (``slurm.signal_s``,
-submitit's ``--signal``). The command itself gets it too: a fine-tune saves a whole checkpoint
-at the end of its step and exits 140 (neobench/train/stop.py); an eval stops between tasks'
-writes, its finished tasks kept. Then, if the window moved the job forward (a newer checkpoint,
-more result files), the job requeues itself with `scontrol requeue`: the next window continues
-where this one stopped (`--resume` for a fine-tune that has a checkpoint). A window that moved
-nothing is not requeued: the job fails with the reason, instead of starting again for ever.
+submitit pickles this callable at submission (a plain class at module level) and starts it on
+the node. Slurm sends SIGUSR2 ``slurm.signal_s`` before the time limit (submitit's ``--signal``)
+to the command too: a fine-tune saves a whole checkpoint at its step end and exits 140
+(neobench/train/stop.py), an eval stops between tasks. If the window moved the job forward (a
+newer checkpoint, more result files) the job requeues itself (`scontrol requeue`) and the next
+window continues (`--resume`); a window that moved nothing fails with the reason instead of
+starting again for ever. SIGTERM (scancel, preemption, a requeue by hand) is never turned into a
+requeue: scancel means stop, Slurm requeues a preempted job itself; a SIGTERM during the stop at
+the notice wins over the requeue.
 
-SIGTERM (scancel, preemption, a requeue by hand) is never turned into a requeue here: scancel means
-stop, and a preempted or requeued job is put back in the queue by Slurm itself. The command saves
-what it can on SIGTERM in any case. A SIGTERM that comes while the job stops at its notice (a
-scancel in that second) wins over the requeue the notice would have asked for.
+A job whose output is complete by the study's own test ends normally whatever its exit code (a
+fine-tune may finish its last step as the notice comes; a requeued job may find its work done),
+and so does an eval that exits 0 (its exit status is its word on its tasks). Any other ending
+fails the job, saying how, so its `afterok` dependants never start.
 
-A job whose output is complete (the study's own test: a fine-tune's card says complete, an eval
-shard's every task has its result) ends normally, whatever its command's exit code: a fine-tune
-may finish its last step just as the notice comes, and a requeued job may find its work done. An
-eval that exits 0 ends normally too (its exit status is its word on its tasks). Any other ending
-fails the job, saying how: a fine-tune that exited 0 without a complete card, a command killed by
-a signal (negative exit code) or stopped on one (128 + N).
-
-The command's torch and BLAS threads follow the CPUs the job asked for (``SLURM_CPUS_PER_TASK``,
-i.e. ``slurm.<kind>.cpus``) unless the user set ``OMP_NUM_THREADS`` themselves: torch would
-otherwise start one thread per core of the node, and threads beyond the allocation only spin
-against each other. The run card records the count that ran (``runtime.torch_threads``).
+The command's torch and BLAS threads follow ``SLURM_CPUS_PER_TASK`` (``slurm.<kind>.cpus``)
+unless the user set ``OMP_NUM_THREADS``: torch would start one per core of the node, and threads
+beyond the allocation spin against each other (the card records ``runtime.torch_threads``).
 """
 
 from __future__ import annotations
@@ -83,10 +76,6 @@ class JobCommand:
             for signum, previous in handlers.items():
                 signal.signal(signum, previous)
         code = child.returncode
-        # Ended normally only with its output: a complete one by the study's own test (whatever
-        # the exit code: a fine-tune may finish its last step as the notice comes), or an eval
-        # that exited 0 (its exit status is its word). A fine-tune that exited 0 without a
-        # complete card, or was stopped by a signal, fails: its dependants must not start.
         if (code == 0 and self.kind != "finetune") or self._complete():
             return
         if signal.SIGTERM in self.told or code == 128 + signal.SIGTERM:
