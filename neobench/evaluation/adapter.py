@@ -1,15 +1,12 @@
 """The model mteb evaluates: one plain class between mteb's protocols and neobench's encoder.
 
-mteb 2.x takes any object with an ``mteb_model_meta`` attribute (``mteb.evaluate`` checks only
-that) and reads the rest through structural protocols: ``EncoderProtocol`` (``encode``,
-``similarity``, ``similarity_pairwise``) for every task type, and ``SearchProtocol`` (``index``,
-``search``) which, when present, makes retrieval tasks hand the whole search to the model instead
-of wrapping it in mteb's ``SearchEncoderWrapper``. No mteb base class is needed, so there is none.
-
-What the class adds to stock mteb: text goes through neobench's FastEncoder (embedding cache,
-length-sorted token-budget batches, unpadded attention, fp16/bf16 autocast on CUDA), and a full
-corpus search is a blocked top-k on the model's device (encoder.search). Prompts are resolved
-with mteb's own key order, scores with the model's own similarity, so numbers equal mteb's.
+mteb 2.x takes any object with an ``mteb_model_meta`` attribute and reads the rest through
+structural protocols: ``EncoderProtocol`` (``encode``, ``similarity``, ``similarity_pairwise``)
+and ``SearchProtocol`` (``index``, ``search``), which makes retrieval tasks hand the whole search
+to the model. Text goes through neobench's FastEncoder (embedding cache, token-budget batches,
+unpadded attention, autocast on CUDA), and a full corpus search is a blocked top-k on the model's
+device (encoder.search). Prompts are resolved in mteb's own key order and scores use the model's
+own similarity, so numbers equal mteb's.
 """
 
 from __future__ import annotations
@@ -44,12 +41,11 @@ Ranking = dict[str, dict[str, float]]  # query id -> {document id: score}
 class MtebEncoder:
     """A SentenceTransformer as mteb sees it: encode, similarity, index/search and its meta.
 
-    ``prompts`` are in mteb's key vocabulary (``Task-query`` > ``Task`` > ``Type-query`` >
-    ``Type`` > ``query``) and replace any prompts the model folder carried. ``name``,
-    ``revision`` and ``experiment_kwargs`` decide where mteb files the results; left out, they
-    are what mteb reads from the model itself. ``declared``, a fine-tuning card's record of the
-    model, gives the meta's ``training_datasets`` and ``adapted_from``; without it they are
-    mteb's registry entry for ``name``, or None (unknown) for a model mteb does not know.
+    ``prompts`` (mteb's keys: ``Task-query`` > ``Task`` > ``Type-query`` > ``Type`` > ``query``)
+    replace any prompts the model folder carried. ``name``, ``revision`` and ``experiment_kwargs``
+    decide where mteb files the results (left out: what mteb reads from the model). ``declared``,
+    a fine-tuning card's record of the model, gives the meta's ``training_datasets`` and
+    ``adapted_from``; without it they are mteb's registry entry for ``name``, or None (unknown).
     """
 
     def __init__(
@@ -98,8 +94,7 @@ class MtebEncoder:
             return self._stock_wrapper().encode(
                 inputs, task_metadata=task_metadata, prompt_type=prompt_type, **kwargs
             )
-        with stage("collate"):  # mteb's data loader: prompts, titles, batches
-            # Its dataset's column at once, in the plain case ("mteb-texts", core/patches.py).
+        with stage("collate"):  # its dataset's column at once, in the plain case ("mteb-texts")
             texts = loader_texts(inputs) if patches.on("mteb-texts") else None
             if texts is None:
                 texts = [text for batch in inputs for text in batch["text"]]
@@ -170,7 +165,8 @@ class MtebEncoder:
         if corpus is None:
             raise ValueError("index() must be called before search()")
         timer = timer or TimingStack()
-        call = _Call(task_metadata, hf_split, hf_subset, encode_kwargs, num_proc)
+        where = {"task_metadata": task_metadata, "hf_split": hf_split, "hf_subset": hf_subset}
+        call = _Call(where, encode_kwargs, num_proc)
         with timer("Encoding queries", split=hf_split, subset=hf_subset):
             query_embeddings = self._encode_rows(queries, PromptType.query, call)
         query_ids = queries["id"][:]  # one conversion (a datasets 5 Column, or a list)
@@ -180,11 +176,9 @@ class MtebEncoder:
             return self._full_search(corpus, query_ids, query_embeddings, top_k, call)
 
     def _encode_rows(self, rows: Any, prompt_type: Any, call: _Call, out: Any = None) -> Any:
-        """Queries or documents as mteb's data loader words them (a document's title and text
-        joined, a query's instruction appended), encoded under the task's prompt. The plain
-        text case is read column-wise (evaluation/mtebtexts.py: the "mteb-texts" patch), into
-        ``out`` when given; anything else goes through mteb's data loader and encode()."""
-        # mteb exports no public equivalent; its own search wrappers use the same function.
+        """Queries or documents as mteb's data loader words them, encoded under the task's prompt
+        (into ``out`` when given): the plain text case read column-wise (evaluation/mtebtexts.py),
+        anything else through mteb's data loader (no public equivalent) and encode()."""
         from mteb._create_dataloaders import create_dataloader
         from mteb.types import PromptType
 
@@ -228,21 +222,18 @@ class MtebEncoder:
                 # Scored at once; the ranking keeps scores and indices, never the vectors.
                 ranking.add(torch.as_tensor(embeddings))
             if reused is None and _writable_float32(embeddings):
-                # The next chunk is encoded into this one's memory (FastEncoder.embed's
-                # ``out``): 614 MB per 200k documents at 768 dimensions, which fresh memory
-                # would cost again in page faults per chunk, and two chunks' peak memory.
+                # Later chunks reuse this memory (614 MB per 200k documents at 768 dimensions):
+                # fresh memory costs page faults per chunk and two chunks' peak memory.
                 reused = embeddings
         with stage("scoring"):
             scores, indices = ranking.result()  # (queries, k) each
         with stage("result building"):
-            # One conversion of the ids (a datasets 5 Column, or a list), their (queries, k)
-            # table picked by numpy, and each query's dict zipped in C: per query, k entries
-            # with no Python step of ours (1.7 million for ArguAna and SciFact).
+            # One conversion of the ids, their (queries, k) table picked by numpy, each query's
+            # dict zipped in C: no Python step per entry (1.7 million for ArguAna and SciFact).
             doc_ids = np.asarray(corpus["id"][:], dtype=object)
             names = doc_ids[indices.numpy(force=True)].tolist()
             ranking = zip(query_ids, map(dict, map(zip, names, scores.tolist())), strict=True)
-            # Scores are Python floats (tolist); with str ids the predictions' copy for the
-            # units needs no check of each entry (fastdata.PlainRanking).
+            # Python floats (tolist) and str ids: the units' copy checks no entry (PlainRanking)
             plain = {*map(type, doc_ids), *map(type, query_ids)} <= {str}
             return PlainRanking(ranking) if plain else dict(ranking)
 
@@ -290,16 +281,10 @@ def _writable_float32(array: Any) -> bool:
 class _Call:
     """What mteb passes to search() that every encode call of that search needs again."""
 
-    task_metadata: Any
-    hf_split: str
-    hf_subset: str
+    where: dict[str, Any]  # task_metadata, hf_split, hf_subset
     encode_kwargs: dict[str, Any]
     num_proc: int | None
 
     @property
-    def where(self) -> dict[str, Any]:
-        return {
-            "task_metadata": self.task_metadata,
-            "hf_split": self.hf_split,
-            "hf_subset": self.hf_subset,
-        }
+    def task_metadata(self) -> Any:
+        return self.where["task_metadata"]

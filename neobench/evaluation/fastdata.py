@@ -1,29 +1,19 @@
-"""datasets 5's lazy columns made one Arrow->Python conversion each, while mteb evaluates.
+"""Two of the registry's library patches (neobench/core/patches.py) in force while mteb evaluates.
 
-datasets 5 changed ``dataset["col"]`` from a list (datasets <= 3, what mteb was written for: it
-supports datasets >= 2.19) into a lazy ``datasets.arrow_dataset.Column``. Each ``column[i]`` and
-each step of ``iter(column)`` re-selects the column (``Dataset._fast_select_column``: a table
-copy) and formats one row. mteb reads columns element by element in its hot loops:
-``AbsTaskClassification._undersample_data`` (``labels[i]`` over the train split, per experiment),
-sklearn's metrics on ``eval_split[label]`` (``np.asarray`` iterates it, several times per metric),
-``Dataset.from_dict({"text": dataset[col]})`` for every text data loader, clustering labels. On
-Banking77 that is ~1.3 million row formats for 13 thousand rows.
+"column-cache": datasets 5 made ``dataset["col"]`` a lazy ``Column`` (mteb was written for the
+list of datasets <= 3) whose every ``column[i]`` and iteration step re-selects the column (a table
+copy) and formats one row; mteb reads columns element by element in its hot loops (classification
+undersampling, sklearn's metrics on labels, its text data loaders, clustering labels): ~1.3
+million row formats for Banking77's 13 thousand rows. With the class patched for the block (so
+mteb's internal datasets are covered too; outside it, or with the gate off, datasets behaves as
+shipped), a Column in the plain case converts its whole column once, on first element access or
+iteration, with datasets' own batch formatting (``column[:]``: the same formatter and feature
+decoding as a row), and keeps the list, tied to the dataset's fingerprint (renewed by datasets
+on every change). Anything else (a nested Column, a formatted or transformed dataset, a feature
+that needs decoding, a non-int key, a column too long and too large to hold twice) takes
+datasets' own path.
 
-The "column-cache" patch makes a Column, for the plain case only, convert its whole column once, on
-first element access or iteration, with datasets' own batch formatting (``column[:]``, the same
-formatter and feature decoding as a row, over all rows) and keep the list: later ``column[i]`` and
-iterations read it. Everything else (a Column of a Column, a formatted or transformed dataset, a
-feature that needs decoding such as images, a key that is not an int, a column too long and too
-large to hold twice: MAX_CACHED_ROWS, MAX_CACHED_BYTES) takes datasets' own path. The values are
-the ones datasets returns row by row; the cache is tied to the dataset's fingerprint (datasets
-renews it on every change, in-place ones too).
-
-It is the registry's "column-cache" patch (neobench/core/patches.py): the Column class is patched
-for the duration of the block, so mteb's internal datasets (``Dataset.from_dict`` in its data
-loaders and clustering) are covered as well as the task's own splits; outside the block, and
-whenever the gate turns the patch off, datasets behaves as shipped.
-
-The registry's "prediction-json" patch is the second half: mteb's prediction writes (below).
+"prediction-json": mteb's prediction writes (below).
 """
 
 from __future__ import annotations
@@ -94,8 +84,8 @@ def _iter(self: Column) -> Iterator[Any]:
 
 def _getitem(self: Column, key: Any) -> Any:
     if type(key) is int or (isinstance(key, int) and not isinstance(key, bool)):
-        # mteb's undersampling reads ``labels[i]`` 100,000 times per classification task: the
-        # cache's own test (listed's) is inlined here, and a list's bounds are datasets'.
+        # mteb's undersampling reads ``labels[i]`` 100,000 times per classification task:
+        # listed()'s cache test is inlined here.
         cached = self.__dict__.get(_CACHE)
         if cached is not None and cached[0] == getattr(self.source, "_fingerprint", None):
             values = cached[1]
@@ -117,11 +107,9 @@ def column_changes() -> list[tuple[Any, str, Any]]:
 
 
 # --- predictions ---------------------------------------------------------------------------
-# mteb's AbsTask._save_task_predictions writes with json.dump(obj, file): the stdlib's
-# pure-Python iterencode (json.dump never takes the C encoder, only json.dumps does), which for a
-# retrieval task's top-1000 lists per query is seconds per split. json.dumps with the same
-# (default) arguments gives the identical text via the C encoder: same separators, same
-# ensure_ascii, same float repr.
+# mteb's AbsTask._save_task_predictions writes with json.dump, the stdlib's pure-Python encoder
+# (seconds per split for a retrieval task's top-1000 lists); json.dumps with the same arguments
+# gives the identical text through the C encoder.
 
 
 def save_task_predictions(
@@ -157,10 +145,9 @@ def save_task_predictions(
 
 
 class PlainRanking(dict):
-    """A search's results, ``{query id: {document id: score}}``, that the search built with str
-    ids and Python float scores only (neobench's own search, when every id is a str): what a
-    JSON round trip gives back already, so json_copy copies it without checking the type of
-    each of its entries (1.7 million for ArguAna and SciFact, two thirds of the copy's time).
+    """A search's results, ``{query id: {document id: score}}``, built with str ids and Python
+    float scores only: what a JSON round trip gives already, so json_copy copies it without
+    checking each entry's type (1.7 million for ArguAna and SciFact, 2/3 of the copy's time).
     mteb may remove entries afterwards (``ignore_identical_ids``), never add or change one."""
 
 
@@ -171,8 +158,7 @@ def json_copy(value: Any) -> Any:
     kind = type(value)
     if kind is PlainRanking:
         return {qid: dict(docs) for qid, docs in value.items()}
-    # The types are gathered by set(map(type, ...)), in C: a ranking's 1,000 entries per query
-    # cost no Python step each.
+    # set(map(type, ...)) runs in C: no Python step per entry of a ranking.
     if kind is dict:
         if not {*map(type, value)} <= {str}:
             return json.loads(json.dumps(value))

@@ -60,9 +60,7 @@ def encoder(
         fingerprint=f"{loaded.source}:{loaded.revision}|{loaded.max_seq_length}|{model.dtype}",
         cache=embedding_cache,
         autocast=DTYPES[model.dtype] or False,
-        token_budget=cfg.token_budget
-        if cfg.token_budget is not None
-        else default_token_budget(model.device),
+        token_budget=cfg.token_budget or default_token_budget(model.device),
         packed=loaded.packed,
         tokenize_workers=cfg.tokenize_workers,
     )
@@ -73,5 +71,5 @@ def encoder(
         name=loaded.name,
         revision=loaded.revision,
         experiment_kwargs=experiment_kwargs(profile.name, loaded.max_seq_length),
-        declared=record.finetuned_model(Path(loaded.path)),
+        declared=model.tuned,
     )

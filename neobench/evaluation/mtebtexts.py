@@ -1,22 +1,14 @@
-"""The texts mteb's data loaders would yield, read column-wise for the plain text case: the
-registry's "mteb-texts" patch (neobench/core/patches.py; the adapter takes mteb's own loaders when
-the gate turns it off).
+"""The texts mteb's data loaders would yield, read column-wise: the registry's "mteb-texts" patch
+(neobench/core/patches.py; the adapter takes mteb's own loaders when the gate turns it off).
 
-Two of mteb's (2.26) text paths cost a Python call per row that the texts themselves do not
-need:
-
-- ``create_dataloader(corpus, prompt_type=document)`` runs ``dataset.map(_corpus_to_dict)`` over
-  the whole corpus (a Python function per row plus an Arrow rewrite of every column) to join each
-  document's title and text; a query set gets a copied ``query`` column.
-- iterating a ``torch.utils.data.DataLoader`` over a ``datasets.Dataset`` formats every row as a
-  dict and collates each batch, only for the encoder to read ``batch["text"]``.
-
-``document_texts``/``query_texts`` and ``loader_texts`` return the same texts, in the same order,
-from one column read (``dataset["text"][:]``: datasets' batch formatting of the column). They
-return None, so that the caller takes mteb's own path, whenever the input is not the plain case
-they reproduce: other modalities, conversations, instructions, extra columns, a formatted or
-transformed dataset, a null value anywhere (mteb's collate raises on None; its title join on a
-None title), a sampler or collate function other than mteb's sequential ones.
+mteb (2.26) spends a Python call per row that the texts do not need: ``create_dataloader`` joins
+each document's title and text by a ``dataset.map`` over the corpus (plus an Arrow rewrite of
+every column), and iterating its DataLoader formats every row as a dict and collates each batch,
+only for the encoder to read ``batch["text"]``. The functions here return the same texts, in the
+same order, from one column read (``dataset["text"][:]``), and None, so that the caller takes
+mteb's path, outside the plain case they reproduce: other modalities, conversations,
+instructions, extra columns, a formatted or transformed dataset, a null anywhere (mteb's collate
+raises on None), a sampler or collate function other than mteb's sequential ones.
 """
 
 from __future__ import annotations
@@ -46,9 +38,8 @@ def _plain(dataset: Any, allowed: set[str]) -> bool:
     if not isinstance(dataset, Dataset) or len(dataset) == 0:
         return False
     # python formatting of every column (datasets may list them in another order after a map)
-    if dataset.format["type"] is not None or set(dataset.format["columns"]) != set(
-        dataset.column_names
-    ):
+    columns = set(dataset.format["columns"])
+    if dataset.format["type"] is not None or columns != set(dataset.column_names):
         return False
     features = dataset.features
     if not all(isinstance(f, Value) and f.dtype in allowed for f in features.values()):

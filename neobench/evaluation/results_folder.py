@@ -27,12 +27,9 @@ logger = logging.getLogger(__name__)
 
 
 def experiment_kwargs(profile: str, max_seq_length: int) -> dict[str, Any] | None:
-    """mteb experiment kwargs of a run: None under the standard conditions, else what differs.
-
-    Standard conditions (those of the standard recipe: config.standard()) write to mteb's plain
-    ``<model>/<revision>/`` folder, which ``ResultCache.load_results()`` reads by default;
-    ablations go to ``experiments/<kwargs>/`` (``load_results(load_experiments="match_name")``).
-    """
+    """mteb experiment kwargs of a run: None under the standard conditions (config.standard():
+    mteb's plain ``<model>/<revision>/``, which ``ResultCache.load_results()`` reads by default),
+    else what differs (``experiments/<kwargs>/``: ``load_experiments="match_name"``)."""
     std = standard()
     if profile == std.instructions and max_seq_length == std.max_seq_length:
         return None
@@ -40,12 +37,9 @@ def experiment_kwargs(profile: str, max_seq_length: int) -> dict[str, Any] | Non
 
 
 def check_same_conditions(results_dir: Path, conditions: EvalConditions) -> None:
-    """Refuse to add results to a folder whose earlier runs used other conditions.
-
-    The folder key holds the profile name and length; this also catches an edited profile
-    (another hash) or another dtype, which would otherwise mix silently with earlier tasks.
-    A condition an older card does not record is not held against it.
-    """
+    """Refuse to add results to a folder whose earlier runs used other conditions: the folder
+    key holds the profile name and length; this also catches an edited profile (another hash) or
+    another dtype. A condition an older card does not record is not held against it."""
     for card_path in results.card_paths(results_dir):
         card = record.read_eval_card(card_path)
         if record.mark_orphaned_eval_card(card_path, card):

@@ -1,9 +1,8 @@
 """The run card of `neobench eval`: written before any work, rewritten after each task, ended
-whatever happens (complete, failed, interrupted).
-
-It records the conditions (which decide the results folder), the model as loaded, the runtime,
-the prompts, where each task's data came from, the seeds, the environment and the library patches
-in force; at the end, the encoder's counts and the embedding cache's state.
+whatever happens (complete, failed, interrupted). It records the conditions (which decide the
+results folder), the model as loaded, the runtime, the prompts, where each task's data came from,
+the seeds, the environment and the library patches in force; at the end, the encoder's counts and
+the embedding cache's state.
 """
 
 from __future__ import annotations
@@ -114,21 +113,16 @@ def end_card(
         logger.warning("could not update the run card %s: %s", path, error.strerror)
 
 
+# The model-section fields that are LoadedModel's own.
+AS_LOADED = ("name", "revision", "source", "kind", "path", "architecture", "max_seq_length")
+AS_LOADED += ("attn_implementation", "unpadded", "tokenizer", "trust_remote_code")
+
+
 def _model_section(cfg: EvalConfig, model: EvalModelRun) -> EvalModel:
     loaded = model.loaded
     return EvalModel(
-        name=loaded.name,
-        revision=loaded.revision,
-        source=loaded.source,
-        kind=loaded.kind,
-        path=loaded.path,
-        architecture=loaded.architecture,
-        max_seq_length=loaded.max_seq_length,
-        attn_implementation=loaded.attn_implementation,
+        **{key: getattr(loaded, key) for key in AS_LOADED},
         attn_implementation_requested=cfg.attn_implementation,
-        unpadded=loaded.unpadded,
-        tokenizer=loaded.tokenizer,
-        trust_remote_code=loaded.trust_remote_code,
         pooling=_pooling(loaded.model),
         **_finetuned_from(model.tuned),
         sweep=eval_record(Path(cfg.sweep), cfg.model) if cfg.sweep else None,

@@ -9,9 +9,8 @@ decide the folder, so runs under different conditions never share one:
     ... and beside the task files: neobench/run-<time>-shard<K>of<N>-<pid>.yaml (run cards),
     predictions/<Task>.units.json (per-item units, neobench.evaluation.units; no --no-predictions)
 
-The steps of run_eval are here; their pieces beside it: checks (every cheap input, the data),
-model (loading, the encoder), results_folder (the folder, the conditions it holds, what it
-refuses, by core/conditions.py's rule), runcard (the run card), outcomes (what a run reports).
+The steps of run_eval are here; their pieces beside it: checks, model, results_folder, runcard,
+outcomes.
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ from neobench.evaluation.results_folder import (
     card_path,
     check_same_conditions,
     disk_full_message,
-    experiment_kwargs,
     write_card,
 )
 from neobench.evaluation.runcard import end_card, new_card
@@ -49,18 +47,7 @@ from neobench.protocol.instructions import mteb_prompts
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
-# EvalConfig is defined in neobench.protocol.config and re-exported here, beside run_eval, as are
-# the names callers used from this module before its pieces moved beside it.
-__all__ = [
-    "EvalConfig",
-    "EvalSummary",
-    "Reporter",
-    "TaskOutcome",
-    "check_same_conditions",
-    "experiment_kwargs",
-    "prepare_tasks",
-    "run_eval",
-]
+__all__ = ["EvalConfig", "Reporter", "check_same_conditions", "run_eval"]  # callers take these
 
 logger = logging.getLogger(__name__)
 
@@ -86,10 +73,8 @@ def run_eval(
     *,
     model_hook: Callable[[LoadedModel], None] | None = None,
 ) -> EvalSummary:
-    """Evaluate one model on (a shard of) a benchmark; finished tasks are skipped.
-
-    ``model_hook`` sees the loaded model before anything uses it (benchmarks/host_pipeline.py swaps
-    its forward pass for a null one there).
+    """Evaluate one model on (a shard of) a benchmark; finished tasks are skipped. ``model_hook``
+    sees the loaded model before anything uses it (benchmarks/host_pipeline.py nulls its forward).
     """
     with stage("setup"):  # checks, data location, model, prompts, run card
         prepared = _prepare(cfg, model_hook)
@@ -139,16 +124,9 @@ def _prepare(
     # 7. The card written before any work.
     path = card_path(results_dir, card.shard)
     write_card(path, card, root)
+    keep_units = not cfg.no_predictions
     return tasks, _Run(
-        root,
-        results,
-        encoder,
-        embedding_cache,
-        cache_use,
-        card,
-        path,
-        cfg.batch_size,
-        predictions=not cfg.no_predictions,
+        root, results, encoder, embedding_cache, cache_use, card, path, cfg.batch_size, keep_units
     )
 
 

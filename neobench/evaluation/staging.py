@@ -1,17 +1,12 @@
-"""mteb's result writes made atomic: a task is evaluated into a private staging folder and its
-files are moved into the results folder only when whole.
+"""mteb's result writes made atomic: a task is evaluated into a private staging folder (mteb writes
+without an atomic rename: a full disk would leave files truncated) and each file is moved into
+the results folder only when whole.
 
-``results`` is the mteb.ResultCache of the results root; ``encoder`` the model mteb calls
-(adapter.MtebEncoder).
-
-Beside each result goes the task's per-item units (evaluate.units): mteb saves its predictions
-into the staging folder (``prediction_folder``), they are turned into units while the task's data
-is still loaded, and the units file is published before the task file. The raw predictions stay
-in staging and go with it (retrieval rankings can take hundreds of MB).
-
-While mteb evaluates, the registry's library patches (neobench/core/patches.py) are in force
-where the gate allows: datasets 5's lazy columns convert once ("column-cache") and mteb's
-predictions are kept in memory for the units ("prediction-json"), the same values as stock.
+Beside each result go the task's per-item units (evaluation/units): mteb's predictions are turned
+into units while the task's data is still loaded, and the units file is published before the task
+file. Raw prediction files stay in staging and go with it (retrieval rankings can take hundreds
+of MB). While mteb evaluates, the registry's "column-cache" and "prediction-json" patches are in
+force where the gate allows (evaluation/fastdata.py).
 """
 
 from __future__ import annotations
@@ -44,22 +39,20 @@ STAGING = ".neobench-staging"
 MTEB_PREDICTIONS = "mteb-predictions"
 # The units' main score must equal mteb's to this (else they are not saved: a bug to report).
 SCORE_TOLERANCE = 1e-6
-
-# mteb writes its files without an atomic rename (a full disk would leave them truncated), so it
-# writes into a staging folder and each file is moved into place only when whole. The task file
-# is the task's own; model_meta.json is the same for every task of a model; run_settings.jsonl is
-# shared by all tasks (and by concurrent shards), so it is merged at publication, not copied in
-# before the task runs (a shard's entries written meanwhile would be lost).
+# Shared by all tasks (and concurrent shards): merged at publication, not copied in before the
+# task runs (a shard's entries written meanwhile would be lost). model_meta.json is the same for
+# every task of a model and simply replaced.
 RUN_SETTINGS = "run_settings.jsonl"
 
 
 def evaluate_staged(
     task: AbsTask, encoder: Any, results: Any, batch_size: int, predictions: bool = True
 ) -> int | None:
-    """mteb.evaluate into a private staging folder, then the files published into the results
-    folder. A failure (a full disk included) leaves every existing result file as it was and no
-    temporary file behind. Returns the size in bytes of the task's units file published beside
-    the result, None when none was (``predictions`` off, a type without units, a failed build)."""
+    """mteb.evaluate of ``task`` on ``encoder`` (adapter.MtebEncoder) into a private staging
+    folder, then the files published into ``results`` (the root's mteb.ResultCache). A failure (a
+    full disk included) leaves every existing result file as it was and no temporary file behind.
+    Returns the size in bytes of the units file published beside the result, None when none was
+    (``predictions`` off, a type without units, a failed build)."""
     import mteb
 
     name, meta = task.metadata.name, encoder.mteb_model_meta
@@ -77,10 +70,8 @@ def evaluate_staged(
             warnings.catch_warnings(),
             _data_kept(task, raw is not None),
             mteb_timing(),
-            # datasets 5's lazy columns, one conversion each (evaluation/fastdata.py)
             patches.applied("column-cache"),
-            # mteb's predictions kept in memory for the units (the file in staging was only
-            # ever read back by them); a task with its own writer writes its file as before.
+            # a task with its own prediction writer writes its file (read by _read_predictions)
             patches.applied("prediction-json", expand([task]), kept),
         ):
             warnings.filterwarnings("ignore", message=".*superseded.*")
@@ -129,11 +120,9 @@ def _has_units(task: AbsTask) -> bool:
 
 @contextlib.contextmanager
 def _data_kept(task: AbsTask, keep: bool) -> Iterator[None]:
-    """Keep the task's data loaded through mteb.evaluate, for the units build after it.
-
-    mteb unloads at the end of a task's evaluation only the data it loaded itself, so the data is
-    loaded here first, with mteb's own ``load_data``, and unloaded after the units. (mteb then
-    leaves the loading out of the result's evaluation_time; the run card's seconds include it.)
+    """Keep the task's data loaded through mteb.evaluate, for the units built after it: mteb
+    unloads only the data it loaded itself, so it is loaded here first (mteb's ``load_data``)
+    and unloaded after. mteb's evaluation_time then leaves out the loading; the card includes it.
     """
     if not keep:
         yield
@@ -192,10 +181,9 @@ def _read_predictions(task: AbsTask, raw: Path, kept: dict[str, Any]) -> dict[st
 
 
 def _publish_units(text: str | None, task: str, staging: Path, folder: Path) -> int | None:
-    """Write the units into the staging folder, then rename them into ``folder``'s
-    predictions/; with no units, a file left there by an earlier evaluation (e.g. one killed
-    before its task file) is removed, so the new result never sits beside units that are not its
-    own."""
+    """Write the units into staging, then rename them into ``folder``'s predictions/; with no
+    units, a file left there by an earlier evaluation (e.g. one killed before its task file) is
+    removed, so the new result never sits beside units that are not its own."""
     staged, final = units.path_for(staging, task), units.path_for(folder, task)
     if text is None:
         final.unlink(missing_ok=True)
@@ -208,10 +196,9 @@ def _publish_units(text: str | None, task: str, staging: Path, folder: Path) -> 
 
 
 def _merge_run_settings(new: Path, final: Path) -> None:
-    """This task's entries merged into the shared run_settings.jsonl by mteb's own merge (same
-    format as mteb writes it), on a copy renamed over the original: the original stays whole
-    if anything fails."""
-    # Private to mteb, and the only way to merge in its exact format (it exports no public one).
+    """This task's entries merged into the shared run_settings.jsonl by mteb's own merge (mteb's
+    exact format; it exports no public one), on a copy renamed over the original: the original
+    stays whole if anything fails."""
     from mteb.results.task_result import _read_run_settings_from_file, _write_and_merge_keyed_json
 
     merged = final.with_name(f".{final.name}.{os.getpid()}.tmp")

@@ -11,13 +11,13 @@ Weight names and shapes are the hub checkpoint's, loaded strictly:
   model.layer_norm.weight                               (H,)      final RMSNorm
   decoder.weight / decoder.bias                         (V, H)/(V,) MLM head (not tied)
 No biases in the encoder, no token-type or absolute position embeddings; RoPE is interleaved
-(complex pairs (2i, 2i+1)), theta 10000, computed on the fly in float32 (never a loaded or
-persistent buffer, so nothing is left uninitialised on meta devices).
+(complex pairs (2i, 2i+1)), theta 10000, computed on the fly in float32 (never a buffer, so
+nothing is left uninitialised on meta devices).
 
-Attention: torch SDPA with the key-padding mask (default; the explicit softmax when loaded with
-attn_implementation="eager"), or an unpadded path that packs the real tokens of every row and
-runs variable-length attention: torch's varlen_attn / flash-attn on CUDA, a per-sequence SDPA loop
-elsewhere (the reference the CUDA path is tested against).
+Attention: torch SDPA with the key-padding mask (the explicit softmax when loaded with
+attn_implementation="eager"), or unpadded: the real tokens of every row packed, variable-length
+attention by torch's varlen_attn / flash-attn on CUDA, a per-sequence SDPA loop elsewhere (the
+reference the CUDA path is tested against).
 """
 
 from __future__ import annotations
@@ -198,6 +198,22 @@ def varlen_attention(
     return varlen_reference(q, k, v, cu_seqlens, scale, window)
 
 
+def pack(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """For a right-padded (B, L) bool mask: cu_seqlens (B + 1,) int32, each real token's index in
+    its row (T,), which is its position, and the longest row's length."""
+    lengths = mask.sum(dim=1, dtype=torch.int32)
+    cu_seqlens = F.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))
+    positions = torch.arange(mask.shape[1], device=mask.device).expand(mask.shape)[mask]
+    return cu_seqlens, positions, int(lengths.max())
+
+
+def unpack(packed: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Packed (T, H) real-token states back to (B, L, H), zeros at padding."""
+    out = packed.new_zeros(*mask.shape, packed.shape[-1])
+    out[mask] = packed
+    return out
+
+
 def varlen_kernel_name(device: str) -> str:
     """What ``varlen_attention`` runs on ``device`` in half precision (for run cards)."""
     if not device.startswith("cuda"):
@@ -274,23 +290,19 @@ class NeoBERT(NeoBERTPreTrainedModel):
 
     def attention_kernel(self, device: str) -> str:
         """What actually runs on ``device`` (recorded in run cards)."""
-        mode = getattr(self.config, "unpadded_attention", "auto")
-        if mode == "off" or (mode == "auto" and not device.startswith("cuda")):
-            return "eager (padded, key mask)" if self._eager() else "sdpa (padded, key mask)"
-        return varlen_kernel_name(device)
+        if self.use_unpadded(device):
+            return varlen_kernel_name(device)
+        return "eager (padded, key mask)" if self._eager() else "sdpa (padded, key mask)"
 
     def _eager(self) -> bool:
         """The padded path runs the explicit softmax when transformers was asked for eager;
         sdpa and flash requests run SDPA (the packed path covers flash-attn)."""
         return getattr(self.config, "_attn_implementation", None) == "eager"
 
-    def use_unpadded(self, x: torch.Tensor) -> bool:
+    def use_unpadded(self, device: str) -> bool:
+        """config.unpadded_attention: "on", "off", or "auto" (on CUDA only)."""
         mode = getattr(self.config, "unpadded_attention", "auto")
-        if mode == "on":
-            return True
-        if mode == "off":
-            return False
-        return x.is_cuda
+        return mode == "on" or (mode != "off" and device.startswith("cuda"))
 
     def forward(
         self,
@@ -301,29 +313,23 @@ class NeoBERT(NeoBERTPreTrainedModel):
         return_dict: bool = True,
         **kwargs: object,
     ) -> BaseModelOutput:
-        batch, length = input_ids.shape
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         mask = attention_mask.bool()
         x = self.encoder(input_ids)
         hidden_states = [x] if output_hidden_states else None
-        if self.use_unpadded(x):
-            lengths = mask.sum(dim=1, dtype=torch.int32)
-            cu_seqlens = F.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))
-            # Real tokens keep their index in the row as RoPE position (rows are right-padded).
-            positions = torch.arange(length, device=x.device).expand(batch, length)[mask]
+        if self.use_unpadded(str(x.device)):
+            cu_seqlens, positions, max_len = pack(mask)
             rotation = rope_angles(positions, self.config.dim_head, self.config.rope_theta)
             packed = x[mask]
-            max_len = int(lengths.max())
             for block in self.transformer_encoder:
                 packed = block.forward_unpadded(packed, rotation, cu_seqlens, max_len)
                 if output_hidden_states:
-                    hidden_states.append(_scatter(packed, mask))
-            out = _scatter(self.layer_norm(packed), mask)
+                    hidden_states.append(unpack(packed, mask))
+            out = unpack(self.layer_norm(packed), mask)
         else:
-            rotation = rope_angles(
-                torch.arange(length, device=x.device), self.config.dim_head, self.config.rope_theta
-            )
+            positions = torch.arange(input_ids.shape[1], device=x.device)
+            rotation = rope_angles(positions, self.config.dim_head, self.config.rope_theta)
             keep = None if bool(mask.all()) else mask[:, None, None, :]
             eager = self._eager()
             for block in self.transformer_encoder:
@@ -334,13 +340,6 @@ class NeoBERT(NeoBERTPreTrainedModel):
         return BaseModelOutput(
             last_hidden_state=out, hidden_states=tuple(hidden_states) if hidden_states else None
         )
-
-
-def _scatter(packed: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Packed (T, H) real-token states back to (B, L, H), zeros at padding."""
-    out = packed.new_zeros(*mask.shape, packed.shape[-1])
-    out[mask] = packed
-    return out
 
 
 class NeoBERTLMHead(NeoBERTPreTrainedModel):

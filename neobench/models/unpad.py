@@ -1,13 +1,11 @@
 """Unpadded (variable-length) encoding for transformers' own encoders: BERT, RoBERTa, ...
 
 A padded batch spends the embedding, projections and feed-forward on pad tokens too. Here the
-real tokens of a batch are packed into one row of T tokens with per-sequence position ids, the
-backbone runs on that row, and attention stays within each sequence through the cumulative
-sequence lengths (``cu_seq_lens``) that transformers passes down to its attention functions. The
-attention function registered below runs torch's ``varlen_attn`` (or flash-attn's varlen kernel
-when installed) on CUDA, and one SDPA call per sequence elsewhere, the reference used by the
-tests. The last hidden state is scattered back to (batch, length, hidden) with zeros at padding,
-so sentence-transformers' pooling and everything after it see the shapes they expect.
+real tokens of a batch are packed into one row of T tokens with per-sequence position ids, and
+attention stays within each sequence through the cumulative sequence lengths (``cu_seq_lens``)
+that transformers passes down to its attention functions; the function registered below runs
+neobert.varlen_attention. The last hidden state is scattered back to (batch, length, hidden) with
+zeros at padding, the shapes sentence-transformers' pooling expects.
 
 Only model types whose transformers implementation forwards position ids and attention kwargs
 are listed in ``POSITIONS``; anything else (remote code included, and NeoBERT, which unpads
@@ -21,10 +19,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from neobench.core import patches
-from neobench.models.neobert import varlen_attention
+from neobench.models.neobert import pack, unpack, varlen_attention
 
 KERNEL = "neobench_varlen"
 
@@ -90,13 +87,9 @@ def packed_forward(
     from transformers.modeling_outputs import BaseModelOutput
 
     mask = attention_mask.bool()
-    batch, length = input_ids.shape
-    lengths = mask.sum(dim=1, dtype=torch.int32)
-    cu_seqlens = F.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))
-    positions = torch.arange(length, device=input_ids.device).expand(batch, length)[mask]
+    cu_seqlens, positions, max_len = pack(mask)
     if POSITIONS[config.model_type] == "after_padding_idx":
         positions = positions + config.pad_token_id + 1
-    max_len = int(lengths.max())
     extra = {"token_type_ids": token_type_ids[mask][None]} if token_type_ids is not None else {}
     with patches.applied("unpadded-attention", config) as on:  # the kernel for this call only
         if not on:  # NEOBENCH_PATCHES changed since the block began: padded, as shipped
@@ -114,17 +107,14 @@ def packed_forward(
             return_dict=True,
             **extra,
         )
-    packed = out.last_hidden_state[0]
-    hidden = packed.new_zeros(batch, length, packed.shape[-1])
-    hidden[mask] = packed
-    return BaseModelOutput(last_hidden_state=hidden)
+    return BaseModelOutput(last_hidden_state=unpack(out.last_hidden_state[0], mask))
 
 
 def patch_changes(owner: Any, forward: Any = None) -> list[tuple[Any, str, Any]]:
     """The "unpadded-attention" patch (neobench/core/patches.py): with ``forward``, the backbone
-    ``owner``'s forward replaced by the packed one for a block; without, per packed call, its
-    config ``owner``'s attention implementation set to the registered varlen kernel (transformers
-    reads it from the config in every attention layer and has no per-call argument for it)."""
+    ``owner``'s forward replaced by the packed one; without, per packed call, the config
+    ``owner``'s attention implementation set to the varlen kernel (transformers reads it from the
+    config in every attention layer, with no per-call argument)."""
     if forward is not None:
         return [(owner, "forward", forward)]  # an instance attribute shadows the class method
     return [(owner, "_attn_implementation", KERNEL)]
@@ -136,10 +126,8 @@ def unpadded(st_model: Any, enabled: bool = True) -> Iterator[bool]:
     architecture allows and the registry's "unpadded-attention" patch is in force; yields
     whether it does."""
     auto_model = getattr(st_model[0], "auto_model", None)
-    if not enabled or auto_model is None or not supports(auto_model):
-        yield False
-        return
-    if not patches.on("unpadded-attention"):  # the gate: transformers as shipped, padded
+    usable = enabled and auto_model is not None and supports(auto_model)
+    if not usable or not patches.on("unpadded-attention"):  # the gate off: as shipped, padded
         yield False
         return
     original = auto_model.forward

@@ -1,9 +1,7 @@
-"""Per-item evaluation data: what a task's main score is a function of, stored beside its result,
+"""Per-item evaluation data: what a task's main score is a function of, stored beside its result
 so the score can be recomputed on resampled items (bootstrap intervals) and compared item by item
-between two models (paired tests).
-
-One file per task, ``<results folder>/predictions/<Task>.units.json`` (a name no tool that
-looks for ``<Task>.json`` result files mistakes for one)::
+between two models (paired tests). One file per task, ``<results>/predictions/<Task>.units.json``
+(a name no tool looking for ``<Task>.json`` result files mistakes for one)::
 
     {"format": 1, "task": "STSBenchmark", "type": "STS", "main_score": "cosine_spearman",
      "unit": "pair", "parts": [{"subset": "default", "split": "test", "n": 1379,
@@ -11,19 +9,15 @@ looks for ``<Task>.json`` result files mistakes for one)::
 
 A part is one (hf_subset, split) of the task; the task's main score is the mean of the parts'
 scores, as mteb averages them. ``ids`` name the units (pair index, query id, text id...), so two
-models' files can be checked to cover the same items. ``data`` holds equal-length arrays, one
-entry per unit (a unit may carry a row of values, e.g. one per classification experiment); the
-type's ``score`` turns them, restricted to a resample of unit indices, into the main score.
+models' files can be checked to cover the same items. ``data`` holds arrays with one entry (or
+row) per unit, which the type's ``score`` (one module per type, a `TypeSpec`) turns, restricted
+to a resample of unit indices, into the main score.
 
-Each task type is one small module (a `TypeSpec`): how to build a part from mteb's saved
-predictions and the task's gold data, and how to score it.
-
-An aggregate task (mteb's AbsTaskAggregate: CQADupstackRetrieval averages 12 forum retrieval
-tasks) has no predictions of its own: its file holds the parts of all its subtasks, each part
-naming its ``subtask``, and its main score is computed as mteb combines them, the mean over
-subtasks of each subtask's main score (a subtask's own parts averaged first). A part of a type
-whose evaluation drops units per model (SummEval) also records ``rows``, the units it could hold.
-Both keys are written only where they apply.
+An aggregate task (mteb's AbsTaskAggregate: CQADupstackRetrieval averages 12 forum tasks) holds
+the parts of its subtasks, each naming its ``subtask``; its main score is, as mteb combines them,
+the mean over subtasks of each subtask's main score. A part of a type whose evaluation drops
+units per model (SummEval) records ``rows``, the units it could hold. Both keys are written only
+where they apply.
 """
 
 from __future__ import annotations
@@ -38,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neobench.core import results
-from neobench.evaluation.units.spec import TypeSpec, draw_counts
+from neobench.evaluation.units.spec import TypeSpec, each_row
 
-__all__ = ["TypeSpec", "draw_counts"]  # the type modules take them from .spec; callers may too
+__all__ = ["TypeSpec"]  # the type modules take it from .spec; callers may take it from here
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -57,7 +51,7 @@ class Part:
     data: dict[str, np.ndarray]  # name -> array whose first axis is the unit
     subtask: str | None = None  # the part's task inside an aggregate (None: the task itself)
     # Types whose evaluation may leave units out (`TypeSpec.rows`): how many the part could have
-    # held. Two results with different counts saw different data; None in older files.
+    # held (two results with different counts saw different data); None when absent.
     rows: int | None = None
 
     @property
@@ -159,7 +153,7 @@ def part_scores(units: TaskUnits, part: Part, idx: np.ndarray) -> np.ndarray:
     spec = registry()[units.type]
     if spec.score_many is not None:
         return np.asarray(spec.score_many(part.data, idx, units.main_score), dtype=float)
-    return np.asarray([spec.score(part.data, row, units.main_score) for row in idx], dtype=float)
+    return each_row(spec.score, part.data, idx, units.main_score)
 
 
 def main_score(units: TaskUnits) -> float:
@@ -187,7 +181,7 @@ def to_json(units: TaskUnits) -> str:
 
 
 def _part_json(part: Part) -> dict[str, Any]:
-    # "subtask" and "rows" only where there are: other files stay as they were written before.
+    # "subtask" and "rows" only where they apply
     named = {"subtask": part.subtask} if part.subtask is not None else {}
     rows = {"rows": part.rows} if part.rows is not None else {}
     return named | {
@@ -202,15 +196,8 @@ def _part_json(part: Part) -> dict[str, Any]:
 
 def read(path: Path) -> TaskUnits:
     raw = json.loads(Path(path).read_text())
-    parts = [
-        Part(
-            p["subset"],
-            p["split"],
-            p["ids"],
-            {k: np.asarray(v) for k, v in p["data"].items()},
-            p.get("subtask"),
-            p.get("rows"),
-        )
-        for p in raw["parts"]
-    ]
+    parts = []
+    for p in raw["parts"]:
+        data = {k: np.asarray(v) for k, v in p["data"].items()}
+        parts.append(Part(p["subset"], p["split"], p["ids"], data, p.get("subtask"), p.get("rows")))
     return TaskUnits(raw["task"], raw["type"], raw["main_score"], raw["unit"], parts)

@@ -1,13 +1,12 @@
 """Classification units: one test item each, with its gold label and every experiment's prediction.
 
 mteb (AbsTaskClassification) fits its classifier ``n_experiments`` times (10), each on a
-different undersampled train set, predicts every test item each time, and reports the mean over
-experiments of each metric. Its predictions file holds, per part, one list of predicted labels
-per experiment (in test-split order). So a unit is a test item carrying ``gold`` (its label) and
-``pred`` (one label per experiment, shape (n_items, n_experiments)); a resample's score is the
-mean over experiments of the metric on the resampled items, exactly as mteb averages them.
-Cross-validated tasks (``is_cross_validation``: none in MTEB(eng, v1/v2)) predict each item once,
-in its fold's experiment; there an item also carries its ``fold``.
+different undersampled train set, predicts every test item each time (its predictions file holds
+one list of labels per experiment, in test-split order), and reports the mean over experiments of
+each metric. So a unit carries ``gold`` (its label) and ``pred`` (one label per experiment,
+(n_items, n_experiments)); a resample's score is the mean over experiments of the metric on the
+resampled items. Cross-validated tasks (``is_cross_validation``: none in MTEB(eng, v1/v2))
+predict each item once, in its fold's experiment; there an item also carries its ``fold``.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import numpy as np
 from sklearn.metrics import average_precision_score, f1_score, precision_score, recall_score
 from sklearn.model_selection import KFold
 
-from neobench.evaluation.units.spec import TypeSpec
+from neobench.evaluation.units.spec import TypeSpec, data_split, each_row
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -50,14 +49,6 @@ METRICS: dict[str, Metric] = {
     "ap": _averaged(average_precision_score, "macro"),
     "ap_weighted": _averaged(average_precision_score, "weighted"),
 }
-
-
-def eval_split(task: AbsTask, hf_subset: str, split: str) -> Any:
-    """The evaluated split of one part, found the way AbsTask.evaluate finds it."""
-    dataset = task.dataset
-    if hf_subset not in dataset and hf_subset == "default":
-        return dataset[split]
-    return dataset[hf_subset][split]
 
 
 def _as_codes(gold: list[Any], pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +85,7 @@ def _cross_validation(
 def build(
     task: AbsTask, predictions: list[list[Any]], hf_subset: str, split: str
 ) -> tuple[list[str], dict[str, Any]]:
-    gold = eval_split(task, hf_subset, split)[task.label_column_name]
+    gold = data_split(task, hf_subset, split)[task.label_column_name]
     if task.is_cross_validation:
         return _cross_validation(task, predictions, gold)
     pred = np.asarray(predictions).T  # (n_experiments, n_items) -> (n_items, n_experiments)
@@ -124,7 +115,7 @@ def score_many(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) ->
     its experiments got each item right: one gather per resample instead of one per experiment
     (AmazonPolarity: 400,000 items x 10 experiments)."""
     if main_score != "accuracy" or "fold" in data:
-        return np.asarray([score(data, row, main_score) for row in idx], dtype=float)
+        return each_row(score, data, idx, main_score)
     pred = data["pred"]
     # items right per item (uint8 for 10 experiments: the gather is memory-bound)
     right = (data["gold"][:, None] == pred).sum(axis=1).astype(np.min_scalar_type(pred.shape[1]))

@@ -3,16 +3,14 @@
 - Legacy (AbsTaskClusteringLegacy: every Clustering task of MTEB(eng, v1)): the test split holds
   several clustering sets (TwentyNewsgroups: 10 sets of ~5,950 titles); mteb runs k-means once
   per set and reports the mean V-measure over sets. Unit = set, storing its V-measure
-  (``score``), recomputed here from the saved assignment and the set's gold labels.
-- Legacy with a single set (one text set, or a non-text task, whose predictions are one flat
-  assignment): the set's items are resampled. Unit = item, storing ``gold`` and ``pred``
-  (cluster id); the score is the metric on the resampled items.
+  (``score``), recomputed from the saved assignment and the set's gold labels. With a single set
+  (one text set, or a non-text task: one flat assignment) unit = item, storing ``gold`` and
+  ``pred`` (cluster id); the score is the metric on the resampled items.
 - Fast (AbsTaskClustering: the ``.v2`` tasks of MTEB(eng, v2)): mteb draws ``n_clusters`` (10)
   samples of ``max_documents_per_cluster`` documents with replacement, clusters each, and
   reports the mean over runs (and hierarchy levels) of the metric. Unit = run, storing one score
-  per level (``score``, shape (n_runs, n_levels)). The predictions file holds only the
-  assignments, not which documents each run drew, so the draws are replayed from the task's seed
-  (see `_replay_fast`).
+  per level (``score``, (n_runs, n_levels)). The predictions hold only the assignments, so the
+  draws are replayed from the task's seed (`_replay_fast`).
 """
 
 from __future__ import annotations
@@ -26,8 +24,7 @@ from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
 from scipy.optimize import linear_sum_assignment
 from sklearn import metrics
 
-from neobench.evaluation.units.classification import eval_split
-from neobench.evaluation.units.spec import TypeSpec
+from neobench.evaluation.units.spec import TypeSpec, data_split
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -75,29 +72,28 @@ def _items(gold: list[Any], pred: list[int]) -> tuple[list[str], dict[str, Any]]
 
 
 def _build_legacy(
-    task: AbsTaskClusteringLegacy, predictions: list[Any], data_split: Any
+    task: AbsTaskClusteringLegacy, predictions: list[Any], rows: Any
 ) -> tuple[list[str], dict[str, Any]]:
     label = task.label_column_name
     if task.metadata.modalities != ["text"]:  # mteb clusters the whole split at once
-        return _items(data_split[label], predictions)
-    if len(data_split) == 1:
-        gold = data_split[0][label]
+        return _items(rows[label], predictions)
+    if len(rows) == 1:
+        gold = rows[0][label]
         pred = predictions[0] if predictions else [0] * len(gold)  # skipped: one label
         return _items(gold, pred)
-    scores = _legacy_sets(task, data_split, predictions)
+    scores = _legacy_sets(task, rows, predictions)
     return [f"set{i}" for i in range(len(scores))], {"score": scores}
 
 
-def _downsample(task: AbsTaskClustering, data_split: Any, rng: random.Random) -> Any:
+def _downsample(task: AbsTaskClustering, rows: Any, rng: random.Random) -> Any:
     """The documents mteb embeds (AbsTaskClustering._evaluate_subset), drawing from ``rng``."""
     if task.max_document_to_embed is None and task.max_fraction_of_documents_to_embed is None:
-        return data_split
+        return rows
     if task.max_fraction_of_documents_to_embed is not None:
-        k = int(task.max_fraction_of_documents_to_embed * len(data_split))
+        k = int(task.max_fraction_of_documents_to_embed * len(rows))
     else:
         k = task.max_document_to_embed
-    k = min(len(data_split), k)
-    return data_split.select(rng.sample(range(len(data_split)), k=k))
+    return rows.select(rng.sample(range(len(rows)), k=min(len(rows), k)))
 
 
 def _level_labels(task: AbsTaskClustering, documents: Any) -> list[np.ndarray]:
@@ -114,17 +110,14 @@ def _level_labels(task: AbsTaskClustering, documents: Any) -> list[np.ndarray]:
     return levels
 
 
-def _replay_part(task: AbsTaskClustering, data_split: Any, rng: random.Random) -> list[list[Any]]:
+def _replay_part(task: AbsTaskClustering, rows: Any, rng: random.Random) -> list[list[Any]]:
     """Gold labels of the documents each run drew: [level][run] -> labels."""
-    levels = _level_labels(task, _downsample(task, data_split, rng))
-    draws = []
-    for gold in levels:
-        runs = []
-        for _ in range(task.n_clusters):
-            chosen = rng.choices(range(len(gold)), k=task.max_documents_per_cluster)
-            runs.append(gold[chosen])
-        draws.append(runs)
-    return draws
+    levels = _level_labels(task, _downsample(task, rows, rng))
+    size = task.max_documents_per_cluster
+    return [
+        [gold[rng.choices(range(len(gold)), k=size)] for _ in range(task.n_clusters)]
+        for gold in levels
+    ]
 
 
 def reset_draws(task: AbsTask) -> None:
@@ -143,14 +136,13 @@ def _replay_fast(task: AbsTaskClustering, hf_subset: str, split: str) -> list[li
     parts = {}
     for s in task.eval_splits:
         for subset in task.hf_subsets:
-            parts[subset, s] = _replay_part(task, eval_split(task, subset, s), rng)
+            parts[subset, s] = _replay_part(task, data_split(task, subset, s), rng)
     if rng.getstate() != task.rng_state.getstate():
         raise ValueError(
             f"{task.metadata.name}: the task's random draws are not those of one evaluation of "
             "all its parts from its seed (evaluated twice, or only some parts?); call "
             "neobench.evaluation.units.clustering.reset_draws(task) before mteb.evaluate and "
-            "build the "
-            "units right after it"
+            "build the units right after it"
         )
     return parts[hf_subset, split]
 
@@ -173,7 +165,7 @@ def build(
     task: AbsTask, predictions: Any, hf_subset: str, split: str
 ) -> tuple[list[str], dict[str, Any]]:
     if isinstance(task, AbsTaskClusteringLegacy):
-        return _build_legacy(task, predictions, eval_split(task, hf_subset, split))
+        return _build_legacy(task, predictions, data_split(task, hf_subset, split))
     if isinstance(task, AbsTaskClustering):
         return _build_fast(task, predictions, hf_subset, split)
     raise TypeError(f"{task.metadata.name}: unknown clustering task class {type(task).__name__}")

@@ -3,18 +3,15 @@
 mteb (AbsTaskPairClassification._compute_metrics) scores the pairs with five functions (the
 model's own similarity, cosine, Manhattan and Euclidean distances, dot product) and reports, per
 function, average precision (sklearn's) and the best accuracy / F1 (with its precision and recall)
-over thresholds; ``max_<metric>`` is the maximum over the five. The v1 tasks' main score is
-``max_ap``. A part stores the label of each pair and the score of each function the main score
-needs (all five for ``max_*``), in mteb's orientation (distances are not negated: for them a
-lower score means more similar). Every metric depends only on the order of the scores, so the
-float32-exact short form (`sts.compact`) keeps them exact.
+over thresholds; ``max_<metric>`` is the maximum over the five (the v1 main score: ``max_ap``). A
+part stores each pair's label and the score of each function the main score needs, in mteb's
+orientation (for distances a lower score means more similar). Every metric depends only on the
+order of the scores, so `sts.compact` keeps them exact.
 
-Bootstrap draws of ``*_ap`` (the v1 main score) go through `score_many`: one sklearn call per
-function and resample costs ~20 ms on TwitterURLCorpus's 51,534 pairs, i.e. ~95 s per 1,000
-resamples. A resample only changes how many times each pair counts, so each function's scores are
-sorted once, and a block of resamples becomes a matrix of counts whose cumulative sums along that
-order give the true/false positives at every distinct score: sklearn's precision-recall curve,
-for the whole block at once.
+AP draws (`score_many`): one sklearn call per function and resample costs ~20 ms on
+TwitterURLCorpus's 51,534 pairs (~95 s per 1,000 resamples). A resample only changes how many
+times each pair counts, so each function's scores are sorted once, and the cumulative counts of a
+block of resamples along that order give sklearn's precision-recall curve for the whole block.
 """
 
 from __future__ import annotations
@@ -25,8 +22,8 @@ import numpy as np
 from mteb.abstasks.pair_classification import AbsTaskPairClassification
 from sklearn.metrics import average_precision_score
 
-from neobench.evaluation.units.spec import TypeSpec, draw_counts
-from neobench.evaluation.units.sts import compact, data_split
+from neobench.evaluation.units.spec import TypeSpec, blocks, data_split, each_row
+from neobench.evaluation.units.sts import compact
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -41,7 +38,7 @@ FUNCTIONS = {
 }
 METRICS = ("accuracy", "f1", "precision", "recall", "ap")
 # Resamples x pairs per block of `score_many`: its few int64/float64 arrays of that size stay
-# under ~100 MB, and a block is still large enough for numpy to run at full speed.
+# under ~100 MB, still large enough for numpy to run at full speed.
 BLOCK = 2_000_000
 
 
@@ -131,14 +128,12 @@ def score_many(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) ->
     """`score` of every row of ``idx``; AP scores are computed in blocks of resamples."""
     functions, metric = _split_name(main_score)
     if metric != "ap":  # threshold searches: mteb's own code, one resample at a time
-        return np.asarray([score(data, row, main_score) for row in idx], dtype=float)
+        return each_row(score, data, idx, main_score)
     labels = data["label"].astype(np.int64)
     rankings = [_ranking(data[name], FUNCTIONS[name][1], labels) for name in functions]
     out = np.empty(len(idx))
-    rows = max(1, BLOCK // max(1, len(labels)))
-    for start in range(0, len(idx), rows):
-        counts = draw_counts(idx[start : start + rows], len(labels))
-        out[start : start + rows] = np.max([_ap_block(counts, r) for r in rankings], 0)
+    for rows, counts in blocks(idx, len(labels), BLOCK):
+        out[rows] = np.max([_ap_block(counts, r) for r in rankings], 0)
     # A resample without a positive pair: sklearn's own answer (its recall is defined as 1).
     for i in np.flatnonzero(labels[idx].sum(axis=1) == 0):
         out[i] = score(data, idx[i], main_score)

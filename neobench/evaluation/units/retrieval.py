@@ -1,27 +1,20 @@
 """Retrieval and reranking units: one per query, holding that query's value of the main metric.
 
 mteb 2 scores both types the same way (reranking is retrieval restricted to each query's
-``top_ranked`` candidates): pytrec_eval computes every metric per query on the ranked results it
-saved, and the task's number is the mean over the evaluated queries. So a part stores only
-``ids`` (query ids) and ``value`` (the query's main-metric value, float64 kept whole), never the
-rankings, and a resample's score is the mean of the values it draws.
+``top_ranked`` candidates): pytrec_eval computes every metric per query on the saved ranking and
+the task's number is the mean over the evaluated queries. So a part stores only ``ids`` (query
+ids) and ``value`` (the query's main-metric value, float64), and a resample's score is the mean
+of the values it draws.
 
-To equal mteb's number exactly, ``build`` goes through mteb's own steps on the saved results:
-queries without relevant documents dropped (``_filter_queries_without_positives``), a query's own
-id dropped from its results when ``ignore_identical_ids`` (ArguAna, Quora...: the predictions file
-is written before mteb removes them), ``skip_first_result``, then the value mteb's
-``calculate_retrieval_scores`` (pytrec_eval, which drops no query: one with no hit scores 0) or
-mteb's ``mrr`` gives, computed for the one metric only (`per_query`). ``score`` averages with
-the builtin ``sum`` in query order and rounds as mteb does: pytrec_eval metrics (nDCG, MAP,
-recall, precision, hit rate) to 5 decimals, MRR not at all. ``max_over_subqueries_*``
-(MindSmallReranking) merges each query's subqueries first, as mteb's ``max_over_subqueries``
-does; its unit is the merged query.
-
-CQADupstackRetrieval is an aggregate of 12 forum tasks, each an ordinary Retrieval task with its
-own predictions; mteb's score is the unweighted mean of the 12 main scores. Its units file holds
-the 12 subtasks' parts, each built here as any retrieval task and marked with its subtask
-(`evaluate.units.build`); an interval for the aggregate resamples each subtask's queries within
-that subtask and averages the 12 scores (`neobench.evaluation.units.combine`).
+To equal mteb's number exactly, ``build`` takes mteb's own steps on the saved results: queries
+without relevant documents dropped, a query's own id dropped from its results under
+``ignore_identical_ids`` (ArguAna, Quora...: the predictions are saved before mteb removes it),
+``skip_first_result``, then the value of pytrec_eval (which drops no query: one with no hit
+scores 0) or of mteb's ``mrr``, for the one metric only (`per_query`). ``score`` sums with the
+builtin ``sum`` in query order and rounds as mteb does: pytrec_eval metrics to 5 decimals, MRR not
+at all. ``max_over_subqueries_*`` (MindSmallReranking) first merges each query's subqueries, as
+mteb does; its unit is the merged query. An aggregate (CQADupstackRetrieval: 12 forum tasks)
+holds its subtasks' parts, each built as any retrieval task (`neobench.evaluation.units`).
 """
 
 from __future__ import annotations
@@ -123,13 +116,11 @@ def _merge_subqueries(qrels: Qrels, run: Run) -> tuple[Qrels, Run]:
 def per_query(run: Run, qrels: Qrels, metric: str, k: int, k_values: list[int]) -> Run:
     """{query id: value} of ``metric@k``, in mteb's order (the order of its results).
 
-    mteb's calculate_retrieval_scores asks pytrec_eval for 5 metrics at every k, then computes
-    MRR (a Python sort of each query's results) and nAUC curves over all of them: ~2 s for
-    ArguAna's 1,406 queries x 1,000 results, for one number per query. Here each query keeps
-    only its top-k candidates (`_top`), pytrec_eval is asked for the one measure at the one
-    cutoff, and MRR sorts the candidates. The values are the same floats: trec_eval computes
-    each cutoff on its own, and a metric at k reads only the k first documents of the ranking
-    (by score, then id) and the judgments. ``k_values`` is kept for the callers.
+    mteb's calculate_retrieval_scores computes 5 metrics at every k, MRR and nAUC curves: ~2 s
+    for ArguAna's 1,406 queries x 1,000 results. Here each query keeps only its top-k candidates
+    (`_top`) and pytrec_eval computes the one measure at the one cutoff: the same floats, since
+    trec_eval computes each cutoff on its own and a metric at k reads only the k first documents
+    of the ranking (by score, then id). ``k_values`` is kept for the callers.
     """
     import pytrec_eval
 
@@ -220,6 +211,4 @@ def score(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> floa
 
 
 SPEC = TypeSpec(unit="query", build=build, score=score)
-# Reranking in mteb 2 is retrieval over each query's top_ranked candidates: same units, same score
-# (its main score is usually map_at_1000; MindSmallReranking's max_over_subqueries_map_at_1000).
-RERANKING_SPEC = TypeSpec(unit="query", build=build, score=score)
+RERANKING_SPEC = SPEC  # usually map_at_1000; MindSmallReranking's max_over_subqueries_map_at_1000

@@ -1,19 +1,16 @@
-"""What each task type's units module gives the package: how to build its units from mteb's
-predictions and how to score them (TypeSpec), and the draw counts several types share.
-
-A leaf of the units package: the type modules and the package itself import it, it imports
-neither, so the package has no import cycle.
-"""
+"""What each task type's units module gives the package (TypeSpec), and the helpers they share.
+A leaf of the units package: it imports neither the package nor a type module (no cycle)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from datasets import Dataset
     from mteb.abstasks.abstask import AbsTask
 
 
@@ -27,14 +24,25 @@ class TypeSpec:
     build: Callable[[AbsTask, Any, str, str], tuple[list[str], dict[str, Any]]]
     # (data arrays, unit indices of a resample, main score name) -> the part's main score.
     score: Callable[[dict[str, np.ndarray], np.ndarray, str], float]
-    # Optional: the same for many resamples at once ([resamples, n] indices -> [resamples]
-    # scores), for types whose per-resample Python call is slow (51k-pair PairClassification);
-    # it must give what ``score`` gives on each row.
+    # Optional: ``score`` of each row of [resamples, n] indices at once -> [resamples], for types
+    # whose per-resample Python call is slow (51k-pair PairClassification).
     score_many: Callable[[dict[str, np.ndarray], np.ndarray, str], np.ndarray] | None = None
     # Only for types where mteb leaves out, per model, units it cannot score (SummEval's texts
     # whose summaries all get one score): (task, hf_subset, split) -> the units the part could
     # hold. Two models' files then list different units, and paired tests use those both kept.
     rows: Callable[[AbsTask, str, str], int] | None = None
+
+
+def data_split(task: AbsTask, hf_subset: str, split: str) -> Dataset:
+    """The rows mteb evaluated for (subset, split), picked the way AbsTask.evaluate picks them."""
+    if hf_subset not in task.dataset and hf_subset == "default":
+        return task.dataset[split]
+    return task.dataset[hf_subset][split]
+
+
+def each_row(score: Callable[..., float], data: Any, idx: np.ndarray, name: str) -> np.ndarray:
+    """``score`` of every row of ``idx`` ([resamples, n] unit indices), one call per row."""
+    return np.asarray([score(data, row, name) for row in idx], dtype=float)
 
 
 def draw_counts(idx: np.ndarray, n: int) -> np.ndarray:
@@ -43,3 +51,11 @@ def draw_counts(idx: np.ndarray, n: int) -> np.ndarray:
     rows = len(idx)
     flat = (idx + n * np.arange(rows)[:, None]).ravel()
     return np.bincount(flat, minlength=rows * n).reshape(rows, n)
+
+
+def blocks(idx: np.ndarray, n: int, block: int) -> Iterator[tuple[slice, np.ndarray]]:
+    """The rows of ``idx`` in blocks of about ``block`` draws: (rows, their `draw_counts`)."""
+    size = max(1, block // max(1, n))
+    for start in range(0, len(idx), size):
+        rows = slice(start, start + size)
+        yield rows, draw_counts(idx[rows], n)

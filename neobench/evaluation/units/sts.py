@@ -6,12 +6,9 @@ mteb (AbsTaskSTS._calculate_scores) correlates the gold scores, normalised to [0
 with the model's own similarity (cosine when the model has none). A part stores, per pair, the
 similarity of the task's main score (``pred``) and the normalised gold score (``gold``).
 
-Bootstrap draws of a Spearman main score go through `score_many`: a resample only changes how
-many times each pair counts, so each side is sorted once, and for a block of resamples the
-midrank of every run of tied values comes from cumulative counts; Spearman is then the
-count-weighted Pearson correlation of the two midranks, as scipy computes it on the drawn pairs.
-
-The helpers `data_split` and `compact` are shared with the other pair-type modules.
+Spearman draws (`score_many`): a resample only changes how many times each pair counts, so each
+side is sorted once and, for a block of resamples, the midrank of every run of tied values comes
+from cumulative counts; Spearman is the count-weighted Pearson correlation of the two midranks.
 """
 
 from __future__ import annotations
@@ -21,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-from neobench.evaluation.units.spec import TypeSpec, draw_counts
+from neobench.evaluation.units.spec import TypeSpec, blocks, data_split, each_row
 
 if TYPE_CHECKING:
-    from datasets import Dataset
     from mteb.abstasks.abstask import AbsTask
 
 # Prefix of mteb's score name -> the key of the per-pair similarity in its predictions.
@@ -34,13 +30,7 @@ SIMILARITY = {
     "manhattan": "manhattan_distances",
     "euclidean": "euclidean_distances",
 }
-
-
-def data_split(task: AbsTask, hf_subset: str, split: str) -> Dataset:
-    """The rows mteb evaluated for (subset, split), picked the way AbsTask.evaluate picks them."""
-    if hf_subset not in task.dataset and hf_subset == "default":
-        return task.dataset[split]
-    return task.dataset[hf_subset][split]
+BLOCK = 2_000_000  # resamples x pairs per block of `score_many` (a few float64 arrays that size)
 
 
 def compact(values: Any) -> list[float]:
@@ -59,18 +49,20 @@ def compact(values: Any) -> list[float]:
     return [float(np.format_float_positional(v, unique=True, trim="-")) for v in single]
 
 
-def _split_name(main_score: str) -> tuple[str, str]:
+def split_name(
+    main_score: str, prefixes: dict[str, str] = SIMILARITY, kind: str = "an STS"
+) -> tuple[str, str]:
     """``cosine_spearman`` -> (``cosine``, ``spearman``); ``spearman`` -> (``""``, ``spearman``)."""
     prefix, _, correlation = main_score.rpartition("_")
-    if prefix not in SIMILARITY or correlation not in {"pearson", "spearman"}:
-        raise ValueError(f"not an STS score mteb computes: {main_score!r}")
+    if prefix not in prefixes or correlation not in {"pearson", "spearman"}:
+        raise ValueError(f"not {kind} score mteb computes: {main_score!r}")
     return prefix, correlation
 
 
 def build(
     task: AbsTask, predictions: dict[str, Any], hf_subset: str, split: str
 ) -> tuple[list[str], dict[str, Any]]:
-    prefix, _ = _split_name(task.metadata.main_score)
+    prefix, _ = split_name(task.metadata.main_score)
     scores = predictions[SIMILARITY[prefix]]
     if scores is None:  # no similarity function of its own: mteb falls back to cosine
         scores = predictions["cosine_scores"]
@@ -82,16 +74,12 @@ def build(
 
 
 def score(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> float:
-    _, correlation = _split_name(main_score)
+    _, correlation = split_name(main_score)
     gold, pred = data["gold"][idx], data["pred"][idx]
     # mteb's argument order (gold first): Pearson's float result depends on it at ~1e-16.
     if correlation == "spearman":
         return float(spearmanr(gold, pred)[0])
     return float(pearsonr(gold, pred)[0])
-
-
-# Resamples x pairs per block of `score_many` (a handful of float64 arrays of that size).
-BLOCK = 2_000_000
 
 
 def _ties(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -114,19 +102,15 @@ def _midranks(counts: np.ndarray, ties: tuple) -> np.ndarray:
 
 def score_many(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> np.ndarray:
     """`score` of every row of ``idx``; Spearman in blocks of resamples."""
-    _, correlation = _split_name(main_score)
-    if correlation != "spearman":
-        return np.asarray([score(data, row, main_score) for row in idx], dtype=float)
+    if split_name(main_score)[1] != "spearman":
+        return each_row(score, data, idx, main_score)
     gold, pred = _ties(data["gold"]), _ties(data["pred"])
-    n, m = len(data["gold"]), idx.shape[1]
+    centre = (idx.shape[1] + 1) / 2  # the mean rank of any m values
     out = np.empty(len(idx))
-    rows = max(1, BLOCK // max(1, n))
-    for start in range(0, len(idx), rows):
-        counts = draw_counts(idx[start : start + rows], n)
-        centre = (m + 1) / 2  # the mean rank of any m values
+    for rows, counts in blocks(idx, len(data["gold"]), BLOCK):
         a, b = _midranks(counts, gold) - centre, _midranks(counts, pred) - centre
         with np.errstate(invalid="ignore", divide="ignore"):  # all tied: nan, as scipy
-            out[start : start + rows] = np.sum(counts * a * b, axis=1) / np.sqrt(
+            out[rows] = np.sum(counts * a * b, axis=1) / np.sqrt(
                 np.sum(counts * a * a, axis=1) * np.sum(counts * b * b, axis=1)
             )
     return out

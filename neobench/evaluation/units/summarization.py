@@ -1,19 +1,17 @@
 """Summarization units: one source text each; the main score is a mean over texts.
 
-mteb's SummarizationEvaluator gives every machine summary of a text the maximum similarity to the
+mteb's SummarizationEvaluator gives every machine summary of a text its maximum similarity to the
 text's human summaries, correlates those with the text's human relevance scores (normalised to
-[0, 1]), and averages the per-text correlations. Texts whose human scores, cosine scores or dot
-scores are all equal are dropped before anything is saved (their correlation is undefined), so
-the predictions list only the kept texts; `build` matches them back to dataset rows by their
-human scores, which are the normalised relevance of that row. Which texts are dropped depends on
-the model, so a part also records how many texts the split has (``rows``): two models compared
-are paired on the texts both kept (`neobench.report.bootstrap.shared`).
+[0, 1]) and averages the per-text correlations. Texts whose human, cosine or dot scores are all
+equal are dropped before anything is saved (their correlation is undefined), so `build` matches
+the kept texts back to dataset rows by their human scores. Which texts are dropped depends on the
+model, so a part also records ``rows`` (the split's texts): two models are paired on the texts
+both kept (`neobench.report.bootstrap.shared`).
 
-SummEval (v1) uses DeprecatedSummarizationEvaluator, which keeps mteb issue 1156: it averages the
-scipy results themselves, i.e. each text's (statistic, p-value) pair, so a text contributes the
-mean of its correlation and its p-value. The per-text term of the main score is therefore
-computed here once, with scipy as the evaluator calls it, and stored as ``term``: the main score
-of any resample is the mean of its texts' terms.
+SummEval (v1) uses DeprecatedSummarizationEvaluator, which keeps mteb issue 1156: it averages
+each text's scipy result, (statistic, p-value), so a text contributes the mean of the two. That
+per-text term is computed here once, as the evaluator computes it, and stored as ``term``: the
+main score of any resample is the mean of its texts' terms.
 """
 
 from __future__ import annotations
@@ -24,21 +22,14 @@ import numpy as np
 from mteb._evaluators.text.summarization_evaluator import DeprecatedSummarizationEvaluator
 from scipy.stats import pearsonr, spearmanr
 
-from neobench.evaluation.units.spec import TypeSpec
-from neobench.evaluation.units.sts import data_split
+from neobench.evaluation.units.spec import TypeSpec, data_split
+from neobench.evaluation.units.sts import split_name
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
 # Prefix of mteb's score name -> the key of the per-summary prediction.
 PREDICTION = {"": "similarity_scores", "cosine": "cosine_scores", "dot": "dot_scores"}
-
-
-def _split_name(main_score: str) -> tuple[str, str]:
-    prefix, _, correlation = main_score.rpartition("_")
-    if prefix not in PREDICTION or correlation not in {"pearson", "spearman"}:
-        raise ValueError(f"not a summarization score mteb computes: {main_score!r}")
-    return prefix, correlation
 
 
 def text_term(human: list[float], pred: list[float], correlation: str, deprecated: bool) -> float:
@@ -70,7 +61,7 @@ def kept_rows(
 def build(
     task: AbsTask, predictions: dict[str, Any], hf_subset: str, split: str
 ) -> tuple[list[str], dict[str, Any]]:
-    prefix, correlation = _split_name(task.metadata.main_score)
+    prefix, correlation = split_name(task.metadata.main_score, PREDICTION, "a summarization")
     deprecated = issubclass(task.evaluator, DeprecatedSummarizationEvaluator)
     human = predictions["human_scores"]
     terms = [
@@ -82,7 +73,8 @@ def build(
 
 
 def score(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> float:
-    _split_name(main_score)  # the terms belong to the task's main score; refuse any other
+    # the terms belong to the task's main score; refuse any other
+    split_name(main_score, PREDICTION, "a summarization")
     return float(np.mean(data["term"][idx]))
 
 
