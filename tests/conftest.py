@@ -306,16 +306,21 @@ time.sleep({run_s})
 
 # --- How the tests are shared between xdist workers (--dist loadgroup) ----------------------
 # A module's tests stay together (its module-scoped fixtures are made once). The modules that use
-# a Slurm cluster form two groups, each worker starting its own cluster (the session fixture is
-# per worker process): most of their time is Slurm's scheduling and jobs starting, which two
-# clusters overlap. The study's own tests in one, the fault and time-limit tests in the other,
-# of about the same length. The users of the golden runs stay together (made once when frozen
-# anew). The largest groups come first, so that no worker starts a long group when the other is
-# nearly done.
-SLURM_GROUPS = {"test_study": "slurm-study", "test_slurm_local": "slurm-study"}
-SLURM_GROUP = "slurm-faults"  # every other module using Slurm
+# a Slurm cluster form four groups, each worker starting its own cluster (the session fixture is
+# per worker process): most of their time is Slurm's scheduling and jobs starting, which several
+# clusters overlap. The users of the golden runs stay together (made once when frozen anew). The
+# largest groups come first, so that no worker starts a long group when the others are nearly done.
+SLURM_GROUPS = {
+    "test_study": "slurm-study",
+    "test_slurm_local": "slurm-study",
+    "test_slurm_rehearsal": "slurm-rehearsal",
+    "test_slurm_why": "slurm-rehearsal",
+    "test_slurm_unreachable": "slurm-rehearsal",
+    "test_sweep": "slurm-sweep",
+}
+SLURM_GROUP = "slurm-faults"  # every other module using Slurm: windows, cancel, caches, fit, job
 GOLDEN_GROUP = "golden"
-FIRST = ("slurm-study", SLURM_GROUP, GOLDEN_GROUP)
+FIRST = ("slurm-study", "slurm-rehearsal", SLURM_GROUP, "slurm-sweep", GOLDEN_GROUP)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
