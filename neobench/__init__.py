@@ -7,14 +7,11 @@ From Python (neobench/api.py; the same functions the CLI calls):
     board.to_pandas()
 
 finetune, evaluate, load_runs, leaderboard, compare, load_study; errors are NeobenchError.
-Every ``to_pandas()`` gives scores, differences and intervals on 0-100 as float64 (NaN where
-absent), the same column names in every frame; nothing is printed unless ``progress=True``.
 
-Packages by stage, each importing only the ones below it (checked by import-linter, see
-pyproject.toml): core <- protocol <- models <- encoder <- evaluate / train <- report <- bench /
-study <- cli / api. Importing neobench imports neither torch nor transformers (the API's names
-load on first use); native NeoBERT is registered with transformers' Auto classes when a model is
-loaded (neobench.models.register).
+Packages by stage, each importing only the ones below it (import-linter, pyproject.toml): core <-
+protocol <- models <- encoder <- evaluate / train <- report <- bench / study <- cli / api.
+Importing neobench imports neither torch nor transformers (the API's names load on first use);
+native NeoBERT is registered with transformers' Auto classes when a model loads (models.register).
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ from typing import Any
 
 from neobench._version import __version__
 
-# Names of neobench.api, loaded on first use so that `import neobench` stays light.
 API = ("finetune", "evaluate", "load_runs", "leaderboard", "compare", "load_study", "Study",
        "Runs", "NeobenchError")  # fmt: skip
 __all__ = ["__version__", *API]

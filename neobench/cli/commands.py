@@ -1,7 +1,5 @@
-"""The configs of the commands that only the CLI runs (table, compare, ls, data, cache, study):
-their flags and defaults, built into argparse by neobench/cli/flags.py. The configs of the
-stages (`eval`, `finetune`) and the defaults they share live in neobench/protocol/config.py.
-"""
+"""The configs of the commands only the CLI runs (table, compare, ls, data, cache, study), built
+into argparse by flags.py; those of `eval` and `finetune` are in neobench/protocol/config.py."""
 
 from __future__ import annotations
 

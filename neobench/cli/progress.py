@@ -43,6 +43,14 @@ def plain(line: str, stream: TextIO | None = None) -> None:
     stream.flush()
 
 
+def _bar(console: Console, name: TextColumn, *after: TextColumn) -> Progress:
+    """A started bar: name, bar, k/N, elapsed, then ``after``."""
+    columns = (name, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), *after)
+    progress = Progress(*columns, console=console)
+    progress.start()
+    return progress
+
+
 def task_line(outcome: Any) -> str:
     score = "" if outcome.main_score is None else f"{outcome.main_score:.4f}"
     timing = f"  ({outcome.seconds:.0f}s)" if outcome.status == "evaluated" else ""
@@ -73,14 +81,7 @@ class EvalProgress:
             self._beat.start()
             return
         self.console.print(f"results: {results_dir}", soft_wrap=True, highlight=False)
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=self.console,
-        )
-        self.progress.start()
+        self.progress = _bar(self.console, TextColumn("[bold]{task.description}"))
         self.bar = self.progress.add_task("tasks", total=total)
 
     def task_started(self, task: str) -> None:
@@ -134,15 +135,8 @@ class StepProgress:
         rate = f"{entry['tokens_per_s']:,.0f} tok/s" if entry.get("tokens_per_s") else ""
         if self.live:
             if self.progress is None:
-                self.progress = Progress(
-                    TextColumn("[bold]step"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TimeElapsedColumn(),
-                    TextColumn("{task.description}"),
-                    console=self.console,
-                )
-                self.progress.start()
+                name, loss = TextColumn("[bold]step"), TextColumn("{task.description}")
+                self.progress = _bar(self.console, name, loss)
                 self.bar = self.progress.add_task("", total=total)
             description = f"loss {entry['loss']:.4f}  {entry['dataset']}  {rate}"
             self.progress.update(self.bar, completed=step, description=description)

@@ -37,26 +37,21 @@ TOP_LEVEL = frozenset({"manifest"})
 # Names other trainers use for recipe keys (transformers, sentence-transformers, torchtune CLI
 # habits): offered as "did you mean", never applied silently.
 ALIASES = {
-    "lr": "learning_rate",
-    "learning-rate": "learning_rate",
-    "bs": "batch_size",
-    "batch": "batch_size",
-    "per_device_train_batch_size": "batch_size",
-    "train_batch_size": "batch_size",
-    "steps": "max_steps",
-    "num_steps": "max_steps",
-    "max_length": "max_seq_length",
-    "seq_len": "max_seq_length",
-    "wd": "weight_decay",
-    "warmup": "warmup_ratio",
-    "temp": "temperature",
-    "tau": "temperature",
-    "negatives": "max_hard_negatives",
-    "hard_negatives": "max_hard_negatives",
-    "alpha": "sampling_alpha",
-    "dataset": "datasets",
-    "grad_clip": "max_grad_norm",
-    "clip": "max_grad_norm",
+    alias: key
+    for key, aliases in {
+        "learning_rate": ("lr", "learning-rate"),
+        "batch_size": ("bs", "batch", "per_device_train_batch_size", "train_batch_size"),
+        "max_steps": ("steps", "num_steps"),
+        "max_seq_length": ("max_length", "seq_len"),
+        "weight_decay": ("wd",),
+        "warmup_ratio": ("warmup",),
+        "temperature": ("temp", "tau"),
+        "max_hard_negatives": ("negatives", "hard_negatives"),
+        "sampling_alpha": ("alpha",),
+        "datasets": ("dataset",),
+        "max_grad_norm": ("grad_clip", "clip"),
+    }.items()
+    for alias in aliases
 }
 KEYS = {f.name: f for f in dataclasses.fields(RecipeValues)}
 TYPES = typing.get_type_hints(RecipeValues)

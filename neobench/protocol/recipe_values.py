@@ -1,8 +1,5 @@
-"""The shape of a recipe: which keys exist, their types, and what range each accepts.
-
-The values themselves live in neobench/protocol/recipes/*.yaml, each with its source (a tag of
-recipe.SOURCES); neobench/protocol/recipe.py reads them into this dataclass.
-"""
+"""The shape of a recipe: which keys exist, their types, and what range each accepts. The values,
+each with its source, live in recipes/*.yaml; recipe.py reads them into this dataclass."""
 
 from __future__ import annotations
 
@@ -50,10 +47,8 @@ def value(
     off: Any = MISSING,
 ) -> Any:
     """A recipe key: its doc, an optional range check, and whether it enters the recipe hash.
-
-    ``off``: the key is an opt-in feature added after recipes had hashes. At this value it is
-    left out of the hash and of the run card's recipe record, so a recipe that does not use it
-    keeps the hash (and the card) it had before the key existed; any other value is hashed."""
+    ``off``: an opt-in key added after recipes had hashes; at this value it is left out of the hash
+    and the run card's recipe record, so a recipe without it keeps its hash and card."""
     meta = {"help": help, "valid": valid, "hashed": hashed}
     if off is not MISSING:
         meta["off"] = off
