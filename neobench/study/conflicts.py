@@ -1,9 +1,9 @@
 """What a study's names must be, and whether finished pieces were made under its conditions.
 
-The names are checked with the loaders the commands use (recipe + overrides, benchmark, tasks,
+Names are checked with the commands' own loaders (recipe + overrides, benchmark, tasks,
 instruction profile), so a plan never holds a job its command would refuse. Finished pieces are
-compared with the study through the run cards the commands wrote: a fine-tune card's config
-(model, recipe, overrides, seed) and each eval card's config (benchmark, profile, length, dtype).
+compared through the run cards: a fine-tune card's model, recipe, overrides and seed; each eval
+card's benchmark, profile, length and dtype.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from neobench.core import cards as record
 from neobench.core import results
 from neobench.core.conditions import FLAGS
-from neobench.core.errors import NeobenchError, check_choice, collect, unknown
+from neobench.core.errors import NeobenchError, check_choice, collect
 from neobench.protocol import config
 from neobench.study.spec import Eval, Finetune
 
@@ -62,10 +62,6 @@ def eval_problems(ev: Eval, problems: list[str]) -> list[Any] | None:
     found = [p.replace("--tasks", "tasks").replace("--types", "types") for p in found]
     problems += [f"eval: {p}" for p in found]
     return tasks
-
-
-def unknown_baseline(baseline: str, names: set[str]) -> str:
-    return "baseline: " + unknown("model", baseline, names, "It names one of the study's models.")
 
 
 def finetune_conflicts(card_path: Path, model: str, tune: Finetune, seed: int) -> list[str]:

@@ -47,14 +47,12 @@ class Plan:
     models: list[ResolvedModel]
     jobs: list[Job]
     notes: list[str] = field(default_factory=list)
-    # The study's benchmark tasks by name: what an eval job's tasks ask of a result file
-    tasks: dict[str, Any] = field(default_factory=dict)
-    # Models whose sweep has not selected its point yet: their eval jobs (and the table) are
-    # planned once it has; the estimate of what those jobs will request.
+    tasks: dict[str, Any] = field(default_factory=dict)  # the benchmark's tasks by name
+    # Models whose sweep has not selected yet (their evals and the table are planned once it
+    # has), and what those jobs will request.
     waiting: list[str] = field(default_factory=list)
     waiting_gpu_hours: float = 0.0
-    # The sweeps' choices (record path -> Selection), written when the jobs run (save): a dry
-    # run or a status reads the plan and writes nothing.
+    # The sweeps' choices (record path -> Selection), written only when jobs run (save).
     selections: dict[Path, Any] = field(default_factory=dict)
 
     def save(self) -> None:
@@ -104,9 +102,8 @@ def add_evals(
 
 
 def row_name(study: Study, model: ResolvedModel) -> str:
-    """The model name results are filed under: the study's name and the model. The seeds of one
-    model share it (results/<name>/<revision>/: told apart by the weights' revision), so the
-    table shows them as one row of seed replicates (neobench/report/replicates.py)."""
+    """The name results are filed under, <study>/<model>: shared by the model's seeds (told
+    apart by revision), so the table shows one row of seed replicates (report/replicates.py)."""
     return f"{study.name}/{model.slug}"
 
 
@@ -126,8 +123,8 @@ def finetune_key(model_slug: str, seed: int, point: str = "") -> str:
 def finetune_job(
     study: Study, model: ResolvedModel, seed: int, problems: list[str], point: str = ""
 ) -> Job:
-    """The fine-tune of ``model`` at ``seed``; ``point``: a sweep point's slug, whose values
-    the study's finetune section (as given to this call) holds among its overrides."""
+    """The fine-tune of ``model`` at ``seed``; ``point``: a sweep point's slug (its values are
+    among the overrides of the ``study`` given)."""
     tune = study.finetune
     assert tune is not None
     key = finetune_key(model.slug, seed, point)
@@ -183,7 +180,7 @@ def _eval_job(
     for flag, names in (("--tasks", ev.tasks), ("--types", ev.types)):
         argv += [flag, ",".join(names)] if names else []
     argv += ["--shard", f"{k}/{n}", *_common(study, model)]
-    # Left out at the default, so jobs planned before these keys existed keep their commands.
+    # Left out at the default: jobs planned before these keys existed keep their commands.
     if ev.cache_policy != DEFAULT_POLICY:
         argv += ["--cache-policy", ev.cache_policy]
     if ev.cache_max_gb is not None:
@@ -200,9 +197,8 @@ def _eval_job(
 def _mark_eval(
     job: Job, found: conflicts.EvalCards, tuned: Job | None, tasks: dict[str, Any]
 ) -> None:
-    """Done when the model's results folder holds a complete result of every task of the shard
-    (core/results.py's rule, the one `neobench eval` skips tasks by), and the model it evaluates
-    is the finished fine-tune, not an earlier one."""
+    """Done when eval_done says so for the shard's tasks, of the finished fine-tune (not an
+    earlier one)."""
     assert job.model_name is not None
     conflicts.eval_conflicts(found, job.model_name, job.argv)
     if tuned is not None and not tuned.done:
@@ -215,8 +211,8 @@ def eval_done(
     found: conflicts.EvalCards, job: Job, tasks: list[Any], since: str | None = None
 ) -> bool:
     """Whether the results folder of ``job``'s newest eval (started after ``since``, of the
-    model it evaluates) holds a complete result of each of ``tasks`` (mteb task objects):
-    core/results.py's rule, the one `neobench eval` skips tasks by. The study's plan, its
-    canary and its Slurm jobs all ask this."""
+    model it evaluates) holds a complete result of each of ``tasks`` (mteb task objects), by
+    core/results.py's rule (the one `neobench eval` skips tasks by). Plan, canary and Slurm
+    jobs all ask this."""
     folder = found.folder(str(job.model_name), since, job.source)
     return folder is not None and not results.left_to_run(folder, tasks)[0]

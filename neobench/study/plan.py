@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neobench.core import results
-from neobench.core.errors import NeobenchError, collect
+from neobench.core.errors import NeobenchError, collect, unknown
 from neobench.study import conflicts
 from neobench.study.jobs import (  # Job and Plan: the launchers and the CLI name them from here
     Job,
@@ -48,7 +48,8 @@ def prepare(
     tasks = conflicts.eval_problems(study.eval, problems)
     names = {m.name for m in models}
     if study.baseline is not None and models and study.baseline not in names:
-        problems.append(conflicts.unknown_baseline(study.baseline, names))
+        hint = "It names one of the study's models."
+        problems.append("baseline: " + unknown("model", study.baseline, names, hint))
     if problems:
         raise NeobenchError([f"study {path}: {p}" for p in problems])
     return study, models, tasks or []
@@ -110,12 +111,7 @@ def _table_job(study: Study, jobs: list[Job]) -> Job:
     evals = [j.key for j in jobs if j.kind == "eval"]
     job = Job("table", "table", argv, out, job_log(study, "table"), slurm_resources(study, "table"))
     job.after = evals
-    job.done = all(j.done for j in jobs) and _newer_than_results(out, study.output)
+    # Done: every job done, and no task result written after the table.
+    done = all(j.done for j in jobs) and out.is_file()
+    job.done = done and out.stat().st_mtime >= results.last_write(study.output)
     return job
-
-
-def _newer_than_results(table: Path, root: Path) -> bool:
-    """The table file exists and no task result was written after it."""
-    if not table.is_file():
-        return False
-    return table.stat().st_mtime >= results.last_write(root)

@@ -1,9 +1,8 @@
 """The study file: typed sections, read from YAML with every problem reported at once.
 
 A study names its models, one fine-tuning recipe (or none), one set of evaluation conditions and,
-optionally, the Slurm resources of each kind of job. Names are checked with the same loaders the
-commands use (recipes, instruction profiles, mteb benchmarks and tasks), so a study that loads
-runs every job under inputs `neobench finetune` and `neobench eval` accept.
+optionally, each kind of job's Slurm resources. Names are checked by the commands' own loaders
+(conflicts.py), so a study that loads runs only jobs the commands accept.
 """
 
 from __future__ import annotations
@@ -124,8 +123,7 @@ class Study:
     slurm: Slurm | None = None
 
 
-TOP_KEYS = ("name", "output", "models", "finetune", "eval", "data_dir", "reference", "baseline")
-TOP_KEYS += ("slurm",)
+TOP_KEYS = tuple(f.name for f in fields(Study) if f.name != "file")
 _TIME = re.compile(r"(?:(\d+)-)?(\d+):(\d\d)(?::(\d\d))?")
 
 
@@ -146,6 +144,14 @@ def key_problems(where: str, data: dict[str, Any], allowed: tuple[str, ...]) -> 
     """An unknown key of a section, with the closest known ones."""
     prefix = f"{where}: " if where else ""
     return [prefix + unknown("key", str(k), allowed) for k in data if k not in allowed]
+
+
+def _known(where: str, value: Any, section: type, problems: list[str]) -> dict[str, Any]:
+    """A section's keys that name fields of ``section``; each other key is a problem."""
+    data = mapping(where, value, problems)
+    allowed = tuple(f.name for f in fields(section))
+    problems += key_problems(where, data, allowed)
+    return {k: v for k, v in data.items() if k in allowed}
 
 
 def mapping(where: str, value: Any, problems: list[str]) -> dict[str, Any]:
@@ -207,7 +213,6 @@ def _models(value: Any, problems: list[str]) -> list[ModelEntry]:
     if not isinstance(value, list) or not value:
         problems.append("models: a list of models (hub ids, folders, globs, pypi:, config:).")
         return []
-    allowed = tuple(f.name for f in fields(ModelEntry))
     entries = []
     for i, item in enumerate(value):
         item = {"model": item} if isinstance(item, str) else item
@@ -215,11 +220,9 @@ def _models(value: Any, problems: list[str]) -> list[ModelEntry]:
         if not isinstance(item, dict) or not isinstance(item.get("model"), str):
             problems.append(f"{where}: expected a model spec or a mapping with 'model:'.")
             continue
-        problems += key_problems(where, item, allowed)
-        known = {k: v for k, v in item.items() if k in allowed}
-        for key in ("trust_remote_code",):
-            if key in known and not isinstance(known[key], bool):
-                problems.append(f"{where}: {key} must be true or false.")
+        known = _known(where, item, ModelEntry, problems)
+        if "trust_remote_code" in known and not isinstance(known["trust_remote_code"], bool):
+            problems.append(f"{where}: trust_remote_code must be true or false.")
         if "seed" in known and not _is_seed(known["seed"]):
             problems.append(f"{where}: seed {known['seed']!r}: {SEEDS}")
         for key in ("name", "tokenizer"):
@@ -246,8 +249,7 @@ def _is_seed(value: Any) -> bool:
 def _finetune(value: Any, problems: list[str]) -> Finetune | None:
     if value is None or value is False or value == "none":
         return None
-    data = mapping("finetune", value, problems)
-    problems += key_problems("finetune", data, FINETUNE_KEYS)
+    data = _known("finetune", value, Finetune, problems)
     seeds = data.get("seeds", [0])
     seeds = seeds if isinstance(seeds, list) else [seeds]
     bad = [s for s in seeds if not _is_seed(s)]
@@ -268,7 +270,6 @@ def _finetune(value: Any, problems: list[str]) -> Finetune | None:
     return Finetune(recipe, overrides, kept, report_to, grid, sweep_eval)
 
 
-FINETUNE_KEYS = ("recipe", "overrides", "seeds", "report_to", "sweep", "sweep_eval")
 SWEEP_EVAL = ("selected", "all")  # evaluate a sweep's selected point, or every point
 
 
@@ -327,10 +328,7 @@ def _text(value: Any) -> str:
 
 
 def _eval(value: Any, problems: list[str]) -> Eval:
-    data = mapping("eval", value, problems)
-    allowed = tuple(f.name for f in fields(Eval))
-    problems += key_problems("eval", data, allowed)
-    known = {k: v for k, v in data.items() if k in allowed}
+    known = _known("eval", value, Eval, problems)
     for key in ("tasks", "types"):
         if isinstance(known.get(key), str):
             known[key] = [p.strip() for p in known[key].split(",") if p.strip()]
@@ -351,10 +349,7 @@ def _eval(value: Any, problems: list[str]) -> Eval:
 
 
 def _slurm(value: Any, problems: list[str]) -> Slurm:
-    data = mapping("slurm", value, problems)
-    allowed = tuple(f.name for f in fields(Slurm))
-    problems += key_problems("slurm", data, allowed)
-    known = {k: v for k, v in data.items() if k in allowed}
+    known = _known("slurm", value, Slurm, problems)
     for kind in ("finetune", "eval", "table"):
         if kind in known:
             known[kind] = _resources(f"slurm.{kind}", known[kind], problems)
@@ -371,10 +366,7 @@ def _slurm(value: Any, problems: list[str]) -> Slurm:
 
 
 def _resources(where: str, value: Any, problems: list[str]) -> Resources:
-    data = mapping(where, value, problems)
-    allowed = tuple(f.name for f in fields(Resources))
-    problems += key_problems(where, data, allowed)
-    known = {k: v for k, v in data.items() if k in allowed}
+    known = _known(where, value, Resources, problems)
     for key in ("gpus", "cpus"):
         if key in known and (not _is_int(known[key]) or known[key] < 0):
             problems.append(f"{where}.{key}: {known[key]!r}: a whole number >= 0.")

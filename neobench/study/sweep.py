@@ -2,22 +2,17 @@
 held-out training data before anything of it is evaluated.
 
     finetune:
-      recipe: neobert-mteb-2k
       overrides: {dev_rows: 256}
       seeds: [0, 1]
       sweep:
         learning_rate: [1e-5, 3e-5, 1e-4]   # several keys: every combination (a grid)
       sweep_eval: selected                  # or all: the other points too (a sensitivity table)
 
-Each point (x seeds) is one fine-tune with the point's values as overrides. Once every fine-tune
-of a backbone is complete, the planner (neobench/study/plan.py) selects the point with the
-highest mean over seeds of the dev metric the fine-tunes' cards record (the recipe's `dev_rows`
-slice: rows of the training datasets never trained on, neobench/train/dev_slice.py); ties go to
-the earlier point of the grid. Only then are that backbone's eval jobs planned, so the choice is
-made from fine-tuning cards alone, before any eval job of the backbone exists. The choice is
-written once to OUTPUT/sweeps/<model>.json and every eval of the selected point records it
-(`neobench eval --sweep`), which makes "selected by this sweep" the row's recipe condition: sweep
-rows are compared with each other, never silently with fixed-recipe rows.
+Each point x seed is one fine-tune. Once all of a backbone's are complete, the point with the
+highest mean over seeds of the cards' dev metric (the `dev_rows` slice, train/dev_slice.py) is
+selected (ties: the earlier point), and only then are its eval jobs planned. The choice is
+written once to OUTPUT/sweeps/<model>.json and each eval of it records it (`eval --sweep`): a
+recipe condition, so sweep rows are never silently compared with fixed-recipe rows.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""A swept model's jobs: every point's fine-tunes, then, once they are all complete, the
-selection (from their cards alone) and the eval jobs of the selected point (all points with
-`sweep_eval: all`). See neobench/study/sweep.py for the rule and the record."""
+"""A swept model's jobs: every point's fine-tunes; once all are complete, the selection (from
+their cards alone) and the evals of the selected point (every point with `sweep_eval: all`)."""
 
 from __future__ import annotations
 

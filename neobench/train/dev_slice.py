@@ -118,11 +118,7 @@ def slice_record(slices: dict[str, DevSlice], dev_rows: int, seed: int) -> dict[
     """The card's `dev` section when the run starts: what was held out, and how (no value yet).
     Two runs' dev values are comparable when their `definition` and `digest` are equal."""
     datasets = {
-        key: {
-            "queries": len(s.ids),
-            "rows": len(s.dataset),
-            "digest": s.digest,
-        }
+        key: {"queries": len(s.ids), "rows": len(s.dataset), "digest": s.digest}
         for key, s in slices.items()
     }
     overall = hashlib.sha256(
