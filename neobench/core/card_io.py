@@ -1,11 +1,9 @@
 """A run card on disk: atomic YAML writes, tolerant reads, the typed card <-> mapping conversion,
-and the owner record that tells a live run from a dead one.
-
-The typed cards themselves (their sections and fields) are in neobench/core/cards.py.
-"""
+and the owner record that tells a live run from a dead one (the typed cards: core/cards.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import os
@@ -26,19 +24,15 @@ def now() -> str:
 
 def write_card(path: Path, card: dict) -> None:
     """Write YAML atomically: a kill mid-write leaves the previous card, never half of one."""
-    # libyaml's emitter where PyYAML has it: the same text as yaml.safe_dump, ~5x faster (an
-    # eval card is rewritten at every task's end).
+    # libyaml's emitter: the same text as yaml.safe_dump, ~5x faster (rewritten at every task).
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     text = yaml.dump(card, Dumper=dumper, sort_keys=False, allow_unicode=True, width=100)
     write_text_atomic(path, text)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write a file so that readers see the old or the new content, never half of one.
-
-    On any failure (a full disk, a read-only folder) the temporary file is removed and the
-    previous content stays whole; the OSError goes to the caller.
-    """
+    """Readers see the old or the new content, never half of one; on a failure (full disk,
+    read-only folder) the temporary file is removed and the OSError goes to the caller."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     try:
@@ -71,10 +65,8 @@ def owner() -> dict[str, object]:
 
 
 def is_orphaned(card: dict) -> bool:
-    """A card still marked running whose process is gone (killed, out of memory, power cut).
-
-    Only a process on this host can be checked; a card written elsewhere is left as it is.
-    """
+    """A card still marked running whose process on this host is gone (killed, out of memory,
+    power cut); a card written on another host cannot be checked."""
     who = card.get("owner") or {}
     if card.get("status") != "running" or who.get("host") != socket.gethostname():
         return False
@@ -100,17 +92,13 @@ def mark_orphaned(path: Path, card: dict) -> bool:
         "by": owner(),
         "reason": "its process ended without finishing the card (killed or crashed)",
     }
-    try:
+    with contextlib.suppress(OSError):  # read-only or full: the caller still knows
         write_card(path, card)
-    except OSError:
-        return True  # the folder is read-only or full: the caller still knows
     return True
 
 
-# ---------------------------------------------------------------------------------------------
-# Typed cards <-> YAML mappings. A card is a dataclass written as YAML; the reader is tolerant of
-# cards written by earlier versions: a key they lack takes the field's default, a key this
-# version does not know is kept in `extra` (and written back), so nothing is lost on a rewrite.
+# Typed cards <-> YAML mappings, tolerant of other versions: a key a card lacks takes the field's
+# default, an unknown key is kept in `extra` (and written back), so a rewrite loses nothing.
 
 T = TypeVar("T")
 
@@ -130,7 +118,7 @@ def card_to_dict(card: Any) -> dict[str, Any]:
 
 
 def card_from_dict(cls: type[T], data: Any) -> T:
-    """Build a card dataclass from a mapping read from YAML (see above for old layouts)."""
+    """A card dataclass from a mapping read from YAML."""
     data = data if isinstance(data, dict) else {}
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}

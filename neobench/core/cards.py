@@ -1,12 +1,7 @@
-"""Run cards: every output folder says how its numbers were made.
-
-A card holds the resolved config, package versions, the git sha of the neobench source, data
-revisions, instruction hashes, device, dtype, attention implementation and seeds. It is written
-before work starts and rewritten (atomically) when the work ends.
-
-Owns the typed cards (the eval card, the fine-tuning card) and their sections, each with its
-writer and reader side by side. How a card is stored (atomic YAML, tolerant reads, orphaned runs)
-is neobench/core/card_io.py; what the environment section captures is neobench/core/provenance.py.
+"""Run cards: every output folder says how its numbers were made (config, versions, git sha, data
+revisions, instruction hashes, device, dtype, attention, seeds), written before work starts and
+rewritten when it ends. The typed eval and fine-tuning cards, each with its writer and reader;
+storage is core/card_io.py, the environment section core/provenance.py.
 """
 
 from __future__ import annotations
@@ -25,10 +20,8 @@ from neobench.core.card_io import (
     write_card,
 )
 
-# --- The evaluation card (neobench eval) ------------------------------------------------------
-# What `neobench eval` writes beside the task results (neobench/run-*.yaml) and what the table
-# reads back. Sections whose keys are fixed are dataclasses; sections whose keys vary (device
-# details, per-task rows, per-dataset revisions) stay mappings.
+# --- The eval card (neobench/run-*.yaml beside the task results) ------------------------------
+# Sections with fixed keys are dataclasses; those whose keys vary stay mappings.
 
 
 @dataclasses.dataclass
@@ -66,13 +59,11 @@ class EvalModel:
     trust_remote_code: bool | None = None
     pooling: str | None = None
     recipe_sha256: str | None = None  # set when `neobench finetune` made the model
-    # Also from the fine-tuning card, written only when it gave them: what tells the seed
-    # replicates of one backbone and recipe apart (neobench/report/replicates.py).
+    # From the fine-tuning card, written only when it gave them: they tell seed replicates apart.
     finetune_seed: int | None = None
     base_model: str | None = None
     base_revision: str | None = None
-    # `neobench eval --sweep`: the sweep that chose this model (neobench/core/selection.py);
-    # written only then. Its hash is the row's recipe condition (core/conditions.py).
+    # `neobench eval --sweep` only (core/selection.py); its hash is the recipe condition.
     sweep: dict[str, Any] | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -116,9 +107,8 @@ class EvalCard:
     data: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # task -> revisions
     seeds: dict[str, Any] = dataclasses.field(default_factory=dict)
     environment: EvalEnvironment = dataclasses.field(default_factory=EvalEnvironment)
-    # The library patches in force (core/patches.py), empty when the gate or NEOBENCH_PATCHES
-    # turned them off; the scores are the same either way, the versions are environment's.
-    # None: a card of a neobench that did not record them.
+    # The patches in force (core/patches.py), empty when off (same scores either way); None: a
+    # card of a neobench that did not record them.
     library_patches: list[str] | None = None
     tasks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # task -> outcome
     # Written when the run ends (or is found dead); absent from the YAML until then.
@@ -133,16 +123,13 @@ class EvalCard:
 
 
 _UNTIL_SET = ("finished", "encoding", "interrupted")
-# Recorded since a later version: absent from a card that lacked it when read, which is written
-# back as it was.
-_SINCE = ("library_patches",)
+_SINCE = ("library_patches",)  # absent from an older card: written back without it
 _MODEL_IF_SET = ("finetune_seed", "base_model", "base_revision", "sweep")
 
 
 def eval_card_to_dict(card: EvalCard) -> dict[str, Any]:
-    """The YAML mapping: the running card has no `finished`/`encoding`/`interrupted` keys, and
-    the model section names a fine-tune's seed and base model only for a neobench fine-tune
-    (so a card read and written back keeps the layout it had)."""
+    """The YAML mapping, keys unset (_UNTIL_SET, _SINCE, _MODEL_IF_SET) left out: a card read and
+    written back keeps the layout it had."""
     data = card_to_dict(card)
     model = data.get("model")
     if isinstance(model, dict):
@@ -151,13 +138,11 @@ def eval_card_to_dict(card: EvalCard) -> dict[str, Any]:
 
 
 def write_eval_card(path: Path, card: EvalCard) -> None:
-    """Atomic, like every card (see write_card)."""
     write_card(path, eval_card_to_dict(card))
 
 
 def read_eval_card(path: Path) -> EvalCard:
-    """An eval card of any neobench version: missing keys take their defaults, unknown keys are
-    kept (and written back); an unreadable file is a NeobenchError naming it."""
+    """An eval card of any neobench version; an unreadable file is a NeobenchError naming it."""
     card = card_from_dict(EvalCard, read_card(path))
     # `conditions: null` and the like become empty sections, so readers need no None checks.
     hints = typing.get_type_hints(EvalCard)
@@ -169,8 +154,8 @@ def read_eval_card(path: Path) -> EvalCard:
 
 
 def mark_orphaned_eval_card(path: Path, card: EvalCard) -> bool:
-    """mark_orphaned on the card's YAML view (so the rewrite keeps its layout); True when the
-    card's process was gone, and the typed card then says so too."""
+    """mark_orphaned on the card's YAML view (the rewrite keeps its layout), the typed card
+    updated too; True when its process was gone."""
     view = eval_card_to_dict(card)
     if not mark_orphaned(path, view):
         return False
@@ -178,10 +163,7 @@ def mark_orphaned_eval_card(path: Path, card: EvalCard) -> bool:
     return True
 
 
-# --- The fine-tuning card (neobench finetune) -------------------------------------------------
-# The card a fine-tuning run writes into its output folder before training, and completes at
-# the end. Sections with fixed keys are dataclasses; sections whose keys vary (one entry per
-# dataset, the device, the environment) stay mappings.
+# --- The fine-tuning card (written into the output folder before training, completed at the end)
 
 FINETUNE_CARD = "neobench_run_card.yaml"
 
@@ -192,9 +174,8 @@ class OutputModel:
 
     name: str | None = None
     recipe_sha256: str | None = None
-    # In mteb's vocabulary (ModelMeta.training_datasets / adapted_from): the mteb tasks whose
-    # data the run trained on (the manifest's in_domain of the datasets used), and the base
-    # model's mteb name, through which mteb adds what the base itself was trained on.
+    # mteb's ModelMeta.training_datasets / adapted_from: the tasks whose data it trained on (the
+    # datasets' in_domain), and the base's mteb name, through which mteb adds the base's own.
     training_datasets: list[str] | None = None
     adapted_from: str | None = None
     seed: int | None = None  # the recipe's seed: the one value seed replicates differ in
@@ -260,8 +241,7 @@ class FinetuneCard:
     steps: int | None = None
     final_loss: float | None = None
     checkpoints: str | None = None
-    # The held-out dev slice and its metric (recipe key dev_rows; neobench/train/dev_slice.py);
-    # only in the cards of runs that hold one out. Its value is set when training ends.
+    # The held-out dev slice and its metric (train/dev_slice.py), only when one is held out.
     dev: dict[str, Any] | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -270,9 +250,8 @@ _ENDING = ("finished", "steps", "final_loss", "checkpoints")
 
 
 def write_finetune_card(path: Path, card: FinetuneCard) -> None:
-    """Write atomically. A run that has not ended has no ending keys (not even as null), as
-    cards have always been written; a complete one has all of them. A run without a dev slice
-    has no `dev` key."""
+    """Write atomically: ending keys only once set (all of them when complete), `dev` only when
+    a slice is held out."""
     data = card_to_dict(card)
     if card.status != "complete":
         data = {k: v for k, v in data.items() if k not in _ENDING or v is not None}
@@ -286,22 +265,22 @@ def read_finetune_card(path: Path) -> FinetuneCard:
     return card_from_dict(FinetuneCard, read_card(path))
 
 
-def finetuned_model(folder: Path) -> OutputModel | None:
-    """Name, recipe hash, seed and base model that `neobench finetune` recorded in a model
-    folder, if it did. Cards written before the output section held the seed and base model
-    give them from their own `seed` and `model` sections."""
+def folder_card(folder: Path) -> FinetuneCard | None:
     path = Path(folder) / FINETUNE_CARD
-    if not path.is_file():
-        return None
-    card = read_finetune_card(path)
-    if card.kind != "neobench finetune" or not card.output_model:
+    return read_finetune_card(path) if path.is_file() else None
+
+
+def finetuned_model(folder: Path) -> OutputModel | None:
+    """Name, recipe hash, seed and base model `neobench finetune` recorded in a model folder, if
+    it did (from the `seed` and `model` sections of cards older than those fields)."""
+    card = folder_card(folder)
+    if card is None or card.kind != "neobench finetune" or not card.output_model:
         return None
     model = card.output_model
     recorded = card.data and all("in_domain" in entry for entry in card.data.values())
     base = card.model or BaseModelRecord()
     if model.training_datasets is None and recorded:
-        # A card written before the declaration existed: its datasets say what was trained on,
-        # and a base loaded from the hub is named by its id (a local one as local/<folder>).
+        # An older card: its datasets say what was trained on; a hub base is named by its id.
         model.training_datasets = in_domain_tasks(card.data)
         model.adapted_from = base.name if base.name and base.name == base.base else None
     return dataclasses.replace(
@@ -314,8 +293,8 @@ def finetuned_model(folder: Path) -> OutputModel | None:
 
 @dataclasses.dataclass(frozen=True)
 class DevResult:
-    """A fine-tune's dev metric as its card records it. Two results may be compared (to select
-    hyperparameters) when their `definition` and `digest` are equal: same slice, same metric."""
+    """A fine-tune's dev metric as its card records it; two are comparable when `definition`
+    and `digest` are equal (same slice, same metric)."""
 
     metric: str  # mrr@10: the selection number
     value: float | None  # macro mean over datasets; None until the run completes
@@ -325,12 +304,9 @@ class DevResult:
 
 
 def finetune_dev(folder: Path) -> DevResult | None:
-    """The dev metric recorded in a fine-tuned folder's card; None when the run held no slice
-    out (or the folder has no card). Reads YAML only: no model, no torch."""
-    path = Path(folder) / FINETUNE_CARD
-    if not path.is_file():
-        return None
-    dev = read_finetune_card(path).dev
+    """The dev metric of a fine-tuned folder's card (YAML only); None without a slice or card."""
+    card = folder_card(folder)
+    dev = card.dev if card is not None else None
     if not isinstance(dev, dict):
         return None
     return DevResult(
@@ -343,6 +319,5 @@ def finetune_dev(folder: Path) -> DevResult | None:
 
 
 def in_domain_tasks(data: dict[str, dict[str, Any]]) -> list[str]:
-    """The mteb tasks a fine-tuning run trained on: the union of its datasets' ``in_domain``
-    (the ``data`` section of the card, one entry per dataset)."""
+    """The mteb tasks a fine-tune trained on: the union of its card's datasets' ``in_domain``."""
     return sorted({task for entry in data.values() for task in entry.get("in_domain") or []})

@@ -1,12 +1,9 @@
 """Under which conditions a run was made, and the one rule for which runs may be compared.
 
-Evaluation conditions must always match: the ones that change a task's score (instruction
-profile and its hash, max length, dtype, mteb version). The benchmark a run was evaluated for is
-recorded but not compared: a task result serves every benchmark that holds the task (each reads
-the splits and subsets it asks for), so one results folder may hold several benchmarks' runs.
-The training recipe must match among the runs neobench fine-tuned; a run neobench did not
-fine-tune (a released model evaluated as it is) is compared with them as "not fine-tuned". A
-value a card does not record reads "unknown", the same for every reader.
+The conditions that change a task's score (instruction profile and hash, max length, dtype, mteb
+version) must always match. The benchmark is recorded, not compared: a task result serves every
+benchmark holding the task. The recipe must match among the runs neobench fine-tuned; a run it
+did not fine-tune is compared with them as "not fine-tuned". An unrecorded value reads "unknown".
 """
 
 from __future__ import annotations
@@ -23,11 +20,9 @@ EVAL = ("instructions", "instructions_sha256", "max_seq_length", "dtype", "bench
 SCORING = ("instructions", "instructions_sha256", "max_seq_length", "dtype", "mteb")
 RECIPE = "recipe"
 FIELDS = (RECIPE, *EVAL)
-# What one results folder holds fixed: `neobench eval` refuses to add to a folder whose earlier
-# runs differ on one of these (a folder may hold several benchmarks and mteb versions).
+# What `neobench eval` requires of the earlier runs of a results folder it adds to.
 FOLDER = ("instructions", "instructions_sha256", "max_seq_length", "dtype")
-# The `neobench eval` flags that set the conditions: a study gives them once for every eval job
-# and refuses a finished eval made with other values.
+# The `neobench eval` flags that set the conditions (a study gives them to every eval job).
 FLAGS = ("benchmark", "instructions", "max_seq_length", "dtype")
 NOT_FINETUNED = "none (not fine-tuned by neobench)"
 SWEEP = "sweep:"  # the recipe condition of a row a sweep selected: sweep:<hash of the sweep>
@@ -37,13 +32,12 @@ UNKNOWN = "unknown"
 
 
 class Conditions(dict[str, Any]):
-    """A run's conditions, field -> value (None where no card records it), read from its cards
-    (neobench/core/reader.py); a field on which a run's cards disagree holds "mixed: a, b"."""
+    """A run's conditions, field -> value (None where no card records it; "mixed: a, b" where
+    its cards disagree)."""
 
     @classmethod
     def from_card(cls, card: EvalCard) -> Conditions:
-        """The fields of one eval run card, read from its typed sections (a renamed key fails
-        here, at type-check and test time, instead of turning into None)."""
+        """The fields of one eval card, from its typed sections (a renamed key fails here)."""
         conditions = card.conditions
         return cls(
             {
@@ -58,10 +52,8 @@ class Conditions(dict[str, Any]):
         )
 
     def record(self) -> dict[str, Any]:
-        """The fields as a program reads them (the RECORD keys): whether neobench fine-tuned the
-        model and its recipe hash (first 12 hex; None when not fine-tuned), then each evaluation
-        field as the cards hold it (None where no card records it: what `value` reads as
-        "unknown")."""
+        """The RECORD fields for a program: finetuned, its recipe hash (None when not
+        fine-tuned), each evaluation field (None where `value` reads "unknown")."""
         recipe = self.get(RECIPE) if self.finetuned else None
         return {
             "finetuned": self.finetuned,
@@ -75,7 +67,7 @@ class Conditions(dict[str, Any]):
         return self.get(RECIPE) not in (None, NOT_FINETUNED)
 
     def value(self, key: str) -> str:
-        """The field as text; no card and a card too old to record it both read "unknown"."""
+        """The field as text; "unknown" where no card records it."""
         found = self.get(key)
         return UNKNOWN if found is None else str(found)
 
@@ -86,9 +78,8 @@ class Conditions(dict[str, Any]):
     def differences(
         self, other: Conditions, fields: Iterable[str] | None = None, *, known: bool = False
     ) -> dict[str, tuple[str, str]]:
-        """The fields on which the two differ: field -> (self's, other's). ``fields`` default to
-        the ones two rows must share (`compared`); ``known``: a field ``self`` does not record
-        (an older card) is not held against it."""
+        """Field -> (self's, other's) where they differ, over ``fields`` (default: `compared`);
+        ``known``: a field ``self`` does not record is not held against it."""
         keys = self.compared(other) if fields is None else tuple(fields)
         return {
             key: (self.value(key), other.value(key))
@@ -98,9 +89,8 @@ class Conditions(dict[str, Any]):
 
 
 def _recipe(card: EvalCard) -> str:
-    """The recipe condition: the fine-tune's recipe hash; for a model a sweep selected, the
-    sweep's hash (recipe, grid and rule): its rows differ from each other in the value chosen,
-    and are compared with each other, never with fixed-recipe rows."""
+    """The recipe hash; for a model a sweep selected, the sweep's hash (recipe, grid, rule), so
+    its rows compare with each other, never with fixed-recipe rows."""
     sweep = card.model.sweep
     if isinstance(sweep, dict) and sweep.get("sha256"):
         return f"{SWEEP}{str(sweep['sha256'])[:12]}"
@@ -108,9 +98,8 @@ def _recipe(card: EvalCard) -> str:
 
 
 def groups(labelled: list[tuple[str, Conditions]]) -> dict[str, dict[str, list[str]]]:
-    """Where several runs may not be compared, by the same rule as `Conditions.differences`:
-    each evaluation field whose value differs between them, and the recipe where the fine-tuned
-    ones differ. Field -> value -> the labels holding it."""
+    """Where several runs may not be compared (the rule of `Conditions.differences`): field ->
+    value -> the labels holding it, for each scoring field and, among fine-tuned runs, recipe."""
     out: dict[str, dict[str, list[str]]] = {}
     checks = [(key, labelled) for key in SCORING]
     checks.append((RECIPE, [(label, c) for label, c in labelled if c.finetuned]))

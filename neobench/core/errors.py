@@ -12,11 +12,8 @@ from typing import Any
 
 
 class NeobenchError(Exception):
-    """A problem with the user's input. The CLI prints the problems and exits with code 2.
-
-    Library code collects every problem it can find before raising, so a user fixes a config
-    in one round trip instead of one error at a time.
-    """
+    """A problem with the user's input, every one found before raising (one round trip to fix
+    them all). The CLI prints the problems and exits with code 2."""
 
     exit_code = 2
 
@@ -26,16 +23,15 @@ class NeobenchError(Exception):
 
 
 class RunFailed(NeobenchError):
-    """The input was fine but the run could not finish (a full disk, a folder gone read-only).
-    The CLI prints the problems and exits with code 1; what finished is kept."""
+    """The run could not finish (a full disk, a folder gone read-only); exit code 1, what
+    finished is kept."""
 
     exit_code = 1
 
 
 def writable_folder_problems(path: Path, flag: str, fix: str) -> list[str]:
-    """Problems that would stop ``path`` from being used as an output folder, found without
-    creating anything: it is a file, sits under a file, or its nearest existing folder cannot
-    be written (read-only file system, permissions). ``fix`` ends each message."""
+    """Why ``path`` cannot be an output folder (a file, under a file, or its nearest existing
+    folder not writable), found without creating anything; ``fix`` ends each message."""
     path = path.expanduser()
     if path.exists() and not path.is_dir():
         return [f"{flag} {path}: is a file, not a folder. {fix}"]
@@ -83,7 +79,7 @@ def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
 
 
 def unknown(kind: str, word: str, choices: Iterable[str], hint: str = "") -> str:
-    """Message for an unknown name: the name, the closest valid ones, and where to list them all."""
+    """An unknown name: the closest valid ones, and where to list them all."""
     choices = sorted(choices)
     msg = f"Unknown {kind} {word!r}.{did_you_mean(word, choices)}"
     if len(choices) <= 12:
@@ -111,8 +107,7 @@ def collect(problems: list[str], fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def shipped(folder: str) -> Path:
-    """A top-level data folder of the repository (instructions/, datasets_manifest/), found inside
-    the installed wheel or, in a checkout, beside the package."""
+    """A top-level data folder (instructions/, ...): in the installed wheel, else the checkout's."""
     package = Path(__file__).resolve().parent.parent  # neobench/, from neobench/core/
     packaged = package / "_data" / folder
     return packaged if packaged.is_dir() else package.parent / folder
@@ -138,7 +133,7 @@ def read_yaml(
     path: Path, kind: str, fix: str = "Fix the file, or restore it from version control."
 ) -> Any:
     """Parse a YAML file; a syntax error or an unreadable file is one message naming the file,
-    the line and column, and the fix (instead of a parser traceback)."""
+    the line and column, and the fix."""
     import yaml
 
     try:
@@ -149,9 +144,8 @@ def read_yaml(
         raise NeobenchError(f"{kind} file {path}: not UTF-8 text; is it really YAML?") from None
     except OSError as error:
         raise NeobenchError(f"{kind} file {path}: cannot be read ({error.strerror}).") from None
-    # libyaml's parser where PyYAML has it (~8x faster; cards are read at every resume and
-    # report): the same documents as yaml.safe_load. A file it refuses is parsed again by
-    # PyYAML's own parser, whose messages name the offending character.
+    # libyaml's parser (~8x faster, the same documents); a file it refuses is parsed again by
+    # PyYAML's, whose messages name the offending character.
     with contextlib.suppress(yaml.YAMLError):
         return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     try:
@@ -167,9 +161,8 @@ def os_error_message(error: OSError) -> str:
     """One line for a file-system failure no check foresaw: the path and what to do."""
     import re
 
-    filename = str(error.filename or "")
     # write_text_atomic's temporary name: the user knows the file it stands for.
-    filename = re.sub(r"\.\d+\.tmp$", "", filename)
+    filename = re.sub(r"\.\d+\.tmp$", "", str(error.filename or ""))
     where = f"{filename}: " if filename else ""
     if disk_full(error):
         return f"{where}the disk is full. Free space or write to another disk, then re-run."

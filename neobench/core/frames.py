@@ -1,15 +1,8 @@
-"""The one DataFrame convention of the Python API: every ``to_pandas()`` follows it, so frames
-join without a rescale or a cast.
-
-- Scores, their differences, interval bounds and seed standard deviations are on the 0-100 scale
-  of the tables (mteb stores 0-1), float64, NaN where there is none (a failed task, a type a run
-  holds no task of), whatever results folder is read. p-values, counts and percentages of tasks
-  stay as they are.
-- The same thing has the same name in every frame: a run is ``label``, ``model``, ``revision``,
-  ``experiment``, ``seeds`` (core/runs.NAMES), its conditions the keys of core/conditions.RECORD,
-  a task ``task`` and its score ``main_score``.
-
-pandas is imported only when a frame is asked for.
+"""The one DataFrame convention of every ``to_pandas()``, so frames join without a rescale or cast:
+scores, differences, interval bounds and seed sd on the tables' 0-100 scale (mteb stores 0-1),
+float64, NaN where absent; p-values and counts as they are. The same names in every frame: a run
+is core/runs.NAMES, its conditions core/conditions.RECORD, a task ``task``, its score
+``main_score``. pandas is imported only when a frame is asked for.
 """
 
 from __future__ import annotations

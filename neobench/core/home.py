@@ -1,9 +1,6 @@
-"""neobench's own folder on this machine: $NEOBENCH_CACHE, else ~/.cache/neobench.
-
-It holds what only saves time and can be deleted at any moment: the embedding cache
-(neobench/encoder/cache.py) and the model folders' remembered fingerprints
-(neobench/models/fingerprint.py). Nothing in it can change a score.
-"""
+"""neobench's own folder on this machine: what only saves time and may be deleted at any moment
+(the embedding cache, encoder/cache.py; model fingerprints, models/fingerprint.py). Nothing in it
+can change a score."""
 
 from __future__ import annotations
 

@@ -1,28 +1,18 @@
 """Every replacement of a library's attribute: one registry, applied only on the tested versions.
 
-neobench drives mteb, datasets, sentence-transformers, transformers and torch through their public
-interfaces. Where a library's own path costs a whole MTEB(eng, v1) run at least 2% of its host
-time (151 s of the 2.1 host hours docs/performance.md extrapolates), a *patch* replaces one of its
-attributes, or a step of it, while neobench evaluates. ``PATCHES`` declares each one: what
-it replaces, why, what it saves as measured, and the function that builds the replacement.
-
-The gate. A patch applies only when
-
-- every library a patch touches is installed at the version the suite tested
-  (``constraints/tested.txt``, the same file CI installs with), and
-- ``NEOBENCH_PATCHES`` does not turn it off: ``off`` turns every patch off, a comma-separated
-  list of patch names turns those off (``NEOBENCH_PATCHES=column-cache,mteb-texts``); unset or
-  ``on`` leaves every patch on.
-
+Where a library's own path costs a whole MTEB(eng, v1) run at least 2% of its host time (151 s of
+the 2.1 host hours docs/performance.md extrapolates), a patch replaces one of its attributes, or a
+step of it, while neobench evaluates; ``PATCHES`` declares each with what it replaces, why, and
+what it saves as measured. A patch applies only when every library the patches touch is at the
+version the suite tested (``constraints/tested.txt``, as CI installs) and ``NEOBENCH_PATCHES``
+does not turn it off (``off``: all; a comma-separated list: those; unset or ``on``: none).
 Otherwise the libraries run as shipped, one log line says so, and the scores are the same
-(tests/test_patches.py runs every task type both ways). The run card lists the patches in force
-(``library_patches``), empty when they are off.
+(tests/test_patches.py runs every task type both ways). Run cards list the patches in force.
 
-Applying. ``applied(name, *args)`` calls the patch's ``changes`` function with ``args`` for its
-``(owner, attribute, replacement)`` triples, sets them for the block and puts the originals back
-when the last block holding them ends: blocks nest and may run in several threads. No other
-module of neobench replaces a library's attribute (tests/test_patches.py checks that none calls
-setattr or delattr).
+``applied(name, *args)`` sets the ``(owner, attribute, replacement)`` triples of the patch's
+``changes`` function for the block, and puts the originals back when the last block holding them
+ends (blocks nest and may run in several threads). No other module calls setattr or delattr on
+a library (tests/test_patches.py checks).
 """
 
 from __future__ import annotations
@@ -54,18 +44,15 @@ class Patch:
     replaces: str  # the attribute(s), as the library names them
     why: str  # what the library's own path costs, in one sentence
     gain: str  # what it saves on a whole MTEB(eng, v1) run, as measured (docs/performance.md)
-    # "module:function" returning the (owner, attribute, replacement) triples to set; None for a
-    # patch that replaces a step of the library's path without setting any attribute (its code
-    # asks `on(name)` and takes the library's path when it is off).
+    # "module:function" returning the (owner, attribute, replacement) triples; None for a patch
+    # that replaces a step without setting an attribute (its code asks `on(name)`).
     changes: str | None = None
-    # "eval": in force for every evaluation; "bench": only while a benchmark's stage clock runs
-    # (it changes what is measured, never what is computed).
+    # "eval": every evaluation; "bench": only while a benchmark's stage clock runs.
     scope: str = "eval"
 
 
-# The registry. Each patch in scope "eval" saves at least 2% of a whole MTEB(eng, v1) run's host
-# time, or of its GPU time for the GPU path's (docs/performance.md, "Library patches": how each
-# gain was measured, and the replacements dropped for saving less).
+# Each "eval" patch saves at least 2% of a v1 run's host (or GPU) time; docs/performance.md,
+# "Library patches", says how each gain was measured and which replacements were dropped.
 PATCHES: dict[str, Patch] = {
     "column-cache": Patch(
         library="datasets",
@@ -136,8 +123,8 @@ TESTED: dict[str, str] = tested_versions()
 
 @functools.cache
 def installed(name: str) -> str | None:
-    """The installed version of a distribution, without a local label (torch's ``+cpu``: the
-    CPU and CUDA builds of one version are the same code), None when it is not installed."""
+    """The installed version without a local label (torch's ``+cpu``: the same code as CUDA's),
+    None when it is not installed."""
     try:
         return importlib.metadata.version(name).split("+", 1)[0]
     except importlib.metadata.PackageNotFoundError:
@@ -155,8 +142,8 @@ def untested() -> list[str]:
 
 
 def enabled() -> list[str]:
-    """The patches in force in this process now: the gate and ``NEOBENCH_PATCHES``. A patch
-    that is off is logged once per process, on one line, with the reason."""
+    """The patches in force now (the gate and ``NEOBENCH_PATCHES``); why one is off is logged
+    once per process."""
     setting = os.environ.get(ENV, "").strip()
     if setting.lower() == "off":
         _log_once(logging.INFO, f"library patches off ({ENV}=off): the libraries run as shipped")
@@ -200,8 +187,7 @@ def on(name: str) -> bool:
 
 
 def in_force() -> list[str]:
-    """What a run card records as ``library_patches``: the patches in force for every
-    evaluation (scope "eval"), in the registry's order; empty when they are off."""
+    """A run card's ``library_patches``: the "eval" patches in force, in the registry's order."""
     return [n for n in enabled() if PATCHES[n].scope == "eval"]
 
 
@@ -221,8 +207,8 @@ _INHERITED = object()  # the owner had no attribute of its own by that name: rem
 
 @dataclass
 class _Through:
-    """An instance's property (e.g. a transformers config's ``_attn_implementation``): its value
-    before, set back through the property."""
+    """An instance's property value before (a config's ``_attn_implementation``), set back
+    through the property."""
 
     value: Any
 
@@ -240,8 +226,8 @@ _lock = threading.Lock()
 
 def _original(owner: Any, name: str) -> Any:
     """What to put back: a class's or module's own entry as stored (a classmethod object, not
-    the bound method getattr gives, which set back would bind every subclass's call to this
-    class); an instance's own attribute; or a marker for an attribute it inherits."""
+    the bound method getattr gives, which would bind subclasses' calls to this class); an
+    instance's own attribute; or a marker for an inherited one."""
     if isinstance(owner, type | types.ModuleType):
         return vars(owner).get(name, _INHERITED)
     own = getattr(owner, "__dict__", {})

@@ -1,8 +1,5 @@
-"""Where a card's numbers were made: package versions, the git sha of the neobench source, Python
-and platform, the command line, the Slurm job, the device.
-
-Captured when a card is written, so a result can be traced to the software and machine that made it.
-"""
+"""Where a card's numbers were made: package versions, the neobench git sha, Python, platform,
+command line, Slurm job and device, captured when the card is written."""
 
 from __future__ import annotations
 
@@ -37,8 +34,7 @@ def package_versions() -> dict[str, str | None]:
 
 @functools.cache
 def _installed_versions() -> dict[str, str | None]:
-    # Asked once per process (importlib.metadata scans every installed distribution, ~3 ms a
-    # package): the modules imported cannot change under a running interpreter.
+    # Once per process (~3 ms a package): what is imported cannot change under the interpreter.
     versions: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
@@ -50,25 +46,18 @@ def _installed_versions() -> dict[str, str | None]:
 
 @functools.cache
 def git_sha() -> str | None:
-    """Commit of the neobench source (with '-dirty' when it has local changes), if in a checkout.
-    Asked once per process (two git commands, ~40 ms per card): the code that runs is the code
-    imported, whatever the checkout says later."""
+    """The neobench commit ('-dirty' with local changes) in a checkout; asked once per process
+    (~40 ms): the code that runs is the code imported, whatever the checkout says later."""
     root = Path(_version.__file__).resolve().parent.parent
     if not (root / ".git").exists():
         return None
+
+    def git(*args: str) -> str:
+        command = ["git", "-C", str(root), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=10).stdout.strip()
+
     try:
-        sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
+        sha, dirty = git("rev-parse", "HEAD"), git("status", "--porcelain")
     except (OSError, subprocess.SubprocessError):
         return None
     return (sha + ("-dirty" if dirty else "")) or None

@@ -1,7 +1,5 @@
 """Read a results root (mteb's layout + neobench's run cards) into Runs, each parsed once.
-
-Unreadable files are named and skipped, never fatal: the caller shows them under its output.
-"""
+Unreadable files are named and skipped, never fatal: the caller shows them under its output."""
 
 from __future__ import annotations
 
@@ -24,7 +22,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-
 # Reads what a run's model trained on from its model_meta.json (protocol/overlap.read_training).
 Training = Callable[[Path, str], frozenset[str] | None]
 
@@ -32,8 +29,7 @@ Training = Callable[[Path, str], frozenset[str] | None]
 def load_runs(
     root: Path, tasks: list[AbsTask], training: Training | None = None
 ) -> tuple[list[Run], list[str]]:
-    """Runs under ``root`` with their benchmark-task scores, and the problems met on the way.
-    ``training(meta_path, model)`` reads what a run's model trained on (protocol/overlap.py)."""
+    """Runs under ``root`` with their benchmark-task scores, and the problems met on the way."""
     root = Path(root)
     if not (root / results.RESULTS).is_dir():
         raise NeobenchError(
@@ -78,20 +74,6 @@ def load_runs(
     return runs, problems
 
 
-def load_roots(
-    roots: list[str | Path], tasks: list[AbsTask], training: Training | None = None
-) -> tuple[list[Run], list[str]]:
-    """The runs of several results roots together (``table --results A --results B``), and every
-    problem met in any of them, in the order the roots were given."""
-    runs: list[Run] = []
-    problems: list[str] = []
-    for root in roots:
-        found, trouble = load_runs(Path(root), tasks, training)
-        runs += found
-        problems += trouble
-    return runs, problems
-
-
 def _identify(root: Path, folder: Path) -> Run:
     model, revision, experiment = results.identity(root, folder)
     meta = folder / results.META
@@ -106,8 +88,8 @@ Cards = list[tuple[str, str, record.EvalCard]]
 
 
 def _read_cards(run: Run, problems: list[str]) -> Cards:
-    """Every readable run card of the run, each read once; the run's card hashes, fine-tune
-    identity, sweep, units digests and evaluation times from them."""
+    """Every readable run card, read once; sets the run's card hashes, fine-tune identity,
+    sweep, units digests and evaluation times."""
     found: Cards = []
     tunes: set[tuple] = set()
     for path in results.card_paths(run.folder):
@@ -135,9 +117,8 @@ def _read_cards(run: Run, problems: list[str]) -> Cards:
 
 
 def _writers(cards: Cards) -> dict[str, tuple[float | None, str]]:
-    """Task -> (the main score recorded by the card whose eval wrote its result file, that
-    card's file name): the newest card that evaluated it (a card that found it done, "cached",
-    did not write it)."""
+    """Task -> (main score recorded by the newest card that evaluated it, i.e. wrote its result
+    file, not one that found it "cached"; that card's file name)."""
     out: dict[str, tuple[float | None, str]] = {}
     for name, _, card in cards:
         for task, entry in card.tasks.items():
@@ -148,13 +129,10 @@ def _writers(cards: Cards) -> dict[str, tuple[float | None, str]]:
 
 
 def _missing_cards(run: Run, cards: Cards) -> None:
-    """The held tasks that no run card of the folder names: the card of the eval that wrote
-    them was deleted, and with it their conditions. Decided only where it can be: in a folder
-    `neobench eval` wrote into (its neobench/ folder is made with the card, before any work;
-    results written by stock mteb have none), whose cards were all read (an unreadable one may
-    be the writer, and is named already), and where every card records its tasks (an older
-    card that records none, or one whose eval has not finished a task yet, may be the writer
-    of any of them)."""
+    """The held tasks no run card names: their writer's card (and conditions) was deleted.
+    Decided only in a folder `neobench eval` wrote into (stock mteb's have no neobench/), whose
+    cards were all read (an unreadable one may be the writer) and all record their tasks (one
+    that records none may be the writer of any)."""
     if not (run.folder / results.CARDS).is_dir():
         return
     if len(cards) != len(results.card_paths(run.folder)):
@@ -167,17 +145,15 @@ def _missing_cards(run: Run, cards: Cards) -> None:
 
 
 def _conditions(run: Run, cards: Cards, writers: dict[str, tuple[float | None, str]]) -> None:
-    """The run's conditions, from the cards that wrote the tasks it holds here (a field on
-    which they differ reads "mixed: a, b"). A card whose results this benchmark does not read
-    (another benchmark's eval into the same folder) does not count; cards that record no task
-    (older ones) all count when no held task names its writer."""
+    """The run's conditions from the cards that wrote the tasks it holds here (another
+    benchmark's card in the same folder does not count; all count when no held task names its
+    writer); a field on which they differ reads "mixed: a, b"."""
     held = run.scores.keys() | run.mismatched.keys()
     wrote = {writers[t][1] for t in held if t in writers}
     chosen = [card for name, _, card in cards if name in wrote] or [c for _, _, c in cards]
     seen: dict[str, dict[str, object]] = {}  # field -> its values as text -> as the card has it
     for card in chosen:
         for key, value in Conditions.from_card(card).items():
-            # A card too old to record a field says so, rather than "None".
             text = UNKNOWN if value is None else str(value)
             seen.setdefault(key, {})[text] = text if value is None else value
     merged = Conditions()
@@ -192,8 +168,7 @@ def _conditions(run: Run, cards: Cards, writers: dict[str, tuple[float | None, s
 
 
 def _finetune(found: set[tuple]) -> Finetune | None:
-    """The fine-tune identity every card agrees on; None for a run that is not a neobench
-    fine-tune with a recorded seed, or whose cards disagree on it."""
+    """The fine-tune identity every card agrees on; None if not one with a recorded seed."""
     if len(found) != 1:
         return None
     seed, base, base_revision, recipe = found.pop()

@@ -1,18 +1,11 @@
 """Seed replicates: the runs of one fine-tune that differ only in its seed, as one Run.
 
-`neobench finetune --seeds 0,1,2` writes one model folder per seed under one model name; each
-evaluation records the fine-tune's seed, base model and recipe hash in its run card (read once:
-`Run.finetune`). Runs that share the model name, the experiment (evaluation conditions), the
-base model (name and revision), the recipe hash and every condition, and whose seeds differ,
-merge into one Run whose ``members`` are the single runs, in seed order:
-
-- its scores are the mean over the seeds, over the tasks every seed holds; a task only some
-  seeds hold is left out of the row (a note names it and the seeds that lack it);
-- the seed standard deviation of a set of tasks is `seed_sd` of the members' scores;
-- its intervals and paired tests resample seeds, then items (report/bootstrap.replicate_draws).
-
-A seed evaluated twice (the same fine-tune in two results roots, or re-trained into another
-folder) counts once: the first run found is kept and a warning names the one left out.
+Runs sharing the model name, experiment, base model and revision, recipe hash and every
+condition (`Run.finetune`, from the run cards), with different seeds, merge into one Run whose
+``members`` are the single runs in seed order. Its scores are the means over the tasks every seed
+holds (a task only some hold is left out, and a note names it); its intervals and paired tests
+resample seeds, then items (report/bootstrap.replicate_draws). A seed evaluated twice counts
+once: the first run found is kept and a warning names the other.
 """
 
 from __future__ import annotations
@@ -29,8 +22,8 @@ logger = logging.getLogger(__name__)
 
 
 def merge(runs: list[Run]) -> tuple[list[Run], list[str]]:
-    """``runs`` with each group of seed replicates replaced by one Run with members (where its
-    first member was), and the notes that say what was merged, left out or counted once."""
+    """``runs`` with each group of seed replicates replaced by one Run (where its first member
+    was), and the notes on what was merged, left out or counted once."""
     groups: dict[tuple, list[tuple[int, Run]]] = {}
     for run in runs:
         key = _shared(run)
@@ -45,14 +38,13 @@ def merge(runs: list[Run]) -> tuple[list[Run], list[str]]:
             continue
         merged[id(kept[0][1])] = _replicates(kept, notes)
         dropped |= {id(run) for _, run in group}
-    # The merged row takes its first member's place; the other members leave the list.
     out = [merged.get(id(run), run) for run in runs]
     return [r for r in out if id(r) not in dropped], notes
 
 
 def seed_sd(per_seed: list[list[float]]) -> float:
-    """Standard deviation over the seeds (n - 1 denominator) of each seed's mean over its tasks:
-    ``per_seed`` holds, for each seed, its scores of the same tasks."""
+    """Standard deviation (n - 1) over seeds of each seed's mean over ``per_seed[seed]``, its
+    scores of the same tasks."""
     return float(np.std(np.mean(np.asarray(per_seed, dtype=float), axis=1), ddof=1))
 
 
@@ -95,14 +87,12 @@ def _replicates(kept: list[tuple[int, Run]], notes: list[str]) -> Run:
     }
     row = Run(
         model=first.model,
-        # The members' revisions: where two rows share a label, its first 12 characters (the
-        # first member's) tell them apart (runs.labels).
+        # where two rows share a label, its first 12 characters tell them apart (runs.labels)
         revision="+".join(r.revision for r in runs),
         experiment=first.experiment,
         folder=first.folder,
         scores={t: fmean(r.scores[t] for r in runs) for t in shared},
         conditions=Conditions(first.conditions),
-        # Every seed trained on the same data (same recipe): the first member's declaration.
         training_datasets=first.training_datasets,
         cards={f"seed {s}: {n}": h for s, r in kept for n, h in r.cards.items()},
         finetune=first.finetune,

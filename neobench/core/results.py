@@ -7,14 +7,10 @@ scores can be trusted, and whether a fine-tune has finished. Nothing else globs 
         neobench/run-*.yaml               neobench's run cards (one per `neobench eval` call)
         predictions/<Task>.units.json     per-item units of one task (neobench/evaluation/units)
 
-This is mteb's own layout (its ResultCache reads it). Three questions have one answer each here:
-
-- Is a task of a run complete? Its result file holds every split and subset the task asks for,
-  as mteb's `TaskResult.get_missing_evaluations` decides (`complete`, `left_to_run`).
-- Can a stored score be shown? The run card of the eval that wrote the file recorded the file's
-  score (mteb's `TaskResult.get_score`); a file whose score is not that number was changed
-  after neobench wrote it, and is never shown as a score (`recorded_mismatch`).
-- Has a fine-tune finished? Its run card says complete (`finetune_finished`).
+This is mteb's own layout (its ResultCache reads it). A task is complete when its file holds
+every split and subset the task asks for (mteb's `get_missing_evaluations`); a stored score is
+shown only when it is the one its writer's run card recorded (`recorded_mismatch`); a fine-tune
+has finished when its run card says complete.
 """
 
 from __future__ import annotations
@@ -38,16 +34,14 @@ CARDS = "neobench"
 UNITS = "predictions"
 META = "model_meta.json"
 
-# A run card records the score as mteb computed it from the file it had just written (a float
-# written to YAML and read back exactly); any difference beyond float noise is another number.
+# A card records the score mteb computed from the file it wrote, exactly (YAML round-trips it).
 RECORDED_TOLERANCE = 1e-9
 # What a user does about a result file that is not what neobench wrote.
 REWRITE = "delete it (and its units file, if any) and re-run the same `neobench eval`"
 
 
 def model_folder(root: Path, model_name: str) -> Path:
-    """Where mteb writes a model's results under ``root``: its name with "/" as "__" (and
-    spaces as "_", as mteb's ModelMeta.model_name_as_path does)."""
+    """Where mteb writes a model's results (as ModelMeta.model_name_as_path spells the name)."""
     return Path(root) / RESULTS / model_name.replace("/", "__").replace(" ", "_")
 
 
@@ -108,8 +102,8 @@ def units_path(folder: Path, task: str) -> Path:
 
 
 def units_file(folder: Path, task: str) -> Path | None:
-    """The per-item units file of ``task`` in a run folder, or None: a result evaluated before
-    units existed, or with --no-predictions, has none (re-running the task adds it)."""
+    """The per-item units file of ``task`` in a run folder, or None (evaluated before units
+    existed, or with --no-predictions)."""
     path = units_path(folder, task)
     return path if path.is_file() else None
 
@@ -120,15 +114,11 @@ def last_write(root: Path) -> float:
 
 
 def written(top: Path, tasks: list[str]) -> int:
-    """How many result files of ``tasks`` exist anywhere under ``top``: a measure of progress
-    that only grows (a Slurm job's, between its time-limit windows), not a completeness test.
-    os.walk, not rglob: other jobs write beside them while this reads, and a folder that
-    vanishes meanwhile (an eval's staging folder) is skipped instead of failing."""
+    """How many result files of ``tasks`` exist under ``top``: progress that only grows (a Slurm
+    job's), not a completeness test. os.walk, not rglob: a folder that vanishes meanwhile (an
+    eval's staging folder) is skipped instead of failing."""
     wanted = {task_path(Path(), task).name for task in tasks}
     return sum(name in wanted for _, _, names in os.walk(top) for name in names)
-
-
-# Task results: read through mteb's TaskResult, one rule for "complete".
 
 
 def read_task(path: Path) -> TaskResult:
@@ -139,14 +129,14 @@ def read_task(path: Path) -> TaskResult:
 
 
 def complete(result: TaskResult, task: AbsTask) -> bool:
-    """Whether ``result`` holds every split and subset ``task`` asks for (the same task name may
-    ask for other subsets in another benchmark)."""
+    """Whether ``result`` holds every split and subset ``task`` asks for (in another benchmark
+    the same task may ask for others)."""
     return not result.get_missing_evaluations(task)
 
 
 def left_to_run(folder: Path, tasks: list[AbsTask]) -> tuple[list[AbsTask], dict[str, Path]]:
-    """The tasks of ``tasks`` whose result in ``folder`` is absent or incomplete, and the result
-    files that cannot be read at all (the caller moves them aside before running again)."""
+    """The tasks whose result in ``folder`` is absent or incomplete, and the result files that
+    cannot be read (the caller moves them aside)."""
     left, unreadable = [], {}
     for task in tasks:
         path = task_path(folder, task.metadata.name)
@@ -165,8 +155,7 @@ def left_to_run(folder: Path, tasks: list[AbsTask]) -> tuple[list[AbsTask], dict
 
 
 def benchmark_score(scores: Mapping[str, list[dict[str, Any]]], task: AbsTask) -> float:
-    """The task's score in a benchmark: the mean main score over the task's evaluation splits
-    and subsets (raises KeyError if one is absent)."""
+    """The mean main score over the task's evaluation splits and subsets (KeyError if absent)."""
     values = []
     for split in task.eval_splits:
         entries = {e["hf_subset"]: e for e in scores[split]}
@@ -176,15 +165,15 @@ def benchmark_score(scores: Mapping[str, list[dict[str, Any]]], task: AbsTask) -
 
 
 def file_score(path: Path) -> tuple[Mapping[str, list[dict[str, Any]]], float]:
-    """A result file's scores (split -> entries) and its score as a run card records it:
-    mteb's `TaskResult.get_score()` over everything the file holds."""
+    """A result file's scores (split -> entries) and its score as a run card records it
+    (`TaskResult.get_score()` over everything the file holds)."""
     result = read_task(path)
     return result.scores, float(result.get_score())
 
 
 def recorded_mismatch(path: Path, stored: float, recorded: float | None, card: str) -> str | None:
-    """Why the score in ``path`` must not be shown, or None: the run card ``card`` that wrote
-    the file recorded ``recorded`` for it, and the file now gives ``stored``."""
+    """Why the score ``stored`` in ``path`` must not be shown (its writer ``card`` recorded
+    ``recorded``), or None."""
     if recorded is None or (
         math.isfinite(stored) and abs(stored - float(recorded)) <= RECORDED_TOLERANCE
     ):
@@ -197,8 +186,7 @@ def recorded_mismatch(path: Path, stored: float, recorded: float | None, card: s
 
 
 def card_missing(path: Path) -> str:
-    """Why the conditions of the result ``path`` are unknown: no run card of its folder names
-    its task, so the card of the eval that wrote it was deleted (core/reader.py decides)."""
+    """Why the conditions of the result ``path`` are unknown: no run card of its folder names it."""
     where = Path(path).parent / CARDS
     return (
         f"{path}: the run card of the `neobench eval` that wrote it is missing (expected a "
@@ -208,11 +196,8 @@ def card_missing(path: Path) -> str:
     )
 
 
-# Fine-tunes.
-
-
 def finetune_finished(folder: Path) -> bool:
-    """Whether ``folder`` holds a finished fine-tune: its run card says complete (the one test a
-    study, its Slurm jobs, its canary and `finetune --resume` use)."""
-    path = Path(folder) / cards.FINETUNE_CARD
-    return path.is_file() and cards.read_finetune_card(path).status == "complete"
+    """Whether ``folder`` holds a finished fine-tune (the one test a study, its jobs, its canary
+    and `finetune --resume` use)."""
+    card = cards.folder_card(folder)
+    return card is not None and card.status == "complete"

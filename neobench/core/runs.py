@@ -1,11 +1,9 @@
 """One record of an evaluated run, and the one way to find runs by name.
 
-A run is one folder ``results/<org__model>/<revision>/[experiments/<conditions>/]``: one model
-revision under one set of conditions (neobench/core/results.py), read once from its task results
-and run cards (neobench/core/reader.py). The seed replicates of one fine-tune are one Run too:
-its ``members`` are the single runs, one per seed (neobench/core/replicates.py), and its scores
-their means. Every command that names runs (table, compare, the study's table job, the Python
-entry points) finds them with `find` / `find_one`, so a name that works for one works for all.
+A run is one folder ``results/<org__model>/<revision>/[experiments/<conditions>/]`` (one model
+revision under one set of conditions), read once by core/reader.py; the seed replicates of one
+fine-tune are one Run whose ``members`` are the single runs (core/replicates.py). Every command
+that names runs finds them with `find` / `find_one`, so a name that works for one works for all.
 """
 
 from __future__ import annotations
@@ -23,8 +21,8 @@ HINT = "Models found under --results are listed by `neobench table`."
 
 @dataclass(frozen=True)
 class Finetune:
-    """What a run's cards say of the fine-tune it evaluates (absent: not a neobench fine-tune
-    with a recorded seed). Runs that share everything but ``seed`` are seed replicates."""
+    """The fine-tune a run evaluates, as its cards say; runs sharing all but ``seed`` are seed
+    replicates."""
 
     seed: int
     base_model: str | None
@@ -39,40 +37,33 @@ class Run:
     experiment: str | None
     folder: Path
     scores: dict[str, float] = field(default_factory=dict)  # task -> main score in [0, 1]
-    # task -> why its stored score is not shown: the file differs from what its run card
-    # recorded (core/results.py); such a task is in neither ``scores`` nor a row's missing tasks
+    # task -> why its stored score is not shown (the file differs from its run card); in neither
+    # ``scores`` nor a row's missing tasks
     mismatched: dict[str, str] = field(default_factory=dict)
-    # task -> why its conditions are unknown: its result is here but no run card names it (the
-    # card was deleted; core/reader.py). Its score is shown; compare refuses the run.
+    # task -> why its conditions are unknown (no run card names it): shown, refused by compare
     card_missing: dict[str, str] = field(default_factory=dict)
     conditions: Conditions = field(default_factory=Conditions)
     cards: dict[str, str] = field(default_factory=dict)  # run card file -> sha256[:12]
-    # The mteb tasks the model trained on, as mteb computes them from model_meta.json (declared,
-    # base model's, similar tasks); None = not declared, i.e. unknown (protocol/overlap.py).
+    # The mteb tasks the model trained on (protocol/overlap.py); None = not declared, unknown
     training_datasets: frozenset[str] | None = None
     finetune: Finetune | None = None
-    # task -> (sha256[:16] of its units file, the card that recorded it when it wrote the file)
+    # task -> (sha256[:16] of its units file, the card that recorded it)
     units_digests: dict[str, tuple[str, str]] = field(default_factory=dict)
-    # task -> when the eval that wrote its result started (its run card's ISO time), for the
-    # provenance the leaderboard page shows per cell
+    # task -> when the eval that wrote its result started (ISO time), shown by the page
     evaluated: dict[str, str] = field(default_factory=dict)
-    # Seed replicates: one run per seed, in seed order (empty for a single run); the tasks only
-    # some seeds hold, left out of ``scores``: task -> the seeds that hold it.
-    # The sweep that selected the model (its cards' model.sweep: grid, point chosen, dev metric);
-    # None for a fixed-recipe run.
-    sweep: dict[str, Any] | None = None
+    sweep: dict[str, Any] | None = None  # the sweep that selected the model (its cards' record)
+    # Seed replicates: one run per seed, in seed order (empty for a single run), and the tasks
+    # only some seeds hold, left out of ``scores``: task -> the seeds that hold it.
     members: list[Run] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
     partial: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def finetuned(self) -> bool:
-        """Fine-tuned by `neobench finetune` (its cards name a recipe)."""
         return self.conditions.finetuned
 
     @property
     def replicated(self) -> bool:
-        """A row of seed replicates."""
         return bool(self.members)
 
     def each(self) -> list[Run]:
@@ -87,7 +78,6 @@ class Run:
 
     @property
     def suffix(self) -> str:
-        """What the run's label adds to the model name for seed replicates."""
         return f" ({len(self.seeds)} seeds)" if self.replicated else ""
 
 
@@ -101,10 +91,8 @@ def labels(runs: list[Run]) -> list[str]:
     ]
 
 
-# A row of a JSON or CSV output names its run in separate fields, so that no program parses the
-# label: the label people read, the model name, its revision ("+"-joined for seed replicates),
-# the mteb experiment folder (None under the standard conditions) and the seeds (None for a
-# single run); the conditions follow as their own fields (Conditions.record).
+# A JSON or CSV row names its run in these fields, so that no program parses the label (revision
+# "+"-joined for seed replicates; experiment and seeds None where there are none).
 NAMES = ("label", "model", "revision", "experiment", "seeds")
 
 
@@ -122,10 +110,15 @@ def _matches(name: str, label: str, run: Run) -> bool:
     return name in (label, run.model)
 
 
+def _unknown(what: str, name: str, found: list[tuple[str, Run]]) -> str:
+    known = sorted({r.model for _, r in found} | {label for label, _ in found})
+    return unknown(what, name, known, HINT)
+
+
 def find(runs: list[Run], names: list[str] | None) -> list[tuple[str, Run]]:
-    """The runs each of ``names`` matches (its row label or its model name: every run of that
-    model), in the order found, each once; all runs when ``names`` is empty. A name matching
-    nothing is refused, every such name at once, with the names that exist."""
+    """The runs each of ``names`` matches (a row label, or a model name: every run of it), in
+    the order found, each once; all when ``names`` is empty. Every name matching nothing is
+    refused at once."""
     found = list(labelled(runs).items())
     if not names:
         return found
@@ -133,8 +126,7 @@ def find(runs: list[Run], names: list[str] | None) -> list[tuple[str, Run]]:
     for name in names:
         hits = [(label, run) for label, run in found if _matches(name, label, run)]
         if not hits:
-            known = sorted({r.model for r in runs} | {label for label, _ in found})
-            problems.append(unknown("model", name, known, HINT))
+            problems.append(_unknown("model", name, found))
         chosen += [h for h in hits if h not in chosen]
     if problems:
         raise NeobenchError(problems)
@@ -142,9 +134,8 @@ def find(runs: list[Run], names: list[str] | None) -> list[tuple[str, Run]]:
 
 
 def find_one(found: list[tuple[str, Run]], name: str, what: str = "model") -> tuple[str, Run]:
-    """The one run of ``found`` (labelled runs, as `find` returns them) that ``name`` matches,
-    by the same rule as `find`; a name matching several is refused with their labels, so that
-    one of them can be given."""
+    """The one run of ``found`` (as `find` returns them) that ``name`` matches, by `find`'s
+    rule; a name matching several is refused with their labels."""
     hits = [(label, run) for label, run in found if _matches(name, label, run)]
     if len(hits) == 1:
         return hits[0]
@@ -153,5 +144,4 @@ def find_one(found: list[tuple[str, Run]], name: str, what: str = "model") -> tu
             f"{what} {name!r} names {len(hits)} result folders "
             f"({', '.join(label for label, _ in hits)}); pass one of these labels."
         )
-    known = sorted({r.model for _, r in found} | {label for label, _ in found})
-    raise NeobenchError(unknown(what, name, known, HINT))
+    raise NeobenchError(_unknown(what, name, found))

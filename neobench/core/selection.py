@@ -40,9 +40,8 @@ def record_path(output: Path, model_slug: str) -> Path:
 
 
 def check_selection(path: Path, selection: Selection) -> Selection:
-    """The selection to use: the one recorded at ``path`` when it agrees (its time included),
-    else ``selection`` when none is recorded. One that differs means the fine-tunes changed
-    under it, and is refused."""
+    """The one recorded at ``path`` (its time kept) when it agrees, ``selection`` when none is;
+    one that differs means the fine-tunes changed under it, and is refused."""
     if not path.is_file():
         return selection
     held = read_selection(path)
@@ -78,8 +77,8 @@ def read_selection(path: Path) -> Selection:
 
 
 def eval_record(path: Path, model_folder: str) -> dict[str, Any]:
-    """What `neobench eval --sweep FILE` writes into its card: the sweep, the choice and on what
-    it was made, and which point the evaluated model is (it must be one of the record's)."""
+    """What `neobench eval --sweep FILE` writes into its card: the sweep, its choice and on what,
+    and which of its points the evaluated model is."""
     selection = read_selection(path)
     model = str(Path(model_folder).resolve())
     for point in selection.points:

@@ -1,15 +1,11 @@
 """Where an evaluation's host time goes: an exclusive per-stage clock, off unless a benchmark
 turns it on (benchmarks/host_pipeline.py, benchmarks/scale_rehearsal.py).
 
-The evaluation code marks its stages with ``with stage("tokenize"):``; with no clock running that
-is one ContextVar read. With a clock running, the main thread's wall time is split *exclusively*:
-while a stage nested in another runs, the outer one's clock is paused, so the stages of the main
-thread add up to its wall time. Work done in other threads (the tokenizer worker) is recorded
-with ``busy("tokenize", seconds)``: busy seconds, not wall time, reported beside it.
-
-mteb times its own phases (``mteb.timing.TimingStack``: "Data loading", "Encoding ...",
-"Scoring", ...). ``MtebPhases`` is a TimingStack that keeps mteb's record as it is and also enters
-the matching stage here, so mteb's scoring algorithms are measured by mteb's own phase marks.
+Code marks its stages with ``with stage("tokenize"):`` (one ContextVar read with no clock). A
+running clock splits the main thread's wall time exclusively (a nested stage pauses the outer
+one), so the stages add up to it; other threads' work is ``busy`` seconds, reported beside it.
+``MtebPhases`` keeps mteb's own phase record (``mteb.timing.TimingStack``) and also enters the
+matching stage, so mteb's scoring is measured by mteb's own phase marks.
 """
 
 from __future__ import annotations
@@ -24,8 +20,7 @@ from typing import Any
 
 _clock: ContextVar[StageClock | None] = ContextVar("neobench_stage_clock", default=None)
 
-# mteb phase names -> stages. Encoding phases only mark the time around neobench's encoder (its
-# own stages take over inside); "Scoring" is the task's evaluation algorithm.
+# mteb phase names -> stages ("Encoding ..." marks only the time around neobench's encoder).
 MTEB_STAGES = {
     "Data loading": "load",
     "Dataset transform": "load",
@@ -41,9 +36,8 @@ class StageClock:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)  # exclusive, main thread
-        # The main thread's CPU seconds per stage, beside its wall seconds: on a machine whose
-        # cores other threads and processes share, the wall time of a stage includes waiting
-        # for a core; its CPU time is what the stage costs when it has one to itself.
+        # The main thread's CPU seconds: what a stage costs with a core to itself (its wall time
+        # includes waiting for one on a shared machine).
         self.cpu_seconds: dict[str, float] = defaultdict(float)
         self.busy_seconds: dict[str, float] = defaultdict(float)  # summed over worker threads
         self.counts: dict[str, int] = defaultdict(int)
@@ -113,10 +107,8 @@ def busy(name: str, seconds: float) -> None:
 
 @contextlib.contextmanager
 def mteb_timing() -> Iterator[None]:
-    """While a clock runs, the TimingStack each task's evaluation makes feeds it: the registry's
-    "mteb-phases" patch (neobench/core/patches.py), which changes what a benchmark measures,
-    never what is computed. Without a clock, or with the patch off, mteb runs as shipped (and a
-    benchmark counts its phases as "other")."""
+    """While a clock runs, mteb's phases feed it (the "mteb-phases" patch, core/patches.py);
+    otherwise mteb runs as shipped."""
     clock = _clock.get()
     if clock is None:
         yield
@@ -128,11 +120,9 @@ def mteb_timing() -> Iterator[None]:
 
 
 def phase_changes(clock: StageClock) -> list[tuple[Any, str, Any]]:
-    """The "mteb-phases" patch. mteb.evaluate takes a ``timer`` but (mteb 2.26) does not pass it
-    on to the task's evaluation, which makes its own ``TimingStack()``; so the class that module
-    looks up is replaced for the duration instead. mteb keeps its phases as before (they are
-    saved in the task's result). The metric computations mteb runs outside its phases count as
-    scoring too."""
+    """The "mteb-phases" patch. mteb.evaluate (2.26) does not pass its ``timer`` on to the task's
+    evaluation, which makes its own ``TimingStack()``, so the class it looks up is replaced;
+    mteb's metric computations outside its phases count as scoring too."""
     import sys
 
     changes: list[tuple[Any, str, Any]] = [
@@ -143,10 +133,8 @@ def phase_changes(clock: StageClock) -> list[tuple[Any, str, Any]]:
 
 
 def _unmarked_metrics() -> list[tuple[type, str, Any]]:
-    """mteb's metric computations that its phases leave unmarked (the task's own evaluation
-    algorithm, run after its "Scoring" phase): legacy clustering's V-measure per set, pair
-    classification's thresholds and averages, STS's correlations. (class, name, its own
-    function)."""
+    """(class, name, function) of the metric computations mteb runs after its "Scoring" phase:
+    legacy clustering's V-measure, pair classification's thresholds, STS's correlations."""
     from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
     from mteb.abstasks.pair_classification import AbsTaskPairClassification
     from mteb.abstasks.sts import AbsTaskSTS
@@ -179,23 +167,15 @@ def mteb_phases(clock: StageClock) -> type:
             )
             if target is None:
                 return inner
-            return _Both(inner, clock.stage(target))
+            return _both(inner, clock.stage(target))
 
     return MtebPhases
 
 
-class _Both:
-    """mteb's phase context, then the clock's stage, entered together (mteb's record first, so
-    it is kept as mteb would keep it)."""
-
-    def __init__(self, *contexts: contextlib.AbstractContextManager[Any]) -> None:
-        self._contexts = contexts
-        self._stack = contextlib.ExitStack()
-
-    def __enter__(self) -> _Both:
-        for context in self._contexts:
-            self._stack.enter_context(context)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.__exit__(*exc)
+@contextlib.contextmanager
+def _both(*contexts: contextlib.AbstractContextManager[Any]) -> Iterator[None]:
+    """mteb's phase context, then the clock's stage (mteb's record first, kept as mteb keeps it)."""
+    with contextlib.ExitStack() as stack:
+        for context in contexts:
+            stack.enter_context(context)
+        yield

@@ -1,21 +1,13 @@
 """Bootstrap intervals and paired tests over a task's evaluation units (neobench/evaluation/units).
 
-Every resample is drawn from a generator seeded by (seed, task name, part index), so the same
-inputs and seed give the same numbers, and two models evaluated on the same units are resampled
-with the same indices: the paired difference removes item difficulty (docs/uncertainty.md).
-
-- `task_draws`: the task's main score on each of B resamples (units resampled within each part,
-  parts kept, as mteb averages over them; an aggregate's parts are its subtasks' parts).
-- `interval`: the percentile interval of those draws around the point estimate.
-- `paired`: the difference B - A with its percentile interval and a two-sided p-value from the
-  bootstrap distribution of the difference centred on the observed one; `shared` puts the two
-  results on the same units first (`paired_draws` gives both draws for callers that combine).
-- `holm`: Holm's step-down adjustment of p-values over the tasks compared.
-- `replicate_draws`: the mean over seed replicates of one model, two levels: seeds drawn with
-  replacement, then items (docs/uncertainty.md, "Seed replicates").
-- `benchmark_draws`: the mean over tasks; ``over="items"`` keeps the tasks and uses each task's
-  item resamples (stratified: "if the test items were drawn again"), ``over="tasks"`` resamples
-  the tasks themselves ("if the tasks were drawn again").
+Every resample is drawn from a generator seeded by (seed, task name, part index): the same inputs
+and seed give the same numbers, and two models on the same units are resampled with the same
+indices, so the paired difference removes item difficulty (docs/uncertainty.md). Units are
+resampled within each part, parts kept, as mteb averages over them (an aggregate's parts are its
+subtasks'). `paired` gives B - A with its percentile interval and a two-sided p from the draws of
+the difference centred on the observed one; `replicate_draws` resamples seeds, then items;
+`benchmark_draws` averages tasks, ``over="items"`` keeping the tasks ("if the test items were
+drawn again"), ``over="tasks"`` resampling them ("if the tasks were drawn again").
 """
 
 from __future__ import annotations
@@ -67,9 +59,8 @@ def _indices(units: TaskUnits, part: int, resamples: int, seed: int) -> np.ndarr
 
 
 def _part_draws(units: TaskUnits, part: int, resamples: int, seed: int) -> np.ndarray:
-    """[resamples] scores of one part, its resamples drawn and scored in blocks of rows. A
-    generator gives the same numbers in blocks as in one call, so the draws are `_indices`'s
-    whatever the block size."""
+    """[resamples] scores of one part, drawn and scored in blocks of rows (a generator gives the
+    same numbers in blocks as in one call: `_indices`'s, whatever the block size)."""
     n = units.parts[part].n
     rng = _rng(seed, units.task, part)
     rows = max(1, BLOCK // max(1, n))
@@ -102,8 +93,7 @@ def paired(
     seed: int = SEED,
     alpha: float = ALPHA,
 ) -> Paired:
-    """``other`` minus ``baseline`` on the same resampled units, both scored on the units they
-    share (`shared`: refused if they differ otherwise)."""
+    """``other`` minus ``baseline`` on the same resampled units they share (`shared`)."""
     pair, a, b = paired_draws(baseline, other, resamples, seed)
     point_a, point_b = units_mod.main_score(pair.baseline), units_mod.main_score(pair.other)
     return paired_from_draws(point_a, point_b, a, b, alpha)
@@ -119,10 +109,8 @@ def paired_from_draws(
 
 
 def p_value(diffs: np.ndarray, delta: float) -> float:
-    """Two-sided p of an observed difference ``delta`` from its bootstrap draws ``diffs``.
-
-    Centred on their mean, the draws approximate the difference's distribution under "no
-    difference"; the +1 terms keep p above 0 with a finite number of resamples."""
+    """Two-sided p of an observed ``delta`` from its draws ``diffs``, centred on their mean (the
+    distribution under "no difference"); the +1 terms keep p above 0."""
     extreme = np.abs(diffs - diffs.mean()) >= abs(delta) - 1e-12
     return min(1.0, (1 + int(extreme.sum())) / (1 + len(diffs)))
 
@@ -142,12 +130,9 @@ class Shared:
 
 
 def shared(baseline: TaskUnits, other: TaskUnits) -> Shared:
-    """Both results on the units both hold, ``other``'s in the baseline's order.
-
-    The same items in another order are reordered. Where mteb leaves units out per model
-    (`units.drops_units`: SummEval's texts whose summaries a model scores all alike), the units
-    only one result holds are left out of both, so both scores are recomputed on the same items.
-    Anything else that differs is refused: nothing paired can be said then."""
+    """Both results on the units both hold, ``other``'s in the baseline's order. Where mteb leaves
+    units out per model (`units.drops_units`: SummEval), units only one holds are left out of
+    both; anything else that differs is refused."""
     if _layout(baseline) != _layout(other):
         raise NeobenchError(
             f"{baseline.task}: the two results cover different subsets or splits; re-run both "
@@ -163,8 +148,7 @@ def shared(baseline: TaskUnits, other: TaskUnits) -> Shared:
 
 
 def aligned(baseline: TaskUnits, other: TaskUnits) -> TaskUnits:
-    """``other`` with its units in the baseline's order, for callers that keep the baseline's
-    units whole: as `shared`, but units only one result holds are refused too."""
+    """``other`` in the baseline's order: `shared`, but units only one holds are refused too."""
     pair = shared(baseline, other)
     if pair.dropped:
         raise NeobenchError(
@@ -196,8 +180,8 @@ def _shared_part(
 
 
 def _may_drop(task_type: str, mine: units_mod.Part, theirs: units_mod.Part) -> bool:
-    """Units missing on one side are ones mteb left out for that model: the type drops units,
-    and the two parts had the same candidates (unknown in files written before ``rows``)."""
+    """Units missing on one side were left out by mteb: the type drops units, and both parts
+    had the same candidates (unknown in files written before ``rows``)."""
     known = mine.rows is not None and theirs.rows is not None
     return units_mod.drops_units(task_type) and (not known or mine.rows == theirs.rows)
 
@@ -216,8 +200,7 @@ def _with_parts(units: TaskUnits, parts: list[units_mod.Part]) -> TaskUnits:
 
 
 def common(found: list[TaskUnits]) -> TaskUnits:
-    """The first result's units restricted to the units every result holds (`shared`, applied
-    in turn: only where mteb leaves units out per model; any other difference is refused)."""
+    """The first result's units restricted to those every result holds (`shared` in turn)."""
     order = found[0]
     for other in found[1:]:
         order = shared(order, other).baseline
@@ -232,8 +215,7 @@ def on_units(order: TaskUnits, found: list[TaskUnits]) -> list[TaskUnits]:
 def paired_draws(
     baseline: TaskUnits, other: TaskUnits, resamples: int = RESAMPLES, seed: int = SEED
 ) -> tuple[Shared, np.ndarray, np.ndarray]:
-    """The two results on their shared units (`shared`) and each one's B draws on the same
-    resampled units: what a paired test of this task needs."""
+    """The two results on their shared units and each one's draws on the same resamples."""
     pair = shared(baseline, other)
     a = task_draws(pair.baseline, resamples, seed)
     return pair, a, task_draws(pair.other, resamples, seed)
@@ -253,8 +235,8 @@ def benchmark_draws(
 def over_tasks(
     points: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED, key: str = "tasks"
 ) -> np.ndarray:
-    """[resamples] means of ``points`` (one score per task) over tasks drawn with replacement;
-    the same ``key`` and task count give the same draws, so two models are paired."""
+    """[resamples] means of ``points`` (one per task) over tasks drawn with replacement; the same
+    ``key`` and task count give the same draws, so two models are paired."""
     check_resamples(resamples)
     rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
     return points[rng.integers(0, len(points), size=(resamples, len(points)))].mean(axis=1)
@@ -263,15 +245,13 @@ def over_tasks(
 def replicate_draws(
     per_seed: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED, key: str = "seeds"
 ) -> np.ndarray:
-    """[resamples] two-level draws of the mean over seed replicates: on resample b, the seeds
-    are drawn with replacement, then each drawn seed contributes its own b-th item draw.
+    """[resamples] two-level draws of the mean over seed replicates: on resample b, seeds drawn
+    with replacement, each contributing its own b-th item draw.
 
-    ``per_seed`` is [seeds, resamples]: each seed's draws (`task_draws` or a column's mean of
-    them), whose b-th draws all resampled the same items, since the item indices depend on the
-    task, the part and ``seed`` only. The seed draws depend on ``seed`` and ``key``: give every
-    column of one row the same key (a seed drawn carries all its tasks), and each row its own
-    key naming its members, so two rows are resampled independently over seeds, unless their
-    members are the same, which then gives them the same draws."""
+    ``per_seed`` is [seeds, resamples] of draws whose b-th resampled the same items (indices
+    depend on task, part and ``seed`` only). The seed draws depend on ``seed`` and ``key``: one
+    key for every column of a row (a seed drawn carries all its tasks), a key naming its members
+    per row (rows with the same members get the same draws)."""
     check_resamples(resamples)
     per_seed = np.asarray(per_seed, dtype=float)
     count = per_seed.shape[0]

@@ -22,3 +22,5 @@ SHORT = {
     "Summarization": "Summ.",
 }
 UP, DOWN = "▲", "▼"  # significantly above / below the baseline row (never colour alone)
+MARKS = {1: UP, -1: DOWN}  # a test's sign -> its mark
+MARK_WORDS = {UP: "above", DOWN: "below"}  # as CSV, JSON and frames write a mark

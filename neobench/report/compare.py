@@ -1,17 +1,10 @@
 """`neobench compare`: is each model better or worse than a baseline, task by task and on average?
 
-Every difference is paired: both models' scores are recomputed on the same resampled units of
-each task (neobench/report/bootstrap.py), from the per-item files `neobench eval` saves beside each
-result (evaluation/units). Per task: the baseline's and the model's score, the difference with its
-95% interval, a two-sided p-value, and the Holm-adjusted p-value over the tasks compared (the
-family is one model's tasks). The "Avg." row is the mean over those tasks with the tasks fixed
-(units resampled within every task); its p-value is a single test, not adjusted. A model
-fine-tuned with several seeds is one row (report/replicates.py): its scores are the means over
-the seeds, and its draws resample the seeds, then the items.
-
-Units are paired by id. Where mteb leaves units out per model (SummEval drops the texts whose
-summaries a model scores all alike), a task is compared on the units both models kept, both
-scores recomputed on them, and a note names the task and how many units were left out.
+Every difference is paired: both models are rescored on the same resampled units of each task
+(report/stats.py), paired by id. Per task: both scores, the difference with its 95% interval, a
+two-sided p and the Holm-adjusted p over one model's tasks; "Avg." is the mean over those tasks,
+tasks fixed, a single test. Where mteb leaves units out per model (SummEval), a task is compared
+on the units both kept, and a note says how many were left out.
 """
 
 from __future__ import annotations
@@ -39,8 +32,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Row:
-    # The compared run: its label, model name, revision, experiment and seeds (core/runs.NAMES),
-    # and its conditions (core/conditions.RECORD), each a field of the JSON and CSV rows.
+    # The compared run (core/runs.NAMES) and, below, its conditions (conditions.RECORD).
     identity: dict[str, Any]
     task: str
     baseline_score: float
@@ -53,17 +45,13 @@ class Row:
     p: float
     p_holm: float
     significant: bool
-    # Whether the model trained on the task (on one of the compared tasks, for Avg.); None when
-    # its training data is not declared (neobench/protocol/overlap.py).
+    # Whether the model trained on the task (any compared task, for Avg.); None: not declared.
     in_domain: bool | None = None
-    # A row of seed replicates (report/replicates.py): the standard deviation of its score over
-    # the seeds (None for other rows).
     seed_sd: float | None = None
     conditions: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
-        """The run's label, as the table shows it: model [experiment] (N seeds)."""
         return self.identity["label"]
 
     @property
@@ -71,8 +59,7 @@ class Row:
         return self.identity["seeds"]
 
     def record(self) -> dict[str, Any]:
-        """The row for a program: the run's names, the statistics, the conditions; one key per
-        field, the same keys in every row."""
+        """The row for a program: names, statistics, conditions; the same keys in every row."""
         data = asdict(self)
         run, conditions = data.pop("identity"), data.pop("conditions")
         return {**run, **data, **conditions}
@@ -93,13 +80,11 @@ class Comparison:
     rows: list[Row]
     notes: list[str]
     baseline_seeds: list[int] | None = None  # when the baseline is a row of seed replicates
-    # The baseline's names and conditions, as in each row (core/runs.NAMES, conditions.RECORD).
     baseline_fields: dict[str, Any] = field(default_factory=dict)
 
     @staticmethod
     def record_keys() -> list[str]:
-        """The keys of each row's record (the JSON and CSV rows), in order: module-level
-        ``record_keys``, reachable from a Comparison without importing this module."""
+        """`record_keys`, reachable without importing this module."""
         return record_keys()
 
     def to_pandas(self) -> Any:
@@ -154,10 +139,9 @@ def compare_runs(
     settings: stats.Settings,
     sides: dict[str, stats.Side] | None = None,
 ) -> Comparison:
-    """`compare` on runs already read (label -> run): every one of ``others`` against
-    ``base_label``. ``sides`` (label -> the run's units and draws) are used where given and
-    filled where missing, so that a caller comparing many pairs (the leaderboard page) draws
-    each run once; a side may hold fewer tasks than its run, which compares on those only."""
+    """`compare` on runs already read (label -> run). ``sides`` are used where given and filled
+    where missing, so a caller comparing many pairs draws each run once; a side may hold fewer
+    tasks than its run, which then compares on those only."""
     _check_conditions(labelled, base_label, others)
     sides = {} if sides is None else sides
     for label in [base_label, *others]:
@@ -181,7 +165,6 @@ def compare_runs(
 def _zero_shot_only(
     results: list[str | Path], tasks: list[AbsTask], labelled: dict[str, Run], compared: list[str]
 ) -> tuple[list[AbsTask], dict[str, Run], str]:
-    """The tasks no compared model trained on, the runs read again on them, and the note."""
     subset = overlap.zero_shot_subset({label: labelled[label] for label in compared}, tasks)
     kept = overlap.keep_tasks(tasks, subset)
     runs, _, _ = load(results, kept)
@@ -209,9 +192,8 @@ def _overlap_notes(rows: list[Row]) -> list[str]:
 
 
 def _check_conditions(labelled: dict[str, Run], base: str, others: list[str]) -> None:
-    """Refuse pairs evaluated under different conditions (or fine-tuned by different recipes):
-    their difference would mix the model with the conditions. A run whose run card was deleted
-    has unknown conditions: the missing card is named, not a difference it causes."""
+    """Refuse pairs whose conditions (or recipes) differ, naming a deleted run card rather than
+    the difference it causes."""
     missing = [
         f"{label}: {why}"
         for label in [base, *others]
@@ -236,9 +218,8 @@ def _check_conditions(labelled: dict[str, Run], base: str, others: list[str]) ->
 
 
 def side(run: Run, label: str, settings: stats.Settings) -> stats.Side:
-    """The run's units and draws on every task it holds; a task saved without units is
-    refused with the command that adds them, a result file that differs from its run card
-    (core/results.py) with the file and the fix."""
+    """The run's units and draws on every task it holds; refused, with the fix, where units are
+    missing or a result file differs from its run card."""
     if run.mismatched:
         raise NeobenchError(
             f"{label}: {len(run.mismatched)} stored score(s) differ from their run cards, so "
@@ -265,7 +246,7 @@ def side(run: Run, label: str, settings: stats.Settings) -> stats.Side:
 def _compare_one(
     label: str, base: stats.Side, mine: stats.Side, settings: stats.Settings
 ) -> tuple[list[Row], list[str]]:
-    """One model's rows (its tasks, then Avg.) and the notes on tasks paired on shared units."""
+    """One model's rows (its tasks, then Avg.) and the notes on units left out."""
     if set(base.units) != set(mine.units):
         only_base = sorted(set(base.units) - set(mine.units))
         only_mine = sorted(set(mine.units) - set(base.units))
@@ -304,7 +285,6 @@ def _dropped_note(label: str, task: str, order: TaskUnits, base: int, mine: int)
 def _row(
     label: str, task: str, test: stats.Test, mine: stats.Side, tasks: list[str], alpha: float
 ) -> Row:
-    """A comparison row from the engine's test of one column."""
     low, high = stats.interval(test.draws, alpha)
     pair = test.paired
     sd = None

@@ -1,12 +1,8 @@
-"""Tables, comparisons and runs as pandas DataFrames (``to_pandas()`` of LeaderTable, Comparison,
-and of the Python API's Runs), by the convention of core/frames.py: scores, differences,
-interval bounds and seed sd on 0-100, float64, NaN where absent; the same names in every frame.
+"""Tables, comparisons and runs as pandas DataFrames, by the convention of core/frames.py.
 
-A table's score column ``Avg.`` comes with ``Avg._ci_low`` / ``Avg._ci_high`` (95% interval,
-with intervals), ``Avg._sd`` (seed standard deviation, when a row is seed replicates) and
-``Avg._mark`` ("above" / "below" the baseline, with one); every row has them, NaN or None where
-that row has none. A row's conditions are columns of their own (core/conditions.RECORD), as in
-the CSV and JSON outputs. pandas is imported only here, when asked for.
+A table's score column ``Avg.`` comes with ``Avg._ci_low`` / ``Avg._ci_high`` (with intervals),
+``Avg._sd`` (with seed replicates) and ``Avg._mark`` ("above" / "below", with a baseline), in
+every row, NaN or None where it has none; its conditions are columns of their own.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from neobench.core.conditions import RECORD, Conditions
 from neobench.core.frames import frame, number, scaled
 from neobench.core.runs import NAMES, Run, identity, labelled
-from neobench.report.columns import AVG
+from neobench.report.columns import AVG, MARK_WORDS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,8 +21,7 @@ if TYPE_CHECKING:
     from neobench.report.compare import Comparison
     from neobench.report.table import LeaderTable, Row
 
-MARK_WORDS = {"▲": "above", "▼": "below"}
-# The fields of a comparison row on the 0-1 scale (report/compare.Row), x100 in its frame.
+# A comparison row's fields on the 0-1 scale, x100 in its frame.
 COMPARE_SCORES = ("baseline_score", "score", "score_ci_low", "score_ci_high", "delta", "ci_low",
                   "ci_high", "seed_sd")  # fmt: skip
 
@@ -45,8 +40,6 @@ def leader_frame(table: LeaderTable) -> pd.DataFrame:
 
 @dataclasses.dataclass(frozen=True)
 class _Extras:
-    """The columns beside each score column, the same for every row of a table."""
-
     ci: bool
     sd: bool
     marks: bool
@@ -58,7 +51,6 @@ class _Extras:
 
 
 def _leader_record(table: LeaderTable, row: Row, extras: _Extras) -> dict[str, Any]:
-    # The run's names as the CSV and JSON give them (core/runs.NAMES), label first.
     record: dict[str, Any] = {"label": row.label, **row.identity, "quoted": row.quoted}
     for column in table.columns_shown():
         value = row.tasks.get(column) if table.per_task else row.types[column].value
@@ -67,9 +59,8 @@ def _leader_record(table: LeaderTable, row: Row, extras: _Extras) -> dict[str, A
     record["avg_tasks"] = row.avg_of[0]
     record["mean_task_type"] = number(row.mean_types)
     record["missing_tasks"] = len(row.missing)
-    record["changed_tasks"] = len(row.mismatched)  # results that differ from their run card
+    record["changed_tasks"] = len(row.mismatched)
     record["zero_shot"] = row.zero_shot
-    # The conditions as the CSV gives them; a quoted row's are unknown (None).
     return record | Conditions(row.conditions).record()
 
 
@@ -86,9 +77,7 @@ def _score(row: Row, column: str, value: float | None, extras: _Extras) -> dict[
 
 
 def comparison_frame(found: Comparison) -> pd.DataFrame:
-    """One row per (model, task or column) compared with the baseline: the keys of `compare
-    --out`'s JSON and CSV rows, in their order, the scores, differences, intervals and seed sd
-    x100 (p-values as they are)."""
+    """One row per (model, task) compared: the keys of `compare --out`'s rows, in their order."""
     rows = []
     for row in found.rows:
         record = row.record()
@@ -97,8 +86,7 @@ def comparison_frame(found: Comparison) -> pd.DataFrame:
 
 
 def runs_frame(runs: list[Run]) -> pd.DataFrame:
-    """One row per run and task: the run's names (its label as the table gives it), its
-    conditions (core/conditions.RECORD), the task and its main score (0-100)."""
+    """One row per run and task: its names, conditions, the task and its main score."""
     rows = []
     for label, run in labelled(runs).items():
         names, conditions = identity(label, run), run.conditions.record()

@@ -1,11 +1,9 @@
 """`neobench table --ci` and `--baseline`: intervals and significance marks on the table's cells.
 
-A cell's interval comes from the per-item units each result carries (neobench/evaluation/units):
-every task of the row is resampled (its units, B times, seeded: report/bootstrap.py) and a type
-column or Avg. is the mean of its tasks on each resample, with the tasks fixed ("if the test
-items were drawn again"). A cell is marked against the baseline row by the same paired test
-`neobench compare` reports (report/stats.family): significant after Holm's adjustment over the
-row's columns other than Avg. A row of seed replicates resamples its seeds, then their items.
+Every task of a row is resampled from its per-item units (report/bootstrap.py), a type column or
+Avg. being the mean of its tasks on each resample, tasks fixed. A cell is marked by the paired
+test `neobench compare` reports (report/stats.family): significant after Holm over the row's
+columns but Avg. A row of seed replicates resamples its seeds, then their items.
 """
 
 from __future__ import annotations
@@ -15,13 +13,11 @@ from typing import TYPE_CHECKING
 from neobench.core.errors import NeobenchError
 from neobench.core.runs import Run, find_one
 from neobench.report import stats
-from neobench.report.columns import DOWN, UP
+from neobench.report.columns import DOWN, MARKS, UP
 from neobench.report.table import LeaderTable
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
-
-MARKS = {1: UP, -1: DOWN}
 
 
 def annotate(

@@ -37,10 +37,9 @@ def leaderboard(
     over: str = "items",
     zero_shot_only: bool = False,
 ) -> LeaderTable:
-    """The table of the runs under ``results``. Files that cannot be read are skipped with a
-    warning and a note under the table. ``ci`` adds intervals, ``baseline`` marks cells
-    significantly above or below that row (report/intervals.py, with compare's test);
-    in-domain cells are marked and ``zero_shot_only`` keeps the tasks no row trained on."""
+    """The table of the runs under ``results`` (unreadable files skipped, with a note); ``ci``
+    adds intervals, ``baseline`` marks against that row, ``zero_shot_only`` keeps the tasks no
+    row trained on."""
     from neobench.protocol.tasks import load_benchmark, select_tasks
 
     settings = stats.Settings(resamples, seed, over)
@@ -83,7 +82,6 @@ def leaderboard(
 def _zero_shot_only(
     runs: list[Run], tasks: list[AbsTask], models: list[str] | None, reference: str | None
 ) -> Any:
-    """The tasks no compared row trained on (an overlap.ZeroShotSubset), or a refusal."""
     if reference is not None:
         raise NeobenchError(
             f"--zero-shot-only with --reference {reference}: the quoted rows are averages over "

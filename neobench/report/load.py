@@ -16,7 +16,12 @@ if TYPE_CHECKING:
 
 def load(results: list[str | Path], tasks: list[AbsTask]) -> tuple[list[Run], list[str], list[str]]:
     """The runs under every results root on ``tasks`` (seed replicates as one Run), the files
-    that could not be read, and the notes on what was merged."""
-    runs, problems = reader.load_roots(results, tasks, overlap.read_training)
+    that could not be read (in the order the roots were given), and the notes on what merged."""
+    runs: list[Run] = []
+    problems: list[str] = []
+    for root in results:
+        found, trouble = reader.load_runs(Path(root), tasks, overlap.read_training)
+        runs += found
+        problems += trouble
     runs, notes = replicates.merge(runs)
     return runs, problems, notes

@@ -1,8 +1,5 @@
-"""Train/eval overlap on the table: "†" on in-domain cells, a Zero-shot column, a note per row.
-
-Which tasks a run's model trained on is protocol/overlap.py (mteb's vocabulary); this module
-only shows it.
-"""
+"""Train/eval overlap on the table (decided by protocol/overlap.py): "†" on in-domain cells, a
+Zero-shot column, a note per row."""
 
 from __future__ import annotations
 
@@ -11,6 +8,7 @@ from typing import TYPE_CHECKING
 from neobench.core.runs import Run
 from neobench.protocol.overlap import DAGGER, trained_on, zero_shot_percentage
 from neobench.report.columns import AVG, MEAN_TYPES
+from neobench.report.table import by_type
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -19,12 +17,9 @@ if TYPE_CHECKING:
 
 
 def annotate_table(table: LeaderTable, runs: dict[str, Run], tasks: list[AbsTask]) -> None:
-    """Mark each computed row's in-domain columns, fill its zero-shot percentage over the
-    table's tasks, and explain both in the notes (quoted rows stay unmarked and empty)."""
+    """Each computed row's in-domain columns and zero-shot percentage, and the notes."""
     names = [t.metadata.name for t in tasks]
-    by_type: dict[str, set[str]] = {}
-    for task in tasks:
-        by_type.setdefault(task.metadata.type, set()).add(task.metadata.name)
+    types = by_type(tasks)
     table.zero_shot = True
     notes, undeclared = [], []
     for row in table.rows:
@@ -37,7 +32,7 @@ def annotate_table(table: LeaderTable, runs: dict[str, Run], tasks: list[AbsTask
             undeclared.append(row.label)
             continue
         scored = [t for t in trained if t in run.scores]
-        row.in_domain = set(scored) | {t for t, members in by_type.items() if members & set(scored)}
+        row.in_domain = set(scored) | {t for t, held in types.items() if set(held) & set(scored)}
         if scored:
             row.in_domain |= {AVG, MEAN_TYPES}
         if trained:

@@ -1,19 +1,11 @@
 """The data of the leaderboard page (`neobench table --html`; laid out by render/html.py).
 
-Every number the page shows is computed here by the report's own engines, so that its script
-only lays numbers out, sorts and filters; it computes no statistic.
-
-- The table: `leaderboard` with intervals and the baseline's marks (the Table 4 layout).
-- Each task's cell: its score, its interval (`stats.interval` of the draws `stats.side` gives,
-  as `table --per-task --ci` shows it), each seed's score and the seed sd (seed replicates).
-- Every ordered pair (A, B) of computed rows: `compare_runs`, the rows that `neobench compare
-  --baseline A --models B` writes. The baseline's pairs give the task cells their ▲/▼ (the
-  same test as the table's); the pairs of the best row give the rank groups: the rows its
-  paired test on Avg. cannot tell apart from the best.
-- All of it again over the tasks that no row trained on (the zero-shot view, as `table
-  --zero-shot-only`), among the rows that declare their training data.
-- Each row's provenance: model, revisions, recipe and instruction hashes, dtype, max length,
-  mteb version, seeds and when each task was evaluated.
+Every number the page shows is computed here by the report's own engines; its script only lays
+out, sorts and filters. The data: the `leaderboard` table with intervals and marks; each task's
+cell (score, interval, seeds' scores and sd); every ordered pair (A, B) of computed rows as
+`neobench compare --baseline A --models B` gives it (the baseline's pairs mark the task cells,
+the best row's pairs make the rank groups); all of it again over the tasks no row trained on
+(the zero-shot view); and each row's provenance.
 """
 
 from __future__ import annotations
@@ -32,17 +24,15 @@ from neobench.core.results import has_units
 from neobench.core.runs import Run, find
 from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, DEFAULT_BENCHMARK, RESAMPLES
 from neobench.report import compare, stats
-from neobench.report.columns import AVG, DOWN, MEAN_TYPES, SHORT, UP
+from neobench.report.columns import AVG, MARKS, MEAN_TYPES, SHORT
 from neobench.report.leaderboard import leaderboard
 from neobench.report.load import load
 from neobench.report.table import LeaderTable, Row
 
 FORMAT = 1
-# A pair's rows, one per task of the view and Avg. last: these fields of compare's Row, in
-# compare's own units (scores in [0, 1]), rounded to DIGITS (1e-4 points, finer than shown).
+# A pair's rows (tasks, Avg. last): these fields of compare's Row, on 0-1, rounded to DIGITS.
 PAIR_FIELDS = ("baseline_score", "score", "delta", "ci_low", "ci_high", "p", "p_holm")
 DIGITS = 6
-MARKS = {1: UP, -1: DOWN}
 
 
 def page_data(
@@ -56,8 +46,7 @@ def page_data(
     seed: int = BOOTSTRAP_SEED,
     over: str = "items",
 ) -> dict[str, Any]:
-    """The page's data (JSON-ready) for the runs under ``results``: the table with intervals
-    wherever units were saved, marks against ``baseline``, ``reference`` rows quoted."""
+    """The page's data (JSON-ready) for the runs under ``results``."""
     from neobench.protocol.tasks import load_benchmark, select_tasks
 
     stats.check(stats.Settings(resamples, seed, over))
@@ -98,9 +87,8 @@ def page_data(
 
 
 def compare_command(results: list[str | Path], benchmark: str, resamples: int, seed: int) -> str:
-    """`neobench compare` on the page's results folders (absolute: the page is opened, and the
-    command pasted, anywhere), benchmark and draws, each argument quoted for a POSIX shell; the
-    page adds ``--baseline A --models B``."""
+    """`neobench compare` on the page's results (absolute: the command is pasted anywhere),
+    benchmark and draws, quoted for a POSIX shell; the page adds ``--baseline A --models B``."""
     argv = ["neobench", "compare"]
     for root in results:
         argv += ["--results", str(Path(root).expanduser().resolve())]
@@ -116,9 +104,8 @@ def compare_command(results: list[str | Path], benchmark: str, resamples: int, s
 def _sides(
     chosen: dict[str, Run], settings: stats.Settings, ci: bool
 ) -> tuple[dict[str, stats.Side], dict[str, str]]:
-    """Each computed row's units and draws, drawn once for every pair: compare's side where
-    compare accepts the run; else the table's (intervals where units exist) and the reason
-    compare gives, which its pairs then show."""
+    """Each computed row's units and draws, drawn once for every pair: compare's side, else the
+    table's and the reason compare refuses the run."""
     sides: dict[str, stats.Side] = {}
     refused: dict[str, str] = {}
     for label, run in chosen.items():
@@ -148,8 +135,7 @@ def _view(
 ) -> dict[str, Any]:
     """One view of the page: its tasks, each row's cells, every pair and the rank groups."""
     computed = [r.label for r in table.rows if r.label in chosen]
-    # compare over the view's tasks only: the sides cut to them (the zero-shot view's pairs are
-    # `compare` on runs read over those tasks, as `--zero-shot-only` reads them)
+    # the sides cut to the view's tasks, as `compare --zero-shot-only` reads them
     kept = {
         label: replace(side, units=_only(side.units, names), draws=_only(side.draws, names))
         for label, side in sides.items()
@@ -188,8 +174,7 @@ def _pairs(
     refused: dict[str, str],
     settings: stats.Settings,
 ) -> dict[str, Any]:
-    """Every ordered pair "i-j" (indices into ``computed``): compare's rows of j against i,
-    or why compare refuses the pair."""
+    """Every ordered pair "i-j" of ``computed``: compare's rows of j against i, or its refusal."""
     out: dict[str, Any] = {}
     for i, a in enumerate(computed):
         for j, b in enumerate(computed):
@@ -209,15 +194,11 @@ def _pairs(
 
 
 def _pair(found: compare.Comparison) -> dict[str, Any]:
-    """compare's rows as lists of PAIR_FIELDS (tasks in order, Avg. last) and its notes."""
-    rows = {r.task: [_num(getattr(r, f)) for f in PAIR_FIELDS] for r in found.rows}
-    significant = {r.task: int(r.significant) for r in found.rows}
-    in_domain = {r.task: r.in_domain for r in found.rows}
     return {
         "tasks": [r.task for r in found.rows],
-        "rows": [rows[t] for t in rows],
-        "significant": [significant[t] for t in rows],
-        "in_domain": [int(bool(in_domain[t])) for t in rows],
+        "rows": [[_num(getattr(r, f)) for f in PAIR_FIELDS] for r in found.rows],
+        "significant": [int(r.significant) for r in found.rows],
+        "in_domain": [int(bool(r.in_domain)) for r in found.rows],
         "notes": found.notes,
     }
 
@@ -225,9 +206,8 @@ def _pair(found: compare.Comparison) -> dict[str, Any]:
 def _groups(
     computed: list[str], avg: dict[str, float | None], pairs: dict[str, Any]
 ) -> dict[str, int | None]:
-    """Rank groups on Avg.: group 1 is the best row and every row compare's paired test on
-    Avg. cannot tell apart from it (not significant); group 2 the same among the rest; a row
-    whose pair with the group's best is refused gets none."""
+    """Rank groups on Avg.: group 1 is the best row and the rows its paired test on Avg. cannot
+    tell apart from it, group 2 the same among the rest; a refused pair gets no group."""
     index = {label: i for i, label in enumerate(computed)}
     remaining = [label for label in computed if avg.get(label) is not None]
     out: dict[str, int | None] = dict.fromkeys(computed)
@@ -251,7 +231,6 @@ def _groups(
 
 
 def _cells(row: Row, table: LeaderTable) -> dict[str, Any]:
-    """The row's cells of the Table 4 layout: types, Avg., Mean(TaskType)."""
     cells = {
         t: _cell(row, t, row.types[t].value, (row.types[t].present, row.types[t].total))
         for t, _ in table.types
@@ -290,8 +269,7 @@ def _task_cells(
     against: dict[str, Any] | None,
     settings: stats.Settings,
 ) -> list[dict | None]:
-    """Each task of the view (in order): score, interval, seed sd, mark against the baseline
-    (from compare's rows of the pair baseline-row), in-domain dagger; None where not held."""
+    """Each task of the view: score, interval, seed sd, mark against the baseline, dagger."""
     if run is None:
         return []
     marks = {}
@@ -321,7 +299,6 @@ def _task_cells(
 
 
 def _row(row: Row, run: Run | None, names: list[str]) -> dict[str, Any]:
-    """What a row is, whatever the view: its label, kind, seeds and provenance."""
     out: dict[str, Any] = {
         "label": row.label,
         "shell": shlex.quote(row.label),  # as an argument of the A/B command line
@@ -344,8 +321,7 @@ def _row(row: Row, run: Run | None, names: list[str]) -> dict[str, Any]:
 
 
 def _member(run: Run, names: list[str]) -> dict[str, Any]:
-    """One evaluated run: seed, revision, folder and when each task was evaluated (date ->
-    the indices of its tasks, most runs evaluate all at one date)."""
+    """One evaluated run: seed, revision, folder, and date -> the indices of its tasks."""
     dates: dict[str, list[int]] = {}
     for i, task in enumerate(names):
         if task in run.evaluated:
@@ -367,7 +343,7 @@ def _zero_shot_view(
     drawn: tuple[dict[str, stats.Side], dict[str, str], stats.Settings],
 ) -> dict[str, Any]:
     """The view over the tasks no row trained on, among the rows that declare their training
-    data (as `table --zero-shot-only --models <those>`), or why there is none."""
+    data, or why there is none."""
     declared = [label for label in labels if label in chosen and chosen[label].training_datasets
                 is not None]  # fmt: skip
     left_out = [label for label in chosen if label not in declared]

@@ -1,8 +1,5 @@
-"""Rows of seed replicates in the table: each cell's seed sd, the members' folders, the legend.
-
-Which runs are replicates and how their scores combine is core/replicates.py; their intervals
-and paired tests are report/stats.py's (seeds resampled, then items).
-"""
+"""Rows of seed replicates in the table (merged by core/replicates.py): each cell's seed sd, the
+members' folders, the legend."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ if TYPE_CHECKING:
 
 
 def annotate(table: LeaderTable, runs: dict[str, Run], tasks: list[AbsTask], *, ci: bool) -> None:
-    """Each replicate row's seed sd in its cells, its member folders in the sources, and the
-    note that says what the numbers of such a row are."""
+    """Each replicate row's seed sd, member folders in the sources, and the legend."""
     replicate_rows = [r for r in table.rows if r.label in runs and runs[r.label].replicated]
     for row in replicate_rows:
         run = runs[row.label]

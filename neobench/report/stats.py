@@ -1,15 +1,7 @@
-"""The one statistics engine of the reports: a run's resampled scores, a column's draws, and
-the paired test of two runs with its interval, p and Holm adjustment.
-
-`table --ci --baseline` (its ± and ▲/▼) and `compare` (its rows) both call these functions, so
-a cell marked ▲ is a comparison row that is significant and higher, by construction.
-
-- `Side`: a run's per-task units (one list per seed) and resampled main scores, computed once
-  (`side`); a row of seed replicates resamples its seeds, then their items.
-- `test`: ``other`` minus ``base`` over a column's tasks, on the same resamples; per task both
-  sides are scored on the units both hold (where mteb leaves units out per model, SummEval).
-- `family`: the tests of a row's columns, Holm-adjusted over every column but Avg., which is
-  the single summary test (not adjusted).
+"""The one statistics engine of the reports: a run's resampled scores (`side`), a column's draws,
+and the paired test of two runs (`test`), Holm-adjusted over a row's columns but Avg. (`family`).
+`table --ci --baseline` and `compare` both call these, so a cell marked ▲ is a comparison row
+that is significant and higher, by construction.
 """
 
 from __future__ import annotations
@@ -68,11 +60,9 @@ class Side:
 
 
 def member_units(run: Run, task: str) -> tuple[list[TaskUnits] | None, str | None]:
-    """The task's units of every member (one for a single run), each checked against its stored
-    score (report/verified.py), in the first member's unit order (so that index b names the same
-    item for every seed): (units, None); (None, None) when a member saved none; (None, why) when
-    a member's file fails the check. Where mteb leaves units out per model (SummEval), every
-    member is cut to the units all of them kept."""
+    """The task's units of every member, checked (report/verified.py), on the units all of them
+    hold in the first member's order (index b names the same item for every seed): (units,
+    None); (None, None) when a member saved none; (None, why) when a file fails the check."""
     found = []
     for member in run.each():
         units, problem = verified.read(member, task)
@@ -85,8 +75,7 @@ def member_units(run: Run, task: str) -> tuple[list[TaskUnits] | None, str | Non
 
 
 def combine(run: Run, per_seed: list[np.ndarray], settings: Settings) -> np.ndarray:
-    """A row's draws from its members' draws: the member's own for a single run, the two-level
-    draws (seeds, then items) for replicates."""
+    """A row's draws from its members' (two-level, seeds then items, for replicates)."""
     if len(per_seed) == 1:
         return per_seed[0]
     stacked = np.stack(per_seed)
@@ -99,8 +88,8 @@ def draws_of(run: Run, found: list[TaskUnits], settings: Settings) -> np.ndarray
 
 
 def side(run: Run, tasks: set[str], settings: Settings) -> Side:
-    """The run's units and draws for each of ``tasks`` it holds with units saved (and checked)
-    for every member: THE place a run's resampled scores are computed."""
+    """The run's units and draws for each of ``tasks`` it holds with checked units for every
+    member: THE place a run's resampled scores are computed."""
     out = Side(run, run.scores)
     for task in sorted(run.scores.keys() & tasks):
         found, problem = member_units(run, task)
@@ -137,8 +126,8 @@ def interval(draws: np.ndarray, alpha: float) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Test:
-    """``other`` minus ``base`` on one column: both points, both sides' draws on the same
-    resamples, the difference's interval, p and (after `family`) the Holm-adjusted p."""
+    """``other`` minus ``base`` on one column: points, draws on the same resamples, the paired
+    result and (after `family`) the Holm-adjusted p."""
 
     base_point: float
     point: float
@@ -179,9 +168,7 @@ def task_test(base: Side, other: Side, task: str, settings: Settings) -> Test | 
     mine = bootstrap.on_units(order, base.units[task])
     theirs = bootstrap.on_units(order, other.units[task])
     if _unchanged(mine, base.units[task]) and _unchanged(theirs, other.units[task]):
-        # Both sides already hold these units in this order (the usual case: one dataset, one
-        # order), so their draws are the ones `side` computed: drawing them again would give
-        # the same numbers, at the cost that dominates a page comparing every pair of rows.
+        # The usual case: `side`'s draws are these; drawing again would cost a page of pairs.
         a, b = base.draws[task], other.draws[task]
     else:
         a, b = draws_of(base.run, mine, settings), draws_of(other.run, theirs, settings)
@@ -192,9 +179,8 @@ def task_test(base: Side, other: Side, task: str, settings: Settings) -> Test | 
 
 
 def _unchanged(paired: list[TaskUnits], found: list[TaskUnits]) -> bool:
-    """Whether `bootstrap.on_units` gave every seed's units back as they were: the same part
-    objects (it returns a part itself when its units and their order are already the ones
-    paired), so their draws are the ones computed from ``found``."""
+    """Whether `bootstrap.on_units` gave every seed's parts back as the same objects (it does
+    when their units and order are unchanged), so the draws of ``found`` hold."""
     pairs = zip(paired, found, strict=True)
     return all(p is q for a, b in pairs for p, q in zip(a.parts, b.parts, strict=True))
 
@@ -234,8 +220,7 @@ def test(base: Side, other: Side, names: list[str], column: str, settings: Setti
 def family(
     base: Side, other: Side, columns: dict[str, list[str]], settings: Settings
 ) -> dict[str, Test]:
-    """Every column's test, Holm-adjusted over the columns other than Avg. (the tasks, or the
-    task types, of one row); Avg. is one test of its own, not adjusted."""
+    """Every column's test, Holm-adjusted over the columns but Avg., a single test."""
     tests = {c: t for c, n in columns.items() if (t := test(base, other, n, c, settings))}
     adjusted = [c for c in tests if c != AVG]
     holm = bootstrap.holm([tests[c].paired.p for c in adjusted]) if adjusted else []

@@ -1,18 +1,10 @@
-"""Results -> the paper's Table 4 layout (rendered by neobench/report/render/table.py).
+"""Results -> the paper's Table 4 layout (rendered by report/render/table.py).
 
-Rows are runs (one model revision under one set of conditions) and, on request, the paper's
-published rows. Columns are the benchmark's task types with their task counts, then Avg. = the
-plain mean over the tasks (as the paper computes it, not the mean of the type means), then
-Mean(TaskType). Scores are x100 with one decimal.
-
-Rows are compared over the same tasks: when the computed rows hold different task sets, every
-type column and Avg. averages the tasks they all hold (the shared tasks), with the count shown,
-e.g. "81.6 (2/10)", and a note says so; Mean(TaskType) is left empty unless every type is
-complete. A row's tasks outside the shared set are listed in the notes (see --per-task).
-
-Conditions: the evaluation conditions (benchmark, instructions, length, dtype, mteb version) must
-be equal for rows to be compared; the training recipe must be equal among the rows neobench
-fine-tuned, while rows it did not fine-tune are labelled "(not fine-tuned)".
+Rows are runs and, on request, the paper's rows. Columns are the task types with their task
+counts, Avg. (the plain mean over the tasks, as the paper computes it) and Mean(TaskType); scores
+x100. When computed rows hold different tasks, type columns and Avg. average the tasks they all
+hold, with the count shown ("81.6 (2/10)"), and Mean(TaskType) stays empty. Conditions must be
+equal (core/conditions.py); rows neobench did not fine-tune are labelled "(not fine-tuned)".
 """
 
 from __future__ import annotations
@@ -35,8 +27,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# The cell mark of a task whose result file differs from what its run card recorded.
-CHANGED = "✗"
+CHANGED = "✗"  # a task whose result file differs from what its run card recorded
 
 
 @dataclass
@@ -47,7 +38,6 @@ class Cell:
 
     @property
     def count(self) -> str:
-        """ " (k/n)" when the column averages fewer tasks than the benchmark has."""
         return f" ({self.present}/{self.total})" if self.present < self.total else ""
 
     def text(self) -> str:
@@ -65,31 +55,24 @@ class Row:
     tasks: dict[str, float] = field(default_factory=dict)  # x100
     conditions: dict[str, Any] = field(default_factory=dict)
     source: str = ""
-    # With --ci: column (type, task or "Avg.") -> 95% interval x100; with --baseline: column ->
-    # "▲" / "▼" where the row is significantly above / below the baseline row.
+    # column -> 95% interval x100 (--ci); column -> ▲ / ▼ against the baseline (--baseline)
     ci: dict[str, tuple[float, float]] = field(default_factory=dict)
     marks: dict[str, str] = field(default_factory=dict)
     avg_of: tuple[int, int] = (0, 0)  # Avg. averages (k, n): k of the benchmark's n tasks
     finetuned: bool = False  # fine-tuned by neobench (its run cards name a recipe)
     tag: str = ""  # shown after the label, e.g. "(not fine-tuned)"
-    # Train/eval overlap (report/overlap.py): the columns (tasks, types, Avg.) holding a task
-    # the row's model trained on, marked "†"; mteb's zero-shot percentage, None when unknown.
+    # Columns holding a task the model trained on ("†"), mteb's zero-shot % (report/overlap.py)
     in_domain: set[str] = field(default_factory=set)
     zero_shot: int | None = None
-    # A row of seed replicates (report/replicates.py): column -> seed standard deviation x100.
-    sd: dict[str, float] = field(default_factory=dict)
-    # The row's run in separate fields for JSON and CSV (core/runs.NAMES): label, model name,
-    # revision, experiment, seeds; a quoted row has its model name only.
-    identity: dict[str, Any] = field(default_factory=dict)
-    # Tasks whose stored score differs from the run card that wrote it (core/results.py): never
-    # shown as a score; their cells, and the type columns and Avg. they belong to, read CHANGED.
+    sd: dict[str, float] = field(default_factory=dict)  # column -> seed sd x100 (replicates)
+    identity: dict[str, Any] = field(default_factory=dict)  # core/runs.NAMES
+    # Tasks whose stored score is not what its run card recorded: their cells, and the columns
+    # they belong to (flagged), read CHANGED.
     mismatched: list[str] = field(default_factory=list)
     flagged: set[str] = field(default_factory=set)
 
     def text(self, column: str, value: float | None, partial: str = "") -> str:
-        """A cell: value, "†" when in-domain, "±" half the interval's width (with --ci), the
-        seed sd (replicate rows), task count, mark; CHANGED where a task's stored score is not
-        the one its run card recorded."""
+        """A cell: value, "†", ± half the interval's width, seed sd, task count, mark, CHANGED."""
         flag = f" {CHANGED}" if column in self.flagged else ""
         if value is None:
             return CHANGED if flag else "—"
@@ -101,7 +84,6 @@ class Row:
         return f"{value:.1f}{dagger}{spread}{sd}{partial}{mark}{flag}"
 
     def zero_shot_text(self) -> str:
-        """The Zero-shot cell: empty for a quoted row, "unknown" when undeclared."""
         if self.quoted:
             return ""
         return "unknown" if self.zero_shot is None else f"{self.zero_shot}%"
@@ -112,7 +94,6 @@ class Row:
 
     @property
     def name(self) -> str:
-        """The label as shown: with its tag."""
         return f"{self.label} {self.tag}" if self.tag else self.label
 
 
@@ -125,38 +106,30 @@ class LeaderTable:
     notes: list[str]
     sources: list[str]
     per_task: bool = False
-    # The tasks type columns and Avg. average when computed rows hold different tasks (the
-    # ones they share); None when they all hold the same tasks.
+    # The tasks all computed rows share, where they hold different ones; else None.
     averaged: list[str] | None = None
     baseline: str | None = None  # with --baseline: the label of that row (report/intervals.py)
     zero_shot: bool = False  # a Zero-shot column (report/overlap.py fills it)
 
     def columns(self, tasks: list[AbsTask]) -> dict[str, list[str]]:
-        """Each score column (a task with --per-task, else a task type; and Avg.) and the tasks
-        it averages: the shared ones when the rows hold different tasks (``averaged``)."""
+        """Each score column (a task with --per-task, else a type; and Avg.) and the tasks it
+        averages (``averaged`` where set)."""
         kept = [t for t in tasks if self.averaged is None or t.metadata.name in self.averaged]
-        if self.per_task:
-            found = {t: [t] for t in self.task_names}
-        else:
-            found = {}
-            for task in kept:
-                found.setdefault(task.metadata.type, []).append(task.metadata.name)
+        found = {t: [t] for t in self.task_names} if self.per_task else by_type(kept)
         return found | {AVG: [t.metadata.name for t in kept]}
 
     def to_pandas(self) -> Any:
-        """The table as a DataFrame (report/frames.py): a row per table row, numbers as floats,
-        intervals, seed sd and marks in columns of their own."""
+        """A row per table row, intervals, seed sd and marks in columns of their own (frames.py)."""
         from neobench.report.frames import leader_frame
 
         return leader_frame(self)
 
     def columns_shown(self) -> list[str]:
-        """The score columns before Avg.: the tasks shown (--per-task), else the task types."""
+        """The score columns before Avg."""
         return list(self.task_names) if self.per_task else [t for t, _ in self.types]
 
     @property
     def benchmark_tasks(self) -> int:
-        """How many tasks the benchmark has (per task, ``task_names`` holds only those shown)."""
         return sum(n for _, n in self.types)
 
     def header(self) -> list[str]:
@@ -190,25 +163,28 @@ def _type_cell(row: Row, type_: str) -> str:
     return row.text(type_, cell.value, cell.count)
 
 
-def benchmark_layout(tasks: list[AbsTask]) -> list[tuple[str, int]]:
-    counts: dict[str, int] = {}
+def by_type(tasks: list[AbsTask]) -> dict[str, list[str]]:
+    """Task type -> the names of ``tasks`` of that type, in their order."""
+    found: dict[str, list[str]] = {}
     for task in tasks:
-        counts[task.metadata.type] = counts.get(task.metadata.type, 0) + 1
+        found.setdefault(task.metadata.type, []).append(task.metadata.name)
+    return found
+
+
+def benchmark_layout(tasks: list[AbsTask]) -> list[tuple[str, int]]:
+    counts = {t: len(names) for t, names in by_type(tasks).items()}
     order = [t for t in TYPE_ORDER if t in counts] + sorted(set(counts) - set(TYPE_ORDER))
     return [(t, counts[t]) for t in order]
 
 
 def result_row(run: Run, label: str, tasks: list[AbsTask], shared: set[str] | None = None) -> Row:
-    """A computed row. Type columns and Avg. average the tasks of ``shared`` (default: the
-    tasks the run holds); Avg. is the paper's Avg. only when that is every task."""
+    """A computed row; type columns and Avg. average the tasks of ``shared`` (default: all the
+    run holds)."""
     averaged = run.scores.keys() if shared is None else shared & run.scores.keys()
-    by_type: dict[str, list[str]] = {}
-    for task in tasks:
-        by_type.setdefault(task.metadata.type, []).append(task.metadata.name)
     types = {}
     changed = sorted(t.metadata.name for t in tasks if t.metadata.name in run.mismatched)
     flagged = set(changed) | {t.metadata.type for t in tasks if t.metadata.name in changed}
-    for type_, names in by_type.items():
+    for type_, names in by_type(tasks).items():
         present = [run.scores[n] * 100 for n in names if n in averaged]
         types[type_] = Cell(fmean(present) if present else None, len(present), len(names))
     names = [t.metadata.name for t in tasks if t.metadata.name in averaged]
@@ -332,8 +308,7 @@ def build_table(
 
 
 def _held_tasks(rows: list[Row], names: list[str], benchmark: str) -> tuple[list[str], list[str]]:
-    """Per task, the columns are the tasks some computed row holds (in the benchmark's order):
-    two evaluated tasks make two columns, not one per benchmark task. The note says how many
+    """Per task, the columns are the tasks some computed row holds, and a note says how many
     tasks no row holds."""
     held = {task for row in rows if not row.quoted for task in [*row.tasks, *row.mismatched]}
     shown = [name for name in names if name in held]

@@ -1,11 +1,9 @@
 """Per-item units read back for an interval or a test, and checked first.
 
 A units file is trusted only when it is the file `neobench eval` wrote (the sha256 its run card
-records, where one does) and gives back the score stored beside it: its main score,
-recomputed from the units, must equal the task's result (to TOLERANCE). A file edited, mixed up
-with another run's, or half written by another tool fails that check, and so does one that
-cannot be parsed; such a task gets no interval and no test, and the message names the file and
-the fix, instead of an interval around another number (docs/uncertainty.md).
+records, where one does) and its recomputed main score equals the stored result (to TOLERANCE).
+A file that fails, or cannot be parsed, gives its task no interval and no test, and a message
+naming the file and the fix (docs/uncertainty.md).
 """
 
 from __future__ import annotations
@@ -18,15 +16,14 @@ from neobench.core.runs import Run
 from neobench.evaluation import units as units_mod
 from neobench.evaluation.units import TaskUnits
 
-# Scores are stored as mteb computes them (float64) and recomputed here by the same formulas:
-# they agree to ~1e-12; anything beyond 1e-6 is another set of predictions.
+# The same formulas agree to ~1e-12; beyond 1e-6 it is another set of predictions.
 TOLERANCE = 1e-6
 FIX = "delete it and the task's result file beside it, then re-run the same `neobench eval`"
 
 
 def read(run: Run, task: str) -> tuple[TaskUnits | None, str | None]:
-    """The task's units of a single run, checked: (units, None); (None, None) when the run saved
-    none; (None, why) when the file cannot be read or gives another score than the stored one."""
+    """The task's units of a single run, checked: (units, None); (None, None) when it saved
+    none; (None, why) when the file fails."""
     path = results.units_path(run.folder, task)
     if not path.is_file():
         return None, None

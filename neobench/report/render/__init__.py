@@ -1,7 +1,4 @@
-"""Every writer of the reports: the table (table: Markdown, CSV, LaTeX, PNG and its FORMATS
-registry; terminal: the rich table fitted to the width), the forest plot (forest), a
-comparison (compare: terminal, Markdown, CSV, JSON), and the leaderboard page (html, with its
-leaderboard.html / .js / .css package files: one self-contained HTML file).
-
+"""Every writer of the reports: the table (table, with its FORMATS; terminal), the forest plot
+(forest), a comparison (compare) and the leaderboard page (html, with leaderboard.html/.js/.css).
 May import: report, protocol, core.
 """

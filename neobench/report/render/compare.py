@@ -24,7 +24,6 @@ COLUMNS = (
 
 
 def cells(row: Row) -> list[str]:
-    """One row as text: scores x100 with one decimal, as in the tables."""
     mark = ("higher" if row.delta > 0 else "lower") if row.significant else ""
     sd = "" if row.seed_sd is None else f" sd {100 * row.seed_sd:.1f}"
     return [
@@ -64,9 +63,8 @@ def to_markdown(comparison: Comparison) -> str:
 
 
 def to_csv(comparison: Comparison) -> str:
-    """One line per (model, task) row, every key of `Row.record` a column; the seeds of a
-    replicate row are one cell, space-separated. "#" lines first, as the table's CSV has them:
-    which row is the baseline (each row's baseline_score is its score) and the notes."""
+    """A line per (model, task) row, every key of `Row.record` a column (seeds space-separated),
+    after "#" lines naming the baseline and the notes."""
     buffer = io.StringIO()
     seeds = comparison.baseline_seeds
     of_seeds = f" (seeds {' '.join(map(str, seeds))})" if seeds is not None else ""
@@ -113,6 +111,5 @@ def check_out(out: str) -> None:
 
 
 def output_text(comparison: Comparison, out: str) -> str:
-    """The content of the file ``--out`` names, by its suffix."""
     check_out(out)
     return WRITERS[Path(out).suffix.lower()](comparison)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from neobench.core.errors import NeobenchError
-from neobench.report.columns import AVG, DOWN, SHORT, UP
+from neobench.report.columns import AVG, DOWN, MARK_WORDS, SHORT, UP
 from neobench.report.table import LeaderTable, Row
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def _style(row: Row, column: str, is_baseline: bool) -> str:
         return "paper"
     if is_baseline:
         return "baseline"
-    return {UP: "above", DOWN: "below"}.get(row.marks.get(column, ""), "computed")
+    return MARK_WORDS.get(row.marks.get(column, ""), "computed")
 
 
 # Layout, in inches and points: one row of a panel, the label column, the footnote.

@@ -1,10 +1,8 @@
 """The leaderboard page: one self-contained HTML file (`neobench table --html`).
 
-The page's data (report/page.py: every number already computed) is embedded as JSON in a
-``<script type="application/json">``; the script and the style sheet (leaderboard.js and
-leaderboard.css, package files beside this module) are inlined. Nothing is fetched: a
-Content-Security-Policy forbids it, so the file opens from ``file://`` offline, can be mailed,
-and shows the same thing in ten years. The layout is documented in docs/leaderboard-page.md.
+The page's data (report/page.py) is embedded as JSON, leaderboard.js and leaderboard.css are
+inlined, and a Content-Security-Policy forbids any fetch: the file opens offline from
+``file://``, can be mailed, and shows the same in ten years (docs/leaderboard-page.md).
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ import re
 from importlib import resources
 from typing import Any
 
-# Inline script and style only; no request of any kind leaves the page.
 POLICY = (
     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
     "img-src data:; base-uri 'none'; form-action 'none'"
@@ -28,7 +25,6 @@ _ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
 
 
 def to_html(data: dict[str, Any]) -> str:
-    """The page for ``data`` (report/page.page_data) as one HTML document."""
     files = resources.files("neobench.report.render")
     script = files.joinpath("leaderboard.js").read_text(encoding="utf-8")
     style = files.joinpath("leaderboard.css").read_text(encoding="utf-8")
@@ -42,6 +38,5 @@ def to_html(data: dict[str, Any]) -> str:
     title = f"neobench leaderboard: {data['benchmark']}"
     parts = {"TITLE": html.escape(title), "POLICY": POLICY, "STYLE": style, "DATA": body,
              "SCRIPT": script}  # fmt: skip
-    # One pass over the template: what is put in is never searched again (a model name that
-    # reads "@@SCRIPT@@" stays a name), and no str.format (the script is full of braces).
+    # One pass: what is put in is never searched again; no str.format (the script has braces).
     return re.sub(r"@@([A-Z]+)@@", lambda m: parts[m.group(1)], template)

@@ -1,7 +1,5 @@
-"""Render a leaderboard table: Markdown, CSV, LaTeX, the terminal (render/terminal.py), a PNG.
-
-The numbers are decided in neobench/report/table.py; this module only lays them out.
-"""
+"""Render a leaderboard table (its numbers decided by report/table.py): Markdown, CSV, LaTeX,
+JSON, PNG; the terminal is render/terminal.py."""
 
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ from pathlib import Path
 from neobench.core.conditions import RECORD, Conditions
 from neobench.core.errors import NeobenchError, check_choice, collect, writable_folder_problems
 from neobench.core.runs import NAMES
-from neobench.report.columns import AVG, DOWN, UP
+from neobench.report.columns import AVG, DOWN, MARK_WORDS, UP
 from neobench.report.table import CHANGED, LeaderTable, Row
 
 
@@ -43,9 +41,8 @@ def md_cell(text: str) -> str:
 
 
 def to_csv(table: LeaderTable) -> str:
-    """One row per table row, plain numbers only. With --ci each score column is followed by
-    ``<column>_ci_low`` and ``<column>_ci_high`` (and ``<column>_mark`` = above / below with
-    --baseline), so the file stays machine-readable instead of carrying "±" text."""
+    """One row per table row, plain numbers only: each score column followed, with --ci, by
+    ``<column>_ci_low`` / ``_ci_high`` and, with --baseline, ``<column>_mark``."""
     buffer = io.StringIO()
     for line in ["neobench table: " + table.benchmark, *table.notes, "Sources:", *table.sources]:
         buffer.write(f"# {line}\n")
@@ -105,7 +102,6 @@ def _csv_row(table: LeaderTable, row: Row, extra: _CsvExtra) -> list[object]:
 
 
 def _conditions(row: Row) -> dict[str, object]:
-    """The row's conditions (core/conditions.RECORD); a quoted row's are unknown (None)."""
     return Conditions(row.conditions).record()
 
 
@@ -123,8 +119,6 @@ def _cell(value: object) -> object:
 
 @dataclass(frozen=True)
 class _CsvExtra:
-    """The columns that follow each score column in the CSV: its interval, its mark."""
-
     ci: bool
     marks: bool
 
@@ -143,21 +137,17 @@ class _CsvExtra:
             _num(value),
             *((_num(low_high[0]), _num(low_high[1])) if self.ci and low_high else ()),
             *(("", "") if self.ci and not low_high else ()),
-            *((_MARK_WORDS.get(mark, ""),) if self.marks else ()),
+            *((MARK_WORDS.get(mark, ""),) if self.marks else ()),
         ]
 
 
-_MARK_WORDS = {UP: "above", DOWN: "below"}
-
-
 def _has_intervals(table: LeaderTable) -> bool:
-    """Whether the table was built with --ci: its legend note says what ± is."""
     return any(row.ci for row in table.rows) or any(n.startswith("±") for n in table.notes)
 
 
 def to_json(table: LeaderTable) -> str:
-    """The table for a program: one object per row with the run's names and conditions as
-    separate keys and, per column, its score (x100, unrounded), interval, mark and seed sd."""
+    """One object per row: names, conditions and, per column, score (x100, unrounded),
+    interval, mark and seed sd."""
     body = {
         "benchmark": table.benchmark,
         "per_task": table.per_task,
@@ -176,7 +166,7 @@ def _json_row(table: LeaderTable, row: Row) -> dict[str, object]:
         return {
             "score": value,
             "ci": list(low_high) if low_high else None,
-            "mark": _MARK_WORDS.get(row.marks.get(name, "")) if value is not None else None,
+            "mark": MARK_WORDS.get(row.marks.get(name, "")) if value is not None else None,
             "seed_sd": row.sd.get(name),
             **({"tasks": list(tasks)} if tasks else {}),
         }
@@ -221,7 +211,7 @@ def to_latex(table: LeaderTable) -> str:
         lines.append(" & ".join(_tex(c) for c in table.cells(row)) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}"]
     lines += [f"% note: {n}" for n in table.notes]
-    # What ± and ▲ / ▼ mean is part of the table, so it is typeset under it, not only commented.
+    # What ± and ▲ / ▼ mean is typeset under the table, not only commented.
     legend = [n for n in table.notes if n.startswith(("±", UP))]
     if legend:
         lines += ["\\par\\smallskip", "{\\footnotesize", *(_tex(n) + "\\par" for n in legend), "}"]
@@ -229,7 +219,6 @@ def to_latex(table: LeaderTable) -> str:
 
 
 def plot(table: LeaderTable, path: Path) -> None:
-    """The PNG: a forest plot, one panel per column (neobench/report/render/forest.py)."""
     from neobench.report.render import forest
 
     forest.draw(table, path)
@@ -264,8 +253,7 @@ _TEX = {
 }
 
 
-# The file formats of a table: name -> (file suffix, writer). A new format is its writer above
-# and one line here: --format, the --out suffix and the messages all read this.
+# name -> (file suffix, writer): --format, the --out suffix and the messages all read this.
 FORMATS = {
     "md": (".md", to_markdown),
     "csv": (".csv", to_csv),
@@ -283,9 +271,8 @@ def write(table: LeaderTable, fmt: str) -> str:
 def output_format(
     fmt: str | None, out: str | None, plot: str | None, html: str | None = None
 ) -> str:
-    """The format `neobench table` writes: --format, else the --out suffix, else rich; refuses a
-    rich --out, a --plot that is not PNG, an --html that is not .html and an --out/--plot/--html
-    folder that cannot be written, all at once."""
+    """The format `neobench table` writes: --format, else the --out suffix, else rich; every
+    problem with --out, --plot and --html refused at once."""
     problems: list[str] = []
     if fmt is not None:
         collect(problems, check_choice, "--format", fmt, [RICH, *FORMATS])

@@ -13,8 +13,7 @@ from rich.text import Text
 
 from neobench.report.table import LeaderTable
 
-# Terminal layout (print_rich): a model name narrower than this wraps onto more lines; headers
-# wrap at spaces, a word longer than the cap (a model name over a per-task column) folds.
+# A model name narrower than _MODEL_MIN wraps; a header word longer than _HEADER_CAP folds.
 _MODEL_MIN = 20
 _HEADER_CAP = 16
 _KEY_FLOOR = 8
@@ -22,18 +21,12 @@ _GAP = 3  # padding either side of a column plus the space between columns
 
 
 def print_rich(table: LeaderTable, console: Console) -> None:
-    """Print the table on a rich console, whole: never an ellipsis in a name or a number.
+    """Print the table whole: never an ellipsis in a name or a number.
 
-    Piped or redirected (not ``console.is_terminal``): one row per model on one line each, as
-    wide as the widest row needs, so a log holds every name and score whole and greppable.
-
-    In a terminal the output fits ``console.width``. Scores keep their column width; headers
-    wrap at spaces; long model names wrap inside their column instead of being cut. When the
-    columns do not fit side by side, they are split into several stacked tables, each
-    repeating the name column. ``--per-task`` is transposed first (one row per task, one
-    column per model), since 56 task columns fit no terminal but 56 rows scroll fine; task
-    names are never folded. Notes follow the table, wrapped at spaces in a terminal and one
-    line each when piped.
+    Piped, one line per row and per note, as wide as needed (a log stays greppable). In a
+    terminal it fits ``console.width``: headers and model names wrap, and columns that do not
+    fit are stacked in parts that each repeat the name column; ``--per-task`` is transposed
+    first (56 task columns fit no terminal, 56 rows scroll fine).
     """
     if not console.is_terminal:
         grid = _grid(table)
@@ -74,7 +67,7 @@ class _Grid:
     rule_after: int | None = None  # a line under this row (per task: before Avg. and Missing)
 
     def natural_widths(self) -> list[int]:
-        """Key width first, then each value column: everything on one line."""
+        """Key width, then each value column's, everything on one line."""
         key = max(map(cell_len, [self.key_header, *self.keys]))
         return [key, *(_longest(h, c, words=False) for h, c in self._columns())]
 
@@ -93,7 +86,6 @@ def _longest(header: str, cells: list[str], *, words: bool) -> int:
 
 
 def _grid(table: LeaderTable) -> _Grid:
-    """One row per table row, as in the Markdown and CSV outputs."""
     rows = [table.cells(row) for row in table.rows]
     return _Grid(
         key_header=table.header()[0],
@@ -121,11 +113,8 @@ def _transposed(table: LeaderTable) -> _Grid:
 
 
 def _fit(grid: _Grid, width: int) -> list[tuple[list[int], list[int]]]:
-    """Greedily group the value columns into stacked parts that each fit ``width``.
-
-    Returns, per part, the widths (name column first, then every value column) and the value
-    columns it shows. The name column takes what its part leaves, up to its natural width.
-    """
+    """Greedily group the value columns into parts that each fit ``width``: per part, the widths
+    (name column first, taking what is left up to its natural width) and the columns shown."""
     compact = grid.compact_widths()
     key_natural = grid.natural_widths()[0]
     key_min = min(grid.key_min, key_natural)
@@ -150,10 +139,8 @@ def _table_width(widths: list[int], columns: list[int]) -> int:
 
 
 def _rich_part(grid: _Grid, widths: list[int], columns: list[int], title: str | None) -> Table:
-    """A rich Table of the name column and ``columns``, every width fixed (nothing measured).
-
-    Every string goes in as Text, not markup: a label such as "org/m [max_seq_length_256]"
-    would otherwise lose its brackets (rich reads them as a style tag)."""
+    """A rich Table of the name column and ``columns``, widths fixed; strings go in as Text, not
+    markup ("org/m [max_seq_length_256]" would lose its brackets as a style tag)."""
     out = Table(
         title=Text(title) if title else None,
         box=box.SIMPLE_HEAD,
