@@ -42,7 +42,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-from neobench.bench.encode import default_model, non_embedding_parameters, text_flops
+from neobench.bench.gpu import default_model, non_embedding_parameters, text_flops
 from neobench.cli import flags
 from neobench.cli.progress import silence_libraries
 from neobench.core.card_io import write_text_atomic
@@ -441,7 +441,7 @@ STAGE_ORDER = (
 
 def forward_ceiling(config: Any, context: float) -> float:
     """Tokens/s of an H100 forward at H100_FLOPS for a model of this config at this mean length
-    (FLOPs per token: neobench/bench/encode.py's text_flops, the one formula)."""
+    (FLOPs per token: neobench/bench/gpu.py's text_flops, the one formula)."""
     from transformers import AutoModel
 
     from neobench.models import register

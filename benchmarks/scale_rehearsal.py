@@ -50,7 +50,7 @@ import numpy as np
 from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.task_metadata import TaskMetadata
 
-from neobench.bench.encode import default_model
+from neobench.bench.gpu import default_model
 from neobench.cli import flags
 from neobench.cli.progress import silence_libraries
 from neobench.core import provenance

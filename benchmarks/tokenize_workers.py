@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import psutil
 
-from neobench.bench.encode import default_model, task_texts
+from neobench.bench.gpu import default_model, task_texts
 from neobench.encoder.encode import TOKENIZE_CHUNK
 from neobench.encoder.feed import ChunkEnd, feed
 from neobench.encoder.tokenpool import TokenizePool, cores

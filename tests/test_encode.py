@@ -77,23 +77,12 @@ def test_cache_info_and_clear(model, texts, tmp_path, capsys):
     assert ": 0 embeddings" in " ".join(capsys.readouterr().err.split())
 
 
-def test_bench_encode_prints_both_rates_and_the_ratio(tiny_bert, mirror, capsys):
-    code = main(
-        [
-            "bench",
-            "encode",
-            "--model",
-            str(tiny_bert),
-            "--data-dir",
-            str(mirror),
-            "--tasks",
-            "SciFact,STSBenchmark",
-            "--max-texts",
-            "60",
-            "--device",
-            "cpu",
-        ]
-    )
+def test_encode_throughput_prints_both_rates_and_the_ratio(tiny_bert, mirror, capsys):
+    """benchmarks/encode_throughput.py, stock encode against neobench's encoder."""
+    from conftest import benchmark_script
+
+    argv = ["--model", str(tiny_bert), "--data-dir", str(mirror), "--max-texts", "60"]
+    code = benchmark_script("encode_throughput").main([*argv, "--device", "cpu", "--repeats", "1"])
     text = " ".join(capsys.readouterr().out.split())
     assert code == 0
     assert "stock SentenceTransformer.encode" in text and "neobench encoder" in text

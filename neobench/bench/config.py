@@ -1,49 +1,21 @@
-"""The configs of `neobench bench encode` and `bench gpu`: which
-texts, which model, which settings, each field with its default and the one-line doc that is also
-its flag's help; and the two scales `bench gpu` runs at (full on a GPU, tiny for plumbing on a
-CPU)."""
+"""The config of `neobench bench gpu` (each field with its default and the one-line doc that is
+also its flag's help), its sections and models, and the two scales it runs at (full on a GPU,
+tiny for plumbing on a CPU)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from neobench.protocol.config import (
-    DEFAULT_BENCHMARK,
-    DTYPE_CHOICES,
-    EvalConfig,
-    like,
-    opt,
-)
+from neobench.protocol.config import DTYPE_CHOICES, EvalConfig, like, opt
 
 __all__ = [
     "GPU_MODELS",
     "GPU_SCALES",
     "GPU_SCORE_TASKS",
     "GPU_SECTIONS",
-    "BenchEncodeCommand",
     "BenchGpuCommand",
     "GpuScale",
 ]
-
-
-@dataclass(kw_only=True)
-class BenchEncodeCommand:
-    """`neobench bench encode`: which texts, which model, which encoder settings."""
-
-    model: str | None = opt(None, "model (default: the packaged all-MiniLM-L6-v2)")
-    tasks: list[str] = opt(
-        ["SciFact", "STSBenchmark"], "comma-separated tasks whose texts are encoded", csv=True
-    )
-    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark the tasks belong to")
-    data_dir: str | None = like(EvalConfig, "data_dir")
-    max_texts: int = opt(4000, "texts encoded in all, an equal share from each task")
-    device: str = like(EvalConfig, "device")
-    batch_size: int = like(EvalConfig, "batch_size", "stock encode's batch size")
-    max_seq_length: int | str = like(EvalConfig, "max_seq_length")
-    token_budget: int | None = like(EvalConfig, "token_budget")
-    dtype: str = like(EvalConfig, "dtype")
-    unpadded: str = like(EvalConfig, "unpadded")
-    tokenize_workers: int | str = like(EvalConfig, "tokenize_workers")
 
 
 # `bench gpu`'s sections, in the order they run, with the seconds each may start new work in

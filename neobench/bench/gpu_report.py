@@ -1,8 +1,6 @@
-"""`neobench bench gpu`'s output: the record as JSON, and one Markdown table of every row with a
-line naming the device, the texts and each section's status.
-
-The record itself is built by neobench/bench/gpu.py; its keys are listed in docs/performance.md.
-"""
+"""`neobench bench gpu`'s output: the record (built by neobench/bench/gpu.py; its keys in
+docs/performance.md) as JSON, and one Markdown table of every row with a line naming the device,
+the texts and each section's status."""
 
 from __future__ import annotations
 
@@ -13,6 +11,7 @@ HEAD = (
     "| section | model / task | variant | tokens/s | % of peak | peak memory (MiB) | result |",
     "|---|---|---|---:|---:|---:|---|",
 )
+NO_FIGURES = ("–", "–", "–")  # tokens/s, % of peak, peak memory of a row that only checks
 
 
 def to_json(record: dict[str, Any]) -> str:
@@ -31,8 +30,7 @@ def markdown(record: dict[str, Any]) -> str:
     }
     for name, section in record["sections"].items():
         for row in section["rows"]:
-            cells = [name, *render[name](row)]
-            lines.append("| " + " | ".join(cells) + " |")
+            lines.append("| " + " | ".join(map(_cell, [name, *render[name](row)])) + " |")
     lines.append("")
     for name, section in record["sections"].items():
         budget = section["budget_s"]
@@ -42,12 +40,16 @@ def markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cell(text: str) -> str:
+    """A table cell's text, its pipes escaped so that a model name or an error cannot split it."""
+    return text.replace("|", "\\|")
+
+
 def _caption(record: dict[str, Any]) -> str:
     device, settings, texts = record["device"], record["settings"], record["texts"]
     where = device["name"] if device["type"] == "cuda" else f"CPU, {device['threads']} threads"
-    peak = (
-        f", nominal peak {device['peak_flops'] / 1e12:.0f} TFLOP/s" if device["peak_flops"] else ""
-    )
+    peak = device["peak_flops"]
+    peak = f", nominal peak {peak / 1e12:.0f} TFLOP/s" if peak else ""
     about = "no texts needed"
     if texts:
         origin = f"the mirror's {', '.join(texts['tasks'])}" if texts["tasks"] else "synthetic"
@@ -72,62 +74,42 @@ def _ok(flag: bool) -> str:
 def _train(row: dict) -> list[str]:
     loss = f"loss {_num(row['first_loss'], 3)} -> {_num(row['final_loss'], 3)}"
     result = f"{loss}, {'finite' if row['loss_finite'] else 'NOT finite'}, {row['precision']}"
-    return [
-        row["model"],
-        f"{row['trainer']} ({row['steps_timed']} steps)",
-        _num(row["tokens_per_s"]),
-        "–",
-        _num(row["peak_memory_mb"]),
-        result + (f"; {row['error']}" if row["error"] else ""),
-    ]
+    figures = [_num(row["tokens_per_s"]), "–", _num(row["peak_memory_mb"])]
+    variant = f"{row['trainer']} ({row['steps_timed']} steps)"
+    return [row["model"], variant, *figures, result + (f"; {row['error']}" if row["error"] else "")]
 
 
 def _encode(row: dict) -> list[str]:
     fraction = row["peak_fraction"]
-    return [
-        row["model"],
-        f"{row['path']} ({row['attention']})",
-        _num(row["tokens_per_s"]),
-        "–" if fraction is None else f"{100 * fraction:.1f}%",
-        _num(row["peak_memory_mb"]),
-        f"{row['texts']:,} texts, {row['tokens']:,} tokens in {row['seconds']:.2f} s",
-    ]
+    percent = "–" if fraction is None else f"{100 * fraction:.1f}%"
+    figures = [_num(row["tokens_per_s"]), percent, _num(row["peak_memory_mb"])]
+    result = f"{row['texts']:,} texts, {row['tokens']:,} tokens in {row['seconds']:.2f} s"
+    return [row["model"], f"{row['path']} ({row['attention']})", *figures, result]
 
 
 def _unpadded(row: dict) -> list[str]:
-    return [
-        row["model"],
-        f"unpadded vs padded ({row['architecture']})",
-        "–",
-        "–",
-        "–",
+    result = (
         f"max abs diff {row['max_abs_diff']:.2e} (values up to {row['max_abs_value']:.2f}), "
         f"lowest cosine {row['min_cosine']:.6f} (floor {row['cosine_floor']}) "
-        f"{_ok(row['within'])}; stock vs padded {row['stock_max_abs_diff']:.2e}",
-    ]
+        f"{_ok(row['within'])}; stock vs padded {row['stock_max_abs_diff']:.2e}"
+    )
+    return [row["model"], f"unpadded vs padded ({row['architecture']})", *NO_FIGURES, result]
 
 
 def _scores(row: dict, settings: dict) -> list[str]:
-    return [
-        row["task"],
-        f"{row['model']}: {settings['dtype']} on {settings['device']} vs CPU float32",
-        "–",
-        "–",
-        "–",
+    variant = f"{row['model']}: {settings['dtype']} on {settings['device']} vs CPU float32"
+    result = (
         f"{row['device_score']:.5f} vs {row['cpu_float32_score']:.5f}, diff "
-        f"{row['abs_diff']:.5f} (tolerance {row['tolerance']}) {_ok(row['within'])}",
-    ]
+        f"{row['abs_diff']:.5f} (tolerance {row['tolerance']}) {_ok(row['within'])}"
+    )
+    return [row["task"], variant, *NO_FIGURES, result]
 
 
 def _topk(row: dict) -> list[str]:
     size = f"{row['queries']:,} x {row['docs']:,}, dim {row['dim']}, k {row['k']}"
-    return [
-        size,
-        "device vs CPU exact",
-        "–",
-        "–",
-        "–",
+    result = (
         f"identical {row['identical']:,}, near-ties {row['near_ties']:,}, differing "
         f"{row['differing']:,} {_ok(row['differing'] == 0)}; {row['device_seconds']:.2f} s vs "
-        f"{row['cpu_seconds']:.2f} s",
-    ]
+        f"{row['cpu_seconds']:.2f} s"
+    )
+    return [size, "device vs CPU exact", *NO_FIGURES, result]

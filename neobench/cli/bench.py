@@ -1,19 +1,11 @@
-"""`neobench bench encode` and `bench gpu`: throughput and cost measurements."""
+"""`neobench bench gpu`: every claim of the GPU path, measured in one run."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from neobench.bench.config import BenchEncodeCommand, BenchGpuCommand
+from neobench.bench.config import BenchGpuCommand
 from neobench.cli.output import out, say
-
-
-def cmd_bench(cfg: BenchEncodeCommand) -> int:
-    """encoding tokens/s of neobench's encoder vs stock encode"""
-    from neobench.bench import encode as bench
-
-    out.print(bench.encode_report(cfg), highlight=False, markup=False, soft_wrap=True)
-    return 0
 
 
 def cmd_bench_gpu(cfg: BenchGpuCommand) -> int:

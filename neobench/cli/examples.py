@@ -48,7 +48,6 @@ then copy /data/mteb-mirror to the air-gapped machine and pass --data-dir /data/
     "verify": f"""example (offline):
   neobench data verify /data/mteb-mirror --benchmark "{DEFAULT_BENCHMARK}" --tasks SciFact,STS12""",
     "bench": """examples (offline, on the mirror):
-  neobench bench encode --data-dir ../shared/data/hub --tasks SciFact,STSBenchmark
   neobench bench gpu --data-dir DIR --json gpu.json --markdown gpu.md     # on one GPU, < 10 min
   neobench bench gpu --device cpu --size tiny --dtype fp16 --score-tasks BIOSSES --data-dir DIR""",
     "cache": """examples:
