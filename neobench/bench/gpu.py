@@ -56,7 +56,8 @@ SCHEMA = "neobench-bench-gpu/1"
 
 
 def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
-    """Check the settings (every problem at once), run the sections asked for, return the record."""
+    """Check the settings (every problem at once), run the sections asked for (the models and
+    texts prepared once, when a section needs them), return the record."""
     from neobench.core import provenance
 
     device, dtype, data_dir = check(cmd)
@@ -80,8 +81,39 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
         "texts": None,
         "sections": {},
     }
+    wanted = set(cmd.sections)
+    if wanted & {"encode", "unpadded"}:  # one produces the embeddings the other compares
+        wanted |= {"encode", "unpadded"}
+    out = record["sections"]
+    for name in GPU_SECTIONS:
+        out[name] = _entry(Section("skipped", "not in --sections"), name, 0.0, scale)
     with tempfile.TemporaryDirectory(prefix="neobench-bench-gpu-") as tmp:
-        _run_sections(cmd, scale, device, dtype, data_dir, Path(tmp), record)
+        models: list[tuple[str, str]] = []
+        texts: list[str] = []
+        if wanted & {"train", "encode"}:
+            models = prepare_models(cmd.models, scale.shapes, Path(tmp), cmd.seed)
+            texts, record["texts"] = bench_texts(data_dir, cmd.score_tasks, scale, cmd.seed)
+        work = {
+            "train": lambda b: train_section(models, texts, scale, device, b),
+            "encode": lambda b: encode_sections(models, texts, scale, device, dtype, b),
+            "scores": lambda b: scores_section(cmd.score_tasks, data_dir, device, dtype, b),
+            "topk": lambda b: topk_section(scale, device, cmd.seed, b),
+        }
+        for name in (n for n in work if n in wanted):
+            began = time.perf_counter()
+            found = _guarded(
+                name, work[name], Budget(GPU_SECTIONS[name] if scale.budgeted else math.inf)
+            )
+            seconds = time.perf_counter() - began
+            if name == "encode":  # (encode, unpadded); the second did no work of its own
+                encode, unpadded = found if isinstance(found, tuple) else (found, found)
+                out["encode"] = _entry(encode, "encode", seconds, scale)
+                out["unpadded"] = _entry(unpadded, "unpadded", 0.0, scale)
+            else:
+                out[name] = _entry(found, name, seconds, scale)
+            gc.collect()  # drop the section's models before the next one measures peak memory
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
     record["seconds"] = round(time.perf_counter() - start, 2)
     record["environment"] = provenance.environment()
     return record
@@ -127,50 +159,6 @@ def describe_device(device: str) -> dict[str, Any]:
             "threads": torch.get_num_threads(),
         }
     return {"type": "cpu", "name": "cpu", "peak_flops": None, "threads": torch.get_num_threads()}
-
-
-def _run_sections(
-    cmd: BenchGpuCommand,
-    scale: GpuScale,
-    device: str,
-    dtype: str,
-    data_dir: Path | None,
-    folder: Path,
-    record: dict[str, Any],
-) -> None:
-    """Fill the record's sections (every one, in order) and texts; the models and texts are
-    prepared once, when a section needs them."""
-    wanted = set(cmd.sections)
-    if wanted & {"encode", "unpadded"}:  # one produces the embeddings the other compares
-        wanted |= {"encode", "unpadded"}
-    out = record["sections"]
-    for name in GPU_SECTIONS:
-        out[name] = _entry(Section("skipped", "not in --sections"), name, 0.0, scale)
-    models: list[tuple[str, str]] = []
-    texts: list[str] = []
-    if wanted & {"train", "encode"}:
-        models = prepare_models(cmd.models, scale.shapes, folder, cmd.seed)
-        texts, record["texts"] = bench_texts(data_dir, cmd.score_tasks, scale, cmd.seed)
-    work = {
-        "train": lambda b: train_section(models, texts, scale, device, b),
-        "encode": lambda b: encode_sections(models, texts, scale, device, dtype, b),
-        "scores": lambda b: scores_section(cmd.score_tasks, data_dir, device, dtype, b),
-        "topk": lambda b: topk_section(scale, device, cmd.seed, b),
-    }
-    for name in (n for n in work if n in wanted):
-        start = time.perf_counter()
-        budget = Budget(GPU_SECTIONS[name] if scale.budgeted else math.inf)
-        found = _guarded(name, work[name], budget)
-        seconds = time.perf_counter() - start
-        if name == "encode":  # (encode, unpadded); the second did no work of its own
-            encode, unpadded = found if isinstance(found, tuple) else (found, found)
-            out["encode"] = _entry(encode, "encode", seconds, scale)
-            out["unpadded"] = _entry(unpadded, "unpadded", 0.0, scale)
-        else:
-            out[name] = _entry(found, name, seconds, scale)
-        gc.collect()  # drop the section's models before the next one measures its peak memory
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
 
 
 def _guarded(name: str, work: Any, budget: Budget) -> Any:
