@@ -44,7 +44,7 @@ COMMANDS: list[flags.Command] = [
 ]
 # A group word: the metavar of its sub-commands, its help and its example.
 GROUPS = {
-    "bench": ("WHAT", "throughput measurements", None),
+    "bench": ("WHAT", "the GPU path's checks on this machine", None),
     "data": ("ACTION", "offline mirror: prefetch and verify", EXAMPLES["data"]),
     "study": ("ACTION", "many models under one protocol: run, status, table", EXAMPLES["study"]),
 }
