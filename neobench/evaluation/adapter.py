@@ -103,13 +103,8 @@ class MtebEncoder:
     def _embed(
         self, texts: list[str], task_metadata: Any, prompt_type: Any, out: Any = None
     ) -> Any:
-        """Embeddings of ``texts`` under the task's prompt (mteb's key order); into ``out`` when
-        given (FastEncoder.embed)."""
-        from mteb.models.abs_encoder import get_prompt_name
-
-        name = get_prompt_name(self.prompts, task_metadata, prompt_type)
-        prompt = self.prompts.get(name) if name else None
-        return self.fast.embed(texts, prompt, out)
+        """Embeddings of ``texts`` under the task's prompt; into ``out`` when given."""
+        return self.fast.embed(texts, prompt_for(self.prompts, task_metadata, prompt_type), out)
 
     def similarity(self, embeddings1: Any, embeddings2: Any) -> Any:
         """The model's own similarity matrix (FastEncoder's float32 needs no upcast)."""
@@ -264,6 +259,14 @@ class MtebEncoder:
             **call.where,
         )
         return {qid: {doc: score for score, doc in heap} for qid, heap in heaps.items()}
+
+
+def prompt_for(prompts: dict[str, str], task_metadata: Any, prompt_type: Any) -> str | None:
+    """The prompt of a task and side (query, document, None), in mteb's key order."""
+    from mteb.models.abs_encoder import get_prompt_name
+
+    name = get_prompt_name(prompts, task_metadata, prompt_type)
+    return prompts.get(name) if name else None
 
 
 def _writable_float32(array: Any) -> bool:

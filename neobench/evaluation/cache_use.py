@@ -1,9 +1,7 @@
 """How one `neobench eval` uses the embedding cache: opened with its cap, told before each task
-whether that task's new embeddings are stored (neobench/protocol/cache_policy.py), and recorded
-in the run card.
-
-The cache is read for every text under every policy but ``off``; the decision only switches
-storing (FastEncoder.store), so scores never depend on it.
+whether that task's new embeddings are stored (neobench/protocol/cache_policy.py), recorded in
+the run card. It is read for every text under every policy but ``off``; the decision only
+switches storing (FastEncoder.store), so scores never depend on it.
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from neobench.encoder.cache import EmbeddingCache, cache_path
+from neobench.evaluation.adapter import prompt_for
 from neobench.protocol.cache_policy import StoreDecision, decide
 from neobench.protocol.config import EvalConfig
 
@@ -53,8 +52,8 @@ class CacheUse:
     decisions: dict[str, StoreDecision] = field(default_factory=dict)
 
     def before_task(self, task: AbsTask, later: list[str], fast: FastEncoder) -> None:
-        """Tell the encoder whether ``task``'s new embeddings are stored; ``later``: the run's
-        tasks still to be evaluated after it."""
+        """Tell the encoder whether ``task``'s new embeddings are stored (``later``: the run's
+        tasks after it)."""
         fast.store = self.decide(task, later).store
 
     def decide(self, task: AbsTask, later: list[str]) -> StoreDecision:
@@ -64,11 +63,9 @@ class CacheUse:
         return decision
 
     def _prompt_of(self, name: str, side: str) -> str | None:
-        from mteb.models.abs_encoder import get_prompt_name
         from mteb.types import PromptType
 
-        key = get_prompt_name(self.prompts, self.tasks[name].metadata, PromptType(side))
-        return self.prompts.get(key) if key else None
+        return prompt_for(self.prompts, self.tasks[name].metadata, PromptType(side))
 
     def record(self, cache: EmbeddingCache | None) -> dict[str, Any]:
         """What the run card's `encoding` says about the cache's policy, cap and use."""

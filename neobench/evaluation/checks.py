@@ -12,12 +12,7 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from neobench.core.errors import (
-    NeobenchError,
-    check_choice,
-    collect,
-    writable_folder_problems,
-)
+from neobench.core.errors import NeobenchError, check_choice, collect, writable_folder_problems
 from neobench.encoder.tokenpool import resolve_workers
 from neobench.models import attention
 from neobench.models.load import check_spec, parse_max_seq_length, resolve_device

@@ -21,14 +21,8 @@ from datasets import Dataset, Value
 STRING_TYPES = {"string", "large_string"}
 # default_collate turns these Values into a tensor (numbers) or a list (strings); anything else
 # (dates, nested lists of varying length...) could make mteb's collate raise.
-COLLATABLE_TYPES = STRING_TYPES | {
-    "bool",
-    *(f"int{b}" for b in (8, 16, 32, 64)),
-    *(f"uint{b}" for b in (8, 16, 32, 64)),
-    "float16",
-    "float32",
-    "float64",
-}
+INTEGER_TYPES = {f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)}
+COLLATABLE_TYPES = STRING_TYPES | INTEGER_TYPES | {"bool", "float16", "float32", "float64"}
 
 
 def _plain(dataset: Any, allowed: set[str]) -> bool:

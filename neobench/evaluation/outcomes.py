@@ -55,11 +55,10 @@ class EvalSummary:
         status (evaluated / cached / failed), main score (0-100 as in every frame of the API,
         core/frames.py; NaN for a failed task), seconds, error, whether units were saved."""
         run = {"model": self.model, "revision": self.revision, "experiment": self.experiment}
-        rows = []
-        for outcome in self.outcomes:
-            row = {**run, **asdict(outcome)}
-            row.pop("disk_full")
-            rows.append(row | {"main_score": scaled(outcome.main_score)})
+        rows = [
+            {**run, "task": o.task, **o.card_entry(), "main_score": scaled(o.main_score)}
+            for o in self.outcomes
+        ]
         keys = [f.name for f in fields(TaskOutcome) if f.name != "disk_full"]
         return frame(rows, ["main_score"], [*run, *keys])
 

@@ -135,10 +135,7 @@ def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSumma
     whatever happens (complete, failed, interrupted)."""
     card = run.card
     folder = run.card_path.parent.parent
-    model, revision, experiment = results.identity(run.root, folder)
-    summary = EvalSummary(
-        folder, run.card_path, model=model, revision=revision, experiment=experiment
-    )
+    summary = EvalSummary(folder, run.card_path, *results.identity(run.root, folder))
     reporter.start(len(tasks), summary.results_dir)
     # The one decision of what is left to run (core/results.py), made before the first task.
     left, unreadable = results.left_to_run(folder, tasks)
@@ -208,9 +205,7 @@ def _run_task(
         # The score of the file as mteb stored it (rounded to 6 decimals): what the card
         # records and what every reader checks the file against (core/results.py).
         outcome.main_score = float(results.read_task(results.task_path(folder, name)).get_score())
-    except KeyboardInterrupt:
-        raise
-    except Exception as error:
+    except Exception as error:  # an interrupt is no Exception: it ends the run
         outcome.status, outcome.error = "failed", _describe(error)
         outcome.disk_full = disk_full(error)
         # The traceback is for developers (-v); the user gets the one-line reason.
@@ -221,7 +216,7 @@ def _run_task(
 
 
 def _describe(error: BaseException) -> str:
-    """One line: the error's type and first line, with the file it names, if any."""
+    """One line: the error's type and its message's first line."""
     if disk_full(error):
         return "the disk is full"
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""

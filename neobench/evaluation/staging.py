@@ -108,14 +108,13 @@ def _has_units(task: AbsTask) -> bool:
     try:
         return units.supported(task.metadata.type)
     except Exception as error:
-        logger.warning(
-            "%s: per-item units not saved (the units registry failed: %s: %s); "
-            "the result is kept without them",
-            task.metadata.name,
-            type(error).__name__,
-            error,
-        )
+        _units_lost(task.metadata.name, error, "the units registry failed: ")
         return False
+
+
+def _units_lost(task: str, error: BaseException, cause: str = "") -> None:
+    why = f"{cause}{type(error).__name__}: {error}"
+    logger.warning("%s: per-item units not saved (%s); the result is kept without them", task, why)
 
 
 @contextlib.contextmanager
@@ -156,12 +155,7 @@ def _units_text(
             raise ValueError(f"their main score {ours!r} differs from mteb's {mtebs!r}")
         return units.to_json(built)
     except Exception as error:
-        logger.warning(
-            "%s: per-item units not saved (%s: %s); the result is kept without them",
-            name,
-            type(error).__name__,
-            error,
-        )
+        _units_lost(name, error)
         logger.debug("units of %s", name, exc_info=True)
         return None
 

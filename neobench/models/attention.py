@@ -2,16 +2,12 @@
 
 transformers declares what each model class supports in class attributes (``_supports_sdpa``,
 ``_supports_flash_attn``, ``_supports_flex_attn``) and refuses an unsupported request when the
-model is built ("X does not support an attention implementation through ..."). neobench reads
-the same attributes before loading, so ``auto`` never asks for what a class cannot do (MPNet and
-DeBERTa-v2 have no SDPA path and run ``eager``), and an explicit request the class cannot serve
-is refused with the class named. Nothing here is a list of architectures: a class added to
-transformers tomorrow is handled by what it declares.
-
-Order of preference for ``auto``: ``flash_attention_2`` (CUDA, half precision, flash-attn usable,
-as transformers itself checks it), then ``sdpa``, then ``eager``. Remote-code classes
-(``trust_remote_code``) cannot be inspected without running their code, so they are tried in the
-same order and the next one is taken when transformers refuses one (``candidates`` + ``refused``).
+model is built. neobench reads the same attributes before loading, so ``auto`` never asks for
+what a class cannot do (MPNet and DeBERTa-v2 run ``eager``) and an explicit request the class
+cannot serve is refused with the class named; no list of architectures. ``auto`` prefers
+``flash_attention_2`` (CUDA, half precision, flash-attn usable), then ``sdpa``, then ``eager``.
+Remote-code classes cannot be inspected without running their code, so they are tried in that
+order, the next taken when transformers refuses one (``candidates`` + ``build_first``).
 """
 
 from __future__ import annotations
@@ -32,11 +28,9 @@ FLASH = ("flash_attention_2", "flash_attention_3", "flash_attention_4")
 
 
 def choices() -> list[str]:
-    """Values of --attn-implementation: auto, eager and transformers' registered functions.
-
-    neobench's own packed kernel (unpad.py) and decoding-only paged variants are left out: they
-    need inputs that only neobench's encoder or a generation loop builds.
-    """
+    """Values of --attn-implementation: auto, eager and transformers' registered functions, but
+    neobench's packed kernel (unpad.py) and the decoding-only paged variants (their inputs are
+    built only by neobench's encoder or a generation loop)."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     from neobench.models.unpad import KERNEL
@@ -81,8 +75,8 @@ def supported(cls: type) -> list[str]:
 
 
 def flash_usable(device: str, half: bool) -> bool:
-    """flash-attn 2 runs here: a CUDA device, fp16/bf16 compute, and the package importable
-    (transformers' own availability check, which also checks the package version)."""
+    """flash-attn 2 runs here: a CUDA device, fp16/bf16 compute, and the package usable
+    (transformers' own check, the version included)."""
     if not (device.startswith("cuda") and half):
         return False
     from transformers.utils import is_flash_attn_2_available
@@ -101,7 +95,11 @@ def candidates(requested: str, cls: type | None, device: str, half: bool, spec: 
         )
     if requested != AUTO:
         if cls is not None and requested not in supported(cls):
-            raise NeobenchError(unsupported_message(spec, cls.__name__, requested, supported(cls)))
+            raise NeobenchError(
+                f"--model {spec}: {cls.__name__} does not support --attn-implementation "
+                f"{requested}; it supports {', '.join(supported(cls))}. Pass "
+                "--attn-implementation auto (the fastest of those) or one of them."
+            )
         return [requested]
     preferred = (["flash_attention_2"] if flash_usable(device, half) else []) + ["sdpa", "eager"]
     if cls is None:
@@ -115,25 +113,6 @@ def refused(error: BaseException) -> bool:
     return "does not support" in text and ("attention" in text or "Flash Attention" in text)
 
 
-def unsupported_message(spec: str, class_name: str, requested: str, available: list[str]) -> str:
-    return (
-        f"--model {spec}: {class_name} does not support --attn-implementation {requested}; "
-        f"it supports {', '.join(available)}. Pass --attn-implementation auto (the fastest of "
-        f"those) or one of them."
-    )
-
-
-def remote_refusal(spec: str, requested: str, error: BaseException) -> NeobenchError:
-    """A remote-code class refused an explicit request (its support was unknown before loading)."""
-    class_name = str(error).strip().split(" ", 1)[0]
-    return NeobenchError(
-        f"--model {spec}: its remote code ({class_name}) does not support "
-        f"--attn-implementation {requested} (transformers refused it when building the model). "
-        "Pass --attn-implementation auto to take the fastest implementation it accepts, or "
-        "eager, which every class supports."
-    )
-
-
 def build_first(
     options: list[str], requested: str, spec: str, build: Callable[[str], object]
 ) -> object:
@@ -145,8 +124,14 @@ def build_first(
         except ValueError as error:
             if not refused(error):
                 raise
-            if requested != AUTO:
-                raise remote_refusal(spec, requested, error) from None
+            if requested != AUTO:  # remote code: its support was unknown before building
+                class_name = str(error).strip().split(" ", 1)[0]
+                raise NeobenchError(
+                    f"--model {spec}: its remote code ({class_name}) does not support "
+                    f"--attn-implementation {requested} (transformers refused it when building "
+                    "the model). Pass --attn-implementation auto to take the fastest "
+                    "implementation it accepts, or eager, which every class supports."
+                ) from None
             if index == len(options) - 1:
                 raise
             logger.info("%s refused %s; trying %s", spec, impl, options[index + 1])

@@ -30,10 +30,9 @@ def check_weights(folders: list[Path], spec: str) -> None:
 
 
 def _safetensors_problem(file: Path) -> str | None:
-    """Why ``file`` is not a complete safetensors file, or None.
-
-    Layout: 8 bytes little-endian header length n, n bytes of JSON mapping every tensor to
-    ``data_offsets`` [begin, end) in the byte buffer that follows."""
+    """Why ``file`` is not a complete safetensors file, or None. Layout: 8 bytes little-endian
+    header length n, n bytes of JSON mapping each tensor to ``data_offsets`` [begin, end) in the
+    byte buffer that follows."""
     size = file.stat().st_size
     with file.open("rb") as handle:
         head = handle.read(8)
@@ -59,12 +58,9 @@ def _safetensors_problem(file: Path) -> str | None:
 
 def settle_tokenizer(model: object, config: dict, spec: str) -> dict[str, object]:
     """Right padding and a pad token, whatever the tokenizer folder said; returns the record.
-
-    Right padding: absolute positions (BERT) count from the first column, so left padding would
-    shift every real token and change the embeddings; the packed path numbers positions the same
-    way. A missing pad token (some BPE tokenizers) takes the token of the config's
-    pad_token_id, else eos, sep or unk: padding is masked out of attention and pooling, so any
-    token the model knows serves."""
+    Right: absolute positions (BERT, the packed path) count from the first column, so left
+    padding would change the embeddings. A missing pad token (some BPE tokenizers) takes the
+    config's pad_token_id, else eos, sep or unk: padding is masked out, so any token serves."""
     tokenizer = model[0].tokenizer
     if tokenizer is None:
         raise NeobenchError(f"--model {spec}: it has no text tokenizer; neobench embeds text.")

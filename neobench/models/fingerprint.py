@@ -1,15 +1,12 @@
 """A local model folder's content hash, remembered while its files are unchanged.
 
 The hash (sha256 of every weight, config and tokenizer file) names the weights in the run card
-and in the embedding cache's keys, so it must follow the content. Hashing is most of loading a
-small model (MiniLM's 91 MB: ~0.6 of 1.4 s of `load_model` on 2 busy cores; a BERT-base folder is
-five times that), and a run, a study's every job, pays it again. The result is kept in
-neobench's own folder (``<$NEOBENCH_CACHE or ~/.cache/neobench>/fingerprints/``, one file per
-model folder, named by a hash of its resolved path; the model folder itself is never written)
-with each file's size, modification and change times and inode: the same test git's index uses
-to trust a file unchanged. The change time (ctime) cannot be set back by any tool, so a rewritten
-file, even one given its old mtime, is hashed again. Where the memo cannot be written the folder
-is hashed every time, as before.
+and in the embedding cache's keys. Hashing is most of loading a small model (MiniLM's 91 MB:
+~0.6 of 1.4 s of `load_model` on 2 busy cores), paid again by every run, so the result is kept
+in ``<$NEOBENCH_CACHE or ~/.cache/neobench>/fingerprints/`` (one file per model folder, named by a
+hash of its resolved path; the model folder is never written) with each file's size, mtime,
+ctime and inode: git's test of a file unchanged (no tool can set a ctime back, so a rewritten
+file is hashed again). Where the memo cannot be written the folder is hashed every time.
 """
 
 from __future__ import annotations

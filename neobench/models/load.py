@@ -1,9 +1,9 @@
 """Any encoder (hub id, HF folder, SentenceTransformer folder) -> a SentenceTransformer.
 
 A plain encoder becomes Transformer + mean pooling. Every model gets one max sequence length (by
-default the standard recipe's, the same for every backbone: docs/recipe.md) unless the caller
-keeps a SentenceTransformer folder's own setting with ``"model"``. What was resolved (name,
-revision, length, attention kernel) is returned so the run card can record it.
+default the standard recipe's, docs/recipe.md) unless the caller keeps a SentenceTransformer
+folder's own with ``"model"``. What was resolved (name, revision, length, attention kernel) is
+returned for the run card.
 """
 
 from __future__ import annotations
@@ -40,10 +40,9 @@ class LoadedModel:
     attn_implementation: str
     architecture: str
     trust_remote_code: bool
-    # Whether neobench's encoder packs batches (unpad.py); NeoBERT unpads inside its own forward.
-    packed: bool = False
+    packed: bool = False  # neobench's encoder packs batches (unpad.py); NeoBERT unpads itself
     # What the backbone's own forward runs (training, stock encode); attn_implementation is what
-    # neobench's encoder runs, the packed kernel when packed.
+    # neobench's encoder runs (the packed kernel when packed).
     forward_attn_implementation: str = ""
     # Tokenizer class, padding side, pad token, and what neobench adjusted (settle_tokenizer).
     tokenizer: dict[str, object] = field(default_factory=dict)
@@ -103,13 +102,7 @@ def locate(spec: str, revision: str | None = None) -> tuple[Path, str, str]:
 
 
 def _download(repo_id: str, revision: str | None) -> tuple[Path, str, str]:
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import (
-        GatedRepoError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+    from huggingface_hub import errors, snapshot_download
 
     try:
         folder = snapshot_download(
@@ -118,19 +111,19 @@ def _download(repo_id: str, revision: str | None) -> tuple[Path, str, str]:
             # Only what a PyTorch encoder needs; skip TF/Flax/ONNX/OpenVINO copies.
             ignore_patterns=["*.h5", "*.msgpack", "*.onnx", "onnx/*", "openvino/*", "*.ot", "tf_*"],
         )
-    except LocalEntryNotFoundError:
+    except errors.LocalEntryNotFoundError:
         raise NeobenchError(
             f"--model {repo_id}: the Hugging Face hub cannot be reached (offline or "
             "HF_HUB_OFFLINE set) and the model is not in the local cache. Download it on a "
             f"connected machine (`hf download {repo_id} --local-dir DIR`) and pass "
             "--model DIR, or point HF_HOME at a cache that has it."
         ) from None
-    except (RepositoryNotFoundError, GatedRepoError):
+    except (errors.RepositoryNotFoundError, errors.GatedRepoError):
         raise NeobenchError(
             f"--model {repo_id}: no such model on the hub (or it is gated and you are not "
             "logged in). If you meant a local folder, check the path."
         ) from None
-    except RevisionNotFoundError:
+    except errors.RevisionNotFoundError:
         raise NeobenchError(f"--model {repo_id}: revision {revision!r} does not exist.") from None
     folder = Path(folder)
     return folder, "hub", folder.name  # the cache snapshot folder is named by the commit sha
@@ -155,16 +148,13 @@ def check_encoder(config_dir: Path, spec: str) -> dict:
             "Hugging Face model folder."
         )
     config = json.loads(config_file.read_text())
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-    )
+    from transformers.models.auto import modeling_auto as auto
 
     model_type = config.get("model_type", "?")
     architectures = config.get("architectures") or []
     causal_only = (
-        model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-        and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+        model_type in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and model_type not in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
     )
     causal_arch = bool(architectures) and all(
         a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration"))
@@ -259,13 +249,10 @@ def _check_length(config: dict, max_seq_length: int | str, spec: str) -> None:
 
 
 def _packs(auto_model: object, unpadded: str, device: str) -> bool:
-    """Whether neobench's encoder packs batches for this backbone (unpad.py).
-
-    "auto": on CUDA only; on the CPU the per-sequence reference is slower than padded SDPA over
-    length-sorted batches. "on" forces it where the architecture allows; elsewhere the model runs
-    padded, so a benchmark over many backbones with --unpadded on does not stop at the one that
-    cannot pack, and the run card says what ran (attn_implementation, unpadded).
-    """
+    """Whether neobench's encoder packs batches for this backbone (unpad.py). "auto": on CUDA
+    only (on the CPU the per-sequence reference is slower than padded SDPA). "on": where the
+    architecture allows; elsewhere it runs padded, so a benchmark over many backbones does not
+    stop at one that cannot pack, and the run card says what ran."""
     from neobench.models import unpad
 
     if hasattr(auto_model.config, "unpadded_attention"):  # native NeoBERT unpads itself
@@ -281,9 +268,7 @@ def _packs(auto_model: object, unpadded: str, device: str) -> bool:
             ", ".join(sorted(unpad.POSITIONS)),
         )
     wanted = packs and (unpadded == "on" or (unpadded == "auto" and device.startswith("cuda")))
-    # Packing is a library patch (neobench/core/patches.py): off (the gate logs why), the model
-    # runs padded, as transformers ships it, and the card says so.
-    return wanted and patches.on("unpadded-attention")
+    return wanted and patches.on("unpadded-attention")  # the gate off: padded, as shipped
 
 
 def _load_error(
@@ -342,7 +327,6 @@ def _build(
     from neobench.models import register
 
     register()  # native NeoBERT: transformers' Auto classes know model_type "neobert"
-
     model_kwargs = {"attn_implementation": attn_implementation}
     if is_st:
         model = SentenceTransformer(

@@ -236,8 +236,7 @@ def varlen_reference(
 ) -> torch.Tensor:
     """Plain-torch variable-length attention: one SDPA per sequence (banded if ``window``)."""
     out = torch.empty_like(q)
-    bounds = cu_seqlens.tolist()
-    for start, end in itertools.pairwise(bounds):
+    for start, end in itertools.pairwise(cu_seqlens.tolist()):
         seq = (t[start:end].transpose(0, 1) for t in (q, k, v))  # (heads, n, d)
         band = None
         if window is not None:

@@ -167,17 +167,9 @@ def path_for(results_dir: Path, task: str) -> Path:
 
 
 def to_json(units: TaskUnits) -> str:
-    return json.dumps(
-        {
-            "format": FORMAT,
-            "task": units.task,
-            "type": units.type,
-            "main_score": units.main_score,
-            "unit": units.unit,
-            "parts": [_part_json(p) for p in units.parts],
-        },
-        separators=(",", ":"),
-    )
+    # TaskUnits' fields in their order, after the format; the parts as _part_json writes them
+    content = {"format": FORMAT, **vars(units), "parts": [_part_json(p) for p in units.parts]}
+    return json.dumps(content, separators=(",", ":"))
 
 
 def _part_json(part: Part) -> dict[str, Any]:
