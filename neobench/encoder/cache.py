@@ -149,15 +149,15 @@ def block_rows(keys: list[bytes], vectors: np.ndarray) -> list[tuple[bytes, byte
     return [(key, vec, vector_digest(key, vec)) for key, vec in zip(keys, blobs, strict=True)]
 
 
-def blobs_block(blobs: list[bytes], n: int, places: Iterable[int] | None = None) -> np.ndarray:
-    """An (n, dim) float32 matrix of the equal-length blobs, the i-th at row ``places[i]``
-    (default: i), zeros elsewhere. Each blob is copied once into its row through a memoryview:
-    ~3x faster than joining them into one bytes object and copying that to make it writable."""
+def blobs_block(blobs: list[bytes], n: int, places: Iterable[int]) -> np.ndarray:
+    """An (n, dim) float32 matrix of the equal-length blobs, the i-th at row ``places[i]``, zeros
+    elsewhere. Each blob is copied once into its row through a memoryview: ~3x faster than
+    joining them into one bytes object and copying that to make it writable."""
     size = len(blobs[0]) if blobs else 0
     out = np.zeros((n, size // 4), dtype=np.float32)
     if size:
         view = memoryview(out).cast("B")
-        for i, blob in zip(range(n) if places is None else places, blobs, strict=True):
+        for i, blob in zip(places, blobs, strict=True):
             view[i * size : (i + 1) * size] = blob
     return out
 
@@ -187,16 +187,12 @@ TABLES = ["emb", "meta"]
 SIDE_FILES = ("-wal", "-shm")
 ASIDE_TAGS = {"corrupt": "damaged", "v1": "outdated"}
 # Page size of a new file: 16 KiB pages hold 10 rows of a 384-dim vector (4 KiB pages hold 2,
-# leaving a quarter empty; a 1024-dim row would not fit one), and a batch dirties and writes
-# 4x fewer pages to the WAL and through checkpoints: inserts 1.2-1.7x faster, lookups within
-# noise (benchmarks/cache_throughput.py). A file made with another page size is used as it is.
+# leaving a quarter empty), and a batch writes 4x fewer pages: inserts 1.2-1.7x faster, lookups
+# within noise (benchmarks/cache_throughput.py). A file of another page size is used as it is.
 PAGE_SIZE = 16384
 # Keys per SELECT ... IN (...): bounded by the connection's own variable limit (999 before
 # SQLite 3.32, 32766 after); larger lists mean fewer statements, and SQLite sorts each list.
 SELECT_CHUNK = 16384
-# SQLite primary result codes (sqlite3.Error.sqlite_errorcode & 0xFF).
-SQLITE_PERM, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_CANTOPEN = 3, 8, 11, 13, 14
-SQLITE_NOTADB = 26
 
 
 class Damaged(Exception):
@@ -208,15 +204,16 @@ class Damaged(Exception):
 
 
 def _code(error: BaseException) -> int:
+    """SQLite's primary result code (sqlite3.SQLITE_*) of ``error``; 0 for other errors."""
     return (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF
 
 
 def is_damage(error: BaseException) -> bool:
-    return _code(error) in (SQLITE_CORRUPT, SQLITE_NOTADB)
+    return _code(error) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
 def is_full(error: BaseException) -> bool:
-    return _code(error) == SQLITE_FULL or getattr(error, "errno", None) == errno.ENOSPC
+    return _code(error) == sqlite3.SQLITE_FULL or getattr(error, "errno", None) == errno.ENOSPC
 
 
 def read_schema(db: sqlite3.Connection, path: Path, migrate: bool = False) -> bool:
@@ -253,7 +250,7 @@ def _schema(db: sqlite3.Connection) -> tuple[int, list[str], list[str]]:
 
 def _create_v3(db: sqlite3.Connection) -> None:
     """What version 3 adds to version 2's table; old rows get ``used`` 0 (first out under a cap)."""
-    if "used" not in [row[1] for row in db.execute("PRAGMA table_info(emb)")]:
+    if "used" not in _schema(db)[2]:
         db.execute("ALTER TABLE emb ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
     db.execute("CREATE INDEX IF NOT EXISTS emb_used ON emb (used)")
     db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
@@ -309,17 +306,14 @@ def open_db(path: Path, full_check: bool, timeout: float) -> sqlite3.Connection:
                 )
                 _create_v3(db)
         return db
-    except sqlite3.DatabaseError as error:
+    except BaseException as error:
         db.close()
         if is_damage(error):
             raise Damaged(str(error)) from None
-        if _code(error) in (SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_PERM):
+        if _code(error) in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM):
             raise NeobenchError(
                 f"embedding cache {path} cannot be opened ({error}). {LOCATION_FIX}"
             ) from None
-        raise
-    except BaseException:
-        db.close()
         raise
 
 
@@ -580,13 +574,8 @@ class EmbeddingCache:
         return blobs_block([blobs[keys[i]] for i in places], len(keys), places), found
 
     def get_many(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        """The verified vectors of ``keys`` found, as read-only arrays (of any length)."""
-        blobs = self._fetch(keys)
-        if len({len(b) for b in blobs.values()}) != 1:  # none, or of several lengths
-            return {k: np.frombuffer(b, dtype=np.float32) for k, b in blobs.items()}
-        block = blobs_block(list(blobs.values()), len(blobs))
-        block.flags.writeable = False
-        return dict(zip(blobs, block, strict=True))
+        """The verified vectors of ``keys`` found, as read-only float32 arrays (of any length)."""
+        return {k: np.frombuffer(b, dtype=np.float32) for k, b in self._fetch(keys).items()}
 
     def put(self, keys: list[bytes], vectors: np.ndarray) -> None:
         """Store the (len(keys), dim) block ``vectors`` under ``keys`` in one transaction."""
@@ -733,12 +722,9 @@ class EmbeddingCache:
     def _open_or_replace(self) -> sqlite3.Connection | None:
         """Open the cache; a damaged or outdated file is moved aside and a fresh one started."""
         check_folder(self.path.parent)
+        full_check = cache_size(self.path) <= QUICK_CHECK_MAX_BYTES
         try:
-            return open_db(
-                self.path,
-                full_check=cache_size(self.path) <= QUICK_CHECK_MAX_BYTES,
-                timeout=BUSY_TIMEOUT_S,
-            )
+            return open_db(self.path, full_check=full_check, timeout=BUSY_TIMEOUT_S)
         except Damaged as damage:
             try:
                 aside = move_aside(self.path, damage.tag)
@@ -888,15 +874,14 @@ def inspect_cache(path: Path) -> CacheReport:
     if not path.exists():
         return report
     clear = f"neobench cache clear --cache-dir {path.parent}"
-    db = None
     try:
-        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
-        if read_schema(db, path):  # else an empty file, which eval fills in
-            quick_check(db)
-            (report.embeddings,) = db.execute("SELECT COUNT(*) FROM emb").fetchone()
-            report.held = used_bytes(db)
-            if "meta" in {n for (n,) in db.execute("SELECT name FROM sqlite_master")}:  # not v2
-                report.settings = dict(db.execute("SELECT name, value FROM meta").fetchall())
+        with contextlib.closing(sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)) as db:
+            if read_schema(db, path):  # else an empty file, which eval fills in
+                quick_check(db)
+                (report.embeddings,) = db.execute("SELECT COUNT(*) FROM emb").fetchone()
+                report.held = used_bytes(db)
+                if "meta" in {n for (n,) in db.execute("SELECT name FROM sqlite_master")}:  # v3
+                    report.settings = dict(db.execute("SELECT name, value FROM meta").fetchall())
         report.state = "ok"
     except Damaged as damage:
         report.state = "outdated" if damage.tag == "v1" else "corrupt"
@@ -905,9 +890,6 @@ def inspect_cache(path: Path) -> CacheReport:
         report.state, report.problem = "newer", error.problems[0]
     except sqlite3.DatabaseError as error:
         report.state, report.problem, report.fix = "corrupt", str(error), clear
-    finally:
-        if db is not None:
-            db.close()
     return report
 
 

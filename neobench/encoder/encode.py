@@ -75,9 +75,7 @@ class FastEncoder:
         self._pool: TokenizePool | None = None
         self._writer: CacheWriter | None = None  # cache.CacheWriter: stores new vectors
         self._feeder: ThreadPoolExecutor | None = None  # the feed's thread (feed.py), kept
-        # Whether new embeddings go into the cache (the eval's cache policy sets it per task;
-        # the cache is read either way).
-        self.store = True
+        self.store = True  # new embeddings go into the cache (set per task by the cache policy)
         self.texts_encoded = 0  # texts that went through the network (not served by the cache)
         self.texts_requested = 0
         self.tokens_encoded = 0  # real (unpadded) tokens of the encoded texts

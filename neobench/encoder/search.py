@@ -1,12 +1,11 @@
 """Retrieval scoring as blocked matrix products with a running top-k, on the model's device.
 
-mteb's stock search scores each corpus chunk on the CPU and merges per-query results through a
-Python heap, one (score, id) push per query and candidate: for a large corpus that loop, not the
-arithmetic, dominates. Here every query block meets every corpus block in one similarity call on
-the device (the GPU when there is one), ``torch.topk`` keeps the best ``k`` of the block, and the
-running best is merged with another ``topk`` of the concatenation; only the final (query, k) lists
-leave the device. The similarity is the model's own function (cosine, dot, ...) in float32 with
-TF32 off, so the scores are those mteb would compute; lists differ only in the order of ties.
+mteb's stock search merges per-query results through a Python heap, one push per query and
+candidate: for a large corpus that loop, not the arithmetic, dominates. Here every query block
+meets every corpus block in one similarity call on the device, ``torch.topk`` keeps the block's
+best ``k``, merged into the running best by another ``topk``; only the final (query, k) lists
+leave the device. The similarity is the model's own, in float32 with TF32 off, so the scores are
+mteb's; lists differ only in the order of ties.
 """
 
 from __future__ import annotations
@@ -42,11 +41,8 @@ def exact_float32() -> Iterator[None]:
 
 
 class RunningTopK:
-    """The best ``k`` documents of every query, updated one corpus block at a time.
-
-    Queries stay on the device; each block of documents is copied there once (from pinned memory
-    on CUDA) and scored against every query block. Only the final lists come back to the host.
-    """
+    """The best ``k`` documents of every query, updated one corpus block at a time; each block
+    is copied to the device once and scored against every query block."""
 
     def __init__(
         self,

@@ -98,8 +98,7 @@ class TokenizePool:
             for i in range(workers)
         ]
         with _configured_parallelism(), warnings.catch_warnings():
-            # Python 3.12+ warns about forking a threaded process; the children run only the
-            # tokenizer and numpy.
+            # Python 3.12+ warns about forking a threaded process; a child runs tokenizer, numpy.
             warnings.simplefilter("ignore", DeprecationWarning)
             # Frozen, the parent's objects are never written by a child's garbage collector: their
             # pages stay shared instead of being copied per worker.
