@@ -149,32 +149,20 @@ def enabled() -> list[str]:
         _log_once(logging.INFO, f"library patches off ({ENV}=off): the libraries run as shipped")
         return []
     names = [] if setting.lower() in ("", "on") else [n.strip() for n in setting.split(",")]
-    wrong = [n for n in names if n not in PATCHES]
+    hint = f"{ENV} takes 'off', or the names of the patches to turn off, separated by commas."
+    wrong = [
+        unknown(f"library patch in {ENV}", n, PATCHES, hint) for n in names if n not in PATCHES
+    ]
     if wrong:
-        raise NeobenchError(
-            [
-                unknown(
-                    f"library patch in {ENV}",
-                    n,
-                    list(PATCHES),
-                    f"{ENV} takes 'off', or the names of the patches to turn off, separated by "
-                    "commas.",
-                )
-                for n in wrong
-            ]
-        )
+        raise NeobenchError(wrong)
     versions = untested()
     if versions:
-        _log_once(
-            logging.WARNING,
-            f"library patches off: {', '.join(versions)}; the libraries run as shipped "
-            "(slower, same scores)",
-        )
+        shipped_note = "the libraries run as shipped (slower, same scores)"
+        _log_once(logging.WARNING, f"library patches off: {', '.join(versions)}; {shipped_note}")
         return []
     if names:
         _log_once(
-            logging.INFO,
-            f"library patches {', '.join(names)} off ({ENV}): those run as shipped",
+            logging.INFO, f"library patches {', '.join(names)} off ({ENV}): those run as shipped"
         )
     return [n for n in PATCHES if n not in names]
 

@@ -45,11 +45,7 @@ def check_selection(path: Path, selection: Selection) -> Selection:
     if not path.is_file():
         return selection
     held = read_selection(path)
-    if (held.sha256, held.selected, held.points) != (
-        selection.sha256,
-        selection.selected,
-        selection.points,
-    ):
+    if any(getattr(held, k) != getattr(selection, k) for k in ("sha256", "selected", "points")):
         raise NeobenchError(
             f"{path}: a selection made earlier differs from what the fine-tunes now give "
             f"(it chose {held.selected}; they now give {selection.selected}). The sweep's "

@@ -53,8 +53,7 @@ class _Extras:
 def _leader_record(table: LeaderTable, row: Row, extras: _Extras) -> dict[str, Any]:
     record: dict[str, Any] = {"label": row.label, **row.identity, "quoted": row.quoted}
     for column in table.columns_shown():
-        value = row.tasks.get(column) if table.per_task else row.types[column].value
-        record |= _score(row, column, value, extras)
+        record |= _score(row, column, table.score(row, column), extras)
     record |= _score(row, AVG, row.avg, extras)
     record["avg_tasks"] = row.avg_of[0]
     record["mean_task_type"] = number(row.mean_types)

@@ -181,15 +181,13 @@ def _pairs(
             if i == j:
                 continue
             problem = refused.get(a) or refused.get(b)
-            if problem is not None:
-                out[f"{i}-{j}"] = {"refused": problem}
-                continue
-            try:
-                found = compare.compare_runs(chosen, a, [b], settings, sides)
-            except NeobenchError as error:
-                out[f"{i}-{j}"] = {"refused": str(error)}
-                continue
-            out[f"{i}-{j}"] = _pair(found)
+            if problem is None:
+                try:
+                    out[f"{i}-{j}"] = _pair(compare.compare_runs(chosen, a, [b], settings, sides))
+                    continue
+                except NeobenchError as error:
+                    problem = str(error)
+            out[f"{i}-{j}"] = {"refused": problem}
     return out
 
 

@@ -128,6 +128,10 @@ class LeaderTable:
         """The score columns before Avg."""
         return list(self.task_names) if self.per_task else [t for t, _ in self.types]
 
+    def score(self, row: Row, column: str) -> float | None:
+        """A row's value in one of `columns_shown`."""
+        return row.tasks.get(column) if self.per_task else row.types[column].value
+
     @property
     def benchmark_tasks(self) -> int:
         return sum(n for _, n in self.types)

@@ -1,13 +1,8 @@
-"""`neobench table --plot`: the table as a forest plot, one small panel per column.
-
-Each panel is one column of the table (a task type, or a task with --per-task, and Avg.) with
-the table's rows on the y-axis, in the table's order in every panel, and the score x100 on a
-per-panel x-axis. A computed row is a point with its 95% interval as a line (with --ci); a
-paper row is a hollow grey diamond without one (nothing to resample); a partial cell is
-hollow with its "k/n"; a missing cell has no point. With --baseline, a dashed line marks the
-baseline row's score and rows significantly above / below it are triangles in their own colour.
-
-`panels` computes what is drawn (pure, tested); `draw` only lays it out with matplotlib.
+"""`neobench table --plot`: the table as a forest plot, one panel per column, rows in the table's
+order. A computed row is a point with its 95% interval (--ci); a paper row a hollow diamond; a
+partial cell hollow with its "k/n"; a missing cell no point. With --baseline, a dashed line marks
+its score, and rows above / below it are triangles. `panels` computes what is drawn (pure,
+tested); `draw` only lays it out with matplotlib.
 """
 
 from __future__ import annotations
@@ -25,8 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-# Beyond this many task panels (--per-task) the figure stops being readable at a glance.
-MAX_TASK_PANELS = 24
+MAX_TASK_PANELS = 24  # beyond this (--per-task), the figure is not readable at a glance
 
 
 @dataclass(frozen=True)
@@ -37,7 +31,6 @@ class Style:
     hollow: bool = False
 
 
-# A point's style: what the row is, and with --baseline how it stands against the baseline.
 STYLES = {
     "computed": Style("o", "#2c5d9e", "computed row"),
     "baseline": Style("s", "#111111", "baseline row (dashed line: its score)"),
@@ -50,7 +43,7 @@ STYLES = {
 @dataclass(frozen=True)
 class Point:
     value: float  # x100
-    low: float | None  # the 95% interval x100; None without --ci, and always for paper rows
+    low: float | None  # the 95% interval x100; None without --ci and for paper rows
     high: float | None
     style: str  # a key of STYLES
     partial: str = ""  # "k/n" when the cell averages fewer tasks than its column has
@@ -59,9 +52,9 @@ class Point:
 @dataclass
 class Panel:
     title: str
-    column: str  # the key of the column in Row.ci / Row.marks
+    column: str  # its key in Row.ci / Row.marks
     points: dict[int, Point] = field(default_factory=dict)  # table row index -> its point
-    baseline: float | None = None  # the baseline row's score here: the reference line
+    baseline: float | None = None  # the baseline row's score: the reference line
 
     def limits(self) -> tuple[float, float] | None:
         """An x range around every point and interval, with room for the "k/n" labels."""
@@ -77,7 +70,7 @@ class Panel:
 
 
 def panels(table: LeaderTable) -> list[Panel]:
-    """What the plot draws: per column, per row that has a score there, its point."""
+    """What the plot draws: per column, a point per row that has a score there."""
     base = next((i for i, r in enumerate(table.rows) if r.label == table.baseline), None)
     out = []
     for column, title in _columns(table):
@@ -85,7 +78,7 @@ def panels(table: LeaderTable) -> list[Panel]:
         for i, row in enumerate(table.rows):
             value, partial = _cell(table, row, column)
             if value is None:
-                continue  # a missing cell (or Avg. of an incomplete row): no point, never a zero
+                continue  # no point, never a zero
             low_high = None if row.quoted else row.ci.get(column)
             low, high = low_high if low_high else (None, None)
             panel.points[i] = Point(value, low, high, _style(row, column, i == base), partial)
@@ -96,7 +89,6 @@ def panels(table: LeaderTable) -> list[Panel]:
 
 
 def _columns(table: LeaderTable) -> list[tuple[str, str]]:
-    """(column key, panel title): each type (or each task holding a score) and Avg."""
     avg = (AVG, f"Avg. ({_tasks(table.benchmark_tasks)})")
     if not table.per_task:
         return [(t, f"{SHORT.get(t, t)} ({_tasks(n)})") for t, n in table.types] + [avg]
@@ -116,7 +108,7 @@ def _tasks(n: int) -> str:
 
 
 def _cell(table: LeaderTable, row: Row, column: str) -> tuple[float | None, str]:
-    """A row's score in a column, and "k/n" when it averages only k of the column's n tasks."""
+    """A row's score in a column, and "k/n" when it averages k of the column's n tasks."""
     if column == AVG:
         k, n = row.avg_of
         return row.avg, f"{k}/{n}" if k < n else ""
@@ -136,7 +128,7 @@ def _style(row: Row, column: str, is_baseline: bool) -> str:
     return MARK_WORDS.get(row.marks.get(column, ""), "computed")
 
 
-# Layout, in inches and points: one row of a panel, the label column, the footnote.
+# Layout, in inches and points.
 _ROW_IN = 0.22
 _PANEL_W_IN = 2.9
 _LABEL_CHARS = 40  # a row label wraps onto more lines beyond this
@@ -146,8 +138,8 @@ _NOTE_FONT = 6
 
 @dataclass
 class _Rows:
-    """The y-axis shared by every panel: a row's wrapped label and its position (a wrapped
-    label gets more height, so labels never overlap)."""
+    """The y-axis every panel shares: each row's wrapped label and its position (a wrapped label
+    gets more height, so labels never overlap)."""
 
     labels: list[str]
     ys: list[float]
@@ -173,7 +165,7 @@ class _Rows:
 
 
 def draw(table: LeaderTable, path: Path) -> None:
-    """Write the forest plot of ``table`` as a PNG at ``path`` (one figure, Agg, no state)."""
+    """Write the forest plot of ``table`` as a PNG (one figure, Agg, no state)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -205,7 +197,6 @@ def draw(table: LeaderTable, path: Path) -> None:
 
 
 def _draw_panel(ax: Axes, panel: Panel, rows: _Rows) -> None:
-    """One column: a point (and interval) per row that has a score; rows top to bottom."""
     ax.set_ylim(*rows.span)
     ax.set_yticks(rows.ys)
     if rows.rule is not None:  # between the computed rows and the paper's
@@ -262,7 +253,7 @@ def _frame(ax: Axes, panel: Panel, labels: list[str]) -> None:
 
 
 def _legend(fig: Figure, found: list[Panel], table: LeaderTable, y: float) -> None:
-    """One legend for the figure: the styles that occur, and what hollow and lines mean."""
+    """One legend: the styles that occur, and what hollow and lines mean."""
     from matplotlib.lines import Line2D
 
     used = {p.style for panel in found for p in panel.points.values()}
@@ -297,7 +288,7 @@ _PLUS_MINUS = "± = half the width of the "
 
 
 def _footnote(table: LeaderTable, width_in: float) -> list[str]:
-    """What the lines and marks are (the table's own legend notes), then where rows came from."""
+    """The table's legend notes for lines and marks, then where rows came from."""
     notes = []
     for note in table.notes:
         if note.startswith(_PLUS_MINUS):  # the table's ± is half the interval the plot draws
@@ -314,7 +305,7 @@ def _footnote(table: LeaderTable, width_in: float) -> list[str]:
 
 
 def _sources(table: LeaderTable) -> list[str]:
-    """One line per distinct source; rows sharing one (the paper's) are named once."""
+    """One line per distinct source (the paper's rows share one)."""
     groups: dict[str, list[str]] = {}
     for row in table.rows:
         groups.setdefault(row.source, []).append(row.label)

@@ -55,50 +55,28 @@ def to_csv(table: LeaderTable) -> str:
 
 
 def _csv_header(table: LeaderTable, extra: _CsvExtra) -> list[str]:
-    """The run's names first (label, model, revision, ...), its conditions last."""
-    if table.per_task:
-        scores = [h for t in table.task_names for h in extra.header(t)]
-        tail = [*extra.header("avg"), "missing_tasks", "quoted", "zero_shot", "in_domain"]
-        return [*NAMES, *scores, *tail, *RECORD]
-    types = [t for t, _ in table.types]
-    return [
-        *NAMES,
-        *(h for t in types for h in extra.header(t)),
-        *(f"{t}_tasks" for t in types),
-        *extra.header("avg"),
-        "avg_tasks",
-        "mean_task_type",
-        "missing_tasks",
-        "quoted",
-        "zero_shot",
-        "in_domain",
-        *RECORD,
-    ]
+    """The run's names first, its conditions last."""
+    shown = table.columns_shown()
+    scores = [h for t in shown for h in extra.header(t)]
+    counts = [] if table.per_task else [f"{t}_tasks" for t in shown]
+    avg = [*extra.header("avg"), *([] if table.per_task else ["avg_tasks", "mean_task_type"])]
+    tail = ["missing_tasks", "quoted", "zero_shot", "in_domain"]
+    return [*NAMES, *scores, *counts, *avg, *tail, *RECORD]
 
 
 def _csv_row(table: LeaderTable, row: Row, extra: _CsvExtra) -> list[object]:
-    avg = extra.cells(row, AVG, row.avg)
+    shown = table.columns_shown()
     run = [_cell(row.identity.get(k)) for k in NAMES]
+    scores = [c for t in shown for c in extra.cells(row, t, table.score(row, t))]
+    counts = (
+        [] if table.per_task else [f"{row.types[t].present}/{row.types[t].total}" for t in shown]
+    )
+    avg = extra.cells(row, AVG, row.avg)
+    if not table.per_task:
+        avg += ["{}/{}".format(*row.avg_of), _num(row.mean_types)]
+    tail = [len(row.missing), row.quoted, row.zero_shot_text(), " ".join(_in_domain(row))]
     conditions = [_cell(v) for v in _conditions(row).values()]
-    in_domain = " ".join(_in_domain(row))
-    if table.per_task:
-        scores = [c for t in table.task_names for c in extra.cells(row, t, row.tasks.get(t))]
-        tail = [len(row.missing), row.quoted, row.zero_shot_text(), in_domain]
-        return [*run, *scores, *avg, *tail, *conditions]
-    types = [t for t, _ in table.types]
-    return [
-        *run,
-        *(c for t in types for c in extra.cells(row, t, row.types[t].value)),
-        *(f"{row.types[t].present}/{row.types[t].total}" for t in types),
-        *avg,
-        "{}/{}".format(*row.avg_of),
-        _num(row.mean_types),
-        len(row.missing),
-        row.quoted,
-        row.zero_shot_text(),
-        in_domain,
-        *conditions,
-    ]
+    return [*run, *scores, *counts, *avg, *tail, *conditions]
 
 
 def _conditions(row: Row) -> dict[str, object]:
@@ -171,13 +149,10 @@ def _json_row(table: LeaderTable, row: Row) -> dict[str, object]:
             **({"tasks": list(tasks)} if tasks else {}),
         }
 
-    if table.per_task:
-        cells = {t: column(t, row.tasks.get(t), None) for t in table.task_names}
-    else:
-        cells = {
-            t: column(t, row.types[t].value, (row.types[t].present, row.types[t].total))
-            for t in table.columns_shown()
-        }
+    def tasks(t: str) -> tuple[int, int] | None:
+        return None if table.per_task else (row.types[t].present, row.types[t].total)
+
+    cells = {t: column(t, table.score(row, t), tasks(t)) for t in table.columns_shown()}
     return {
         **row.identity,
         "quoted": row.quoted,
