@@ -120,12 +120,6 @@ def test_units_one_model_left_out_are_left_out_of_both():
     assert np.array_equal(
         pair.other.parts[0].data["value"], values[[int(u) for u in pair.other.parts[0].ids]]
     )
-    assert (
-        bootstrap.aligned(base, _task(values[::-1], ids=ids[::-1], kind="Drops")).parts[0].ids
-        == ids
-    )
-    with pytest.raises(NeobenchError, match="3 only in the baseline's, 0 only in the other's"):
-        bootstrap.aligned(base, other)  # for callers that keep the baseline's units whole
     # A model against itself: still exactly nothing.
     same = bootstrap.paired(other, _task(values[keep] + 0.01, ids=[ids[i] for i in keep],
                                          kind="Drops", rows=60), resamples=300)  # fmt: skip
@@ -182,18 +176,6 @@ def test_aggregate_is_the_mean_over_subtasks_and_resamples_within_each():
 def test_holm_adjustment():
     assert bootstrap.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert bootstrap.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
-
-
-def test_benchmark_draws_over_items_and_over_tasks():
-    rng = np.random.default_rng(4)
-    tasks = [_task(rng.beta(2, 5, size=80), name=f"T{i}") for i in range(6)]
-    items = bootstrap.benchmark_draws(tasks, resamples=300)
-    over_tasks = bootstrap.benchmark_draws(tasks, resamples=300, over="tasks")
-    mean = np.mean([units.main_score(t) for t in tasks])
-    assert items.shape == over_tasks.shape == (300,)
-    assert abs(items.mean() - mean) < 0.01 and abs(over_tasks.mean() - mean) < 0.01
-    with pytest.raises(NeobenchError, match="--over"):
-        bootstrap.benchmark_draws(tasks, over="models")
 
 
 def test_zero_resamples_is_refused():

@@ -6,8 +6,7 @@ indices, so the paired difference removes item difficulty (docs/uncertainty.md).
 resampled within each part, parts kept, as mteb averages over them (an aggregate's parts are its
 subtasks'). `paired` gives B - A with its percentile interval and a two-sided p from the draws of
 the difference centred on the observed one; `replicate_draws` resamples seeds, then items;
-`benchmark_draws` averages tasks, ``over="items"`` keeping the tasks ("if the test items were
-drawn again"), ``over="tasks"`` resampling them ("if the tasks were drawn again").
+`over_tasks` resamples the tasks of an average ("if the tasks were drawn again").
 """
 
 from __future__ import annotations
@@ -147,18 +146,6 @@ def shared(baseline: TaskUnits, other: TaskUnits) -> Shared:
     return Shared(_with_parts(baseline, mine), _with_parts(other, theirs), only_mine, only_theirs)
 
 
-def aligned(baseline: TaskUnits, other: TaskUnits) -> TaskUnits:
-    """``other`` in the baseline's order: `shared`, but units only one holds are refused too."""
-    pair = shared(baseline, other)
-    if pair.dropped:
-        raise NeobenchError(
-            f"{baseline.task}: the two results hold different units ({pair.only_baseline} only "
-            f"in the baseline's, {pair.only_other} only in the other's); compare them on the "
-            "units both hold (neobench.report.bootstrap.shared)."
-        )
-    return pair.other
-
-
 def _shared_part(
     units: TaskUnits, mine: units_mod.Part, theirs: units_mod.Part
 ) -> tuple[units_mod.Part, units_mod.Part]:
@@ -219,17 +206,6 @@ def paired_draws(
     pair = shared(baseline, other)
     a = task_draws(pair.baseline, resamples, seed)
     return pair, a, task_draws(pair.other, resamples, seed)
-
-
-def benchmark_draws(
-    tasks: list[TaskUnits], resamples: int = RESAMPLES, seed: int = SEED, over: str = "items"
-) -> np.ndarray:
-    """[resamples] draws of the mean over ``tasks`` (see the module docstring for ``over``)."""
-    if over == "items":
-        return np.mean([task_draws(t, resamples, seed) for t in tasks], axis=0)
-    if over == "tasks":
-        return over_tasks(np.asarray([units_mod.main_score(t) for t in tasks]), resamples, seed)
-    raise NeobenchError(f"--over {over}: expected items or tasks.")
 
 
 def over_tasks(
