@@ -24,7 +24,7 @@ ruff format --check --quiet neobench tests benchmarks  # the house layout (desig
 # The layers of pyproject.toml ([tool.importlinter]): imports only downward, stages independent.
 lint-imports --no-cache
 # pytest exits 5 when it collected no test: that is a failure here like any non-zero code.
-# Two workers (pytest-xdist; NEOBENCH_TEST_WORKERS to change, 0 for none): much of the suite
-# waits on Slurm, on subprocesses starting or on one Python thread, so two cores serve two at
-# once. tests/conftest.py groups the tests (modules, the Slurm cluster's, the golden runs').
-python -m pytest -q -n "${NEOBENCH_TEST_WORKERS:-2}" --dist loadgroup "$@"
+# Three workers (pytest-xdist; NEOBENCH_TEST_WORKERS to change, 0 for none): much of the suite
+# waits on Slurm's scheduler, on subprocesses starting or on one Python thread, so two cores serve
+# three at once. tests/conftest.py groups the tests (modules, each Slurm cluster's, the golden runs').
+python -m pytest -q -n "${NEOBENCH_TEST_WORKERS:-3}" --dist loadgroup "$@"
