@@ -178,8 +178,8 @@ def leaderboard(results: PathLike | Sequence[PathLike] = ".", **options: Any) ->
     ``_ci_high``, ``_sd`` and ``_mark`` columns beside each where the table has them."""
     from neobench.report import leaderboard as tables
 
-    fields = dataclasses.asdict(_config(TableOptions, "leaderboard", options))
-    return tables.leaderboard(_roots(results), fields.pop("benchmark"), **fields)
+    cfg = _config(config.TableOptions, "leaderboard", options, results=_roots(results))
+    return tables.leaderboard(**dataclasses.asdict(cfg))
 
 
 def compare(results: PathLike | Sequence[PathLike], baseline: str, **options: Any) -> Comparison:
@@ -190,37 +190,9 @@ def compare(results: PathLike | Sequence[PathLike], baseline: str, **options: An
     ``p`` and ``p_holm`` as they are."""
     from neobench.report import compare as comparison
 
-    fields = dataclasses.asdict(_config(CompareOptions, "compare", options))
-    return comparison.compare(_roots(results), baseline, **fields)
-
-
-@dataclasses.dataclass(kw_only=True)
-class TableOptions:
-    """The keywords of leaderboard(): `neobench table`'s flags that shape the table."""
-
-    benchmark: str = config.DEFAULT_BENCHMARK
-    models: list[str] | None = None
-    reference: str | None = None
-    per_task: bool = False
-    strict: bool = False
-    ci: bool = False
-    baseline: str | None = None
-    resamples: int = config.RESAMPLES
-    seed: int = config.BOOTSTRAP_SEED
-    over: str = "items"
-    zero_shot_only: bool = False
-
-
-@dataclasses.dataclass(kw_only=True)
-class CompareOptions:
-    """The keywords of compare(): `neobench compare`'s flags."""
-
-    benchmark: str = config.DEFAULT_BENCHMARK
-    models: list[str] | None = None
-    tasks: list[str] | None = None
-    resamples: int = config.RESAMPLES
-    seed: int = config.BOOTSTRAP_SEED
-    zero_shot_only: bool = False
+    given = {"results": _roots(results), "baseline": baseline}
+    cfg = _config(config.CompareOptions, "compare", options, **given)
+    return comparison.compare(**dataclasses.asdict(cfg))
 
 
 class Study:

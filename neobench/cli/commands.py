@@ -1,16 +1,17 @@
-"""The configs of the commands only the CLI runs (table, compare, ls, data, cache, study), built
-into argparse by flags.py; those of `eval` and `finetune` are in neobench/protocol/config.py."""
+"""The configs of the commands only the CLI runs (ls, data, cache, study), built into argparse by
+flags.py; those of `eval`, `finetune`, and the options `table` and `compare` share with the API
+are in neobench/protocol/config.py (the output flags added here)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from neobench.protocol.config import (
-    BOOTSTRAP_SEED,
     DEFAULT_BENCHMARK,
     LISTINGS,
-    RESAMPLES,
     STANDARD_RECIPE,
+    CompareOptions,
+    TableOptions,
     like,
     opt,
 )
@@ -22,71 +23,40 @@ TABLE_FORMATS = (RICH, *FORMATS)
 
 
 @dataclass(kw_only=True)
-class TableCommand:
+class TableCommand(TableOptions):
     """`neobench table`: which results, which rows, which output."""
 
-    results: list[str] = opt(
-        ["."], "results root given to neobench eval; repeat to combine several"
-    )
-    models: list[str] | None = opt(
-        None, "comma-separated model names or row labels (default: all)", csv=True
-    )
-    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose tasks make the columns")
     format: str | None = opt(
         None,
         f"output format: {' | '.join(TABLE_FORMATS)} (default: {RICH}, or from the --out suffix)",
         choices=TABLE_FORMATS,
+        after="benchmark",
     )
     out: str | None = opt(
-        None, f"write the table to this file ({', '.join(s for s, _ in FORMATS.values())})"
+        None,
+        f"write the table to this file ({', '.join(s for s, _ in FORMATS.values())})",
+        after="format",
     )
-    reference: str | None = opt(None, "add published rows: paper (NeoBERT Table 4)")
-    per_task: bool = opt(False, "one column per task")
     plot: str | None = opt(
         None,
         "also write a PNG forest plot: a panel per type (or task) and Avg., each row a point "
         "with its 95% interval (--ci), paper rows as grey diamonds",
+        after="per_task",
     )
     html: str | None = opt(
         None,
         "also write the leaderboard as one self-contained HTML page (sortable, filters, "
         "per-task drill-down, A/B of two rows; opens offline): docs/leaderboard-page.md",
-    )
-    strict: bool = opt(False, "refuse rows produced under different conditions")
-    ci: bool = opt(False, "show each cell's 95% bootstrap interval (needs per-item predictions)")
-    baseline: str | None = opt(
-        None, "mark cells significantly above / below this model's row (paired bootstrap, Holm)"
-    )
-    resamples: int = opt(RESAMPLES, "bootstrap resamples of each task's units (--ci, --baseline)")
-    seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
-    over: str = opt(
-        "items",
-        "what type columns and Avg. resample: items (each task's units, tasks fixed) | tasks",
-        choices=("items", "tasks"),
-    )
-    zero_shot_only: bool = opt(
-        False, "average only over the tasks no row trained on (drops in-domain tasks)"
+        after="plot",
     )
 
 
 @dataclass(kw_only=True)
-class CompareCommand:
+class CompareCommand(CompareOptions):
     """`neobench compare`: paired differences against a baseline, per task and on average."""
 
-    results: list[str] = opt(
-        ["."], "results root given to neobench eval; repeat to combine several"
-    )
-    baseline: str = opt(help="model name or row label every other model is compared with")
-    models: list[str] | None = opt(
-        None, "comma-separated models to compare (default: every other model found)", csv=True
-    )
-    tasks: list[str] | None = opt(None, "comma-separated subset of the benchmark's tasks", csv=True)
-    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark the tasks belong to")
-    resamples: int = opt(RESAMPLES, "bootstrap resamples of each task's units")
-    seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
-    out: str | None = opt(None, "write the comparison to this file (.md, .csv or .json)")
-    zero_shot_only: bool = opt(
-        False, "compare only on the tasks no compared model trained on (drops in-domain tasks)"
+    out: str | None = opt(
+        None, "write the comparison to this file (.md, .csv or .json)", after="seed"
     )
 
 

@@ -61,9 +61,15 @@ def csv_list(text: str | None) -> list[str] | None:
 
 
 def add_fields(parser: argparse.ArgumentParser, cls: type) -> None:
-    """One argument per field of the dataclass ``cls``, in field order."""
+    """One argument per field of the dataclass ``cls``, in field order, except that a field with
+    ``after`` comes right behind the field it names (a subclass's flag among its base's)."""
     hints = typing.get_type_hints(cls)
+    shown: list[dataclasses.Field] = []
     for f in dataclasses.fields(cls):
+        placed = [g.name for g in shown]
+        after = f.metadata.get("after")
+        shown.insert(placed.index(after) + 1 if after in placed else len(shown), f)
+    for f in shown:
         names, kwargs = argument(f, hints[f.name])
         parser.add_argument(*names, **kwargs)
 

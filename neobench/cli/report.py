@@ -7,6 +7,7 @@ from pathlib import Path
 from neobench.cli import commands
 from neobench.cli.output import out, print_listing, say
 from neobench.protocol import listing
+from neobench.protocol.config import CompareOptions, TableOptions, options
 
 
 def cmd_table(cfg: commands.TableCommand) -> int:
@@ -17,8 +18,7 @@ def cmd_table(cfg: commands.TableCommand) -> int:
     from neobench.report.render import terminal
 
     fmt = render.output_format(cfg.format, cfg.out, cfg.plot, cfg.html)
-    shape = {k: getattr(cfg, k) for k in ("per_task", "strict", "ci", "zero_shot_only")}
-    table = tables.leaderboard(cfg.results, cfg.benchmark, **_rows(cfg), **shape)
+    table = tables.leaderboard(**options(cfg, TableOptions))
     if fmt == render.RICH:
         terminal.print_rich(table, out)
     elif cfg.out:
@@ -60,16 +60,7 @@ def cmd_compare(cfg: commands.CompareCommand) -> int:
 
     if cfg.out:
         compare.check_out(cfg.out)  # before the work, not after it
-    found = comparison.compare(
-        cfg.results,
-        cfg.baseline,
-        benchmark=cfg.benchmark,
-        models=cfg.models,
-        tasks=cfg.tasks,
-        resamples=cfg.resamples,
-        seed=cfg.seed,
-        zero_shot_only=cfg.zero_shot_only,
-    )
+    found = comparison.compare(**options(cfg, CompareOptions))
     if cfg.out:
         write_text_atomic(Path(cfg.out), compare.output_text(found, cfg.out))
         say(f"wrote {cfg.out}", markup=False)

@@ -45,7 +45,8 @@ REPORT_TO_CHOICES = ("none", *TRACKERS)
 
 def opt(default: Any = MISSING, help: str = "", **cli: Any) -> Any:
     """A config field: its default, the one-line doc that is also the flag's help, and optional
-    command-line details (``metavar``, ``choices``, ``positional``, ``flag``, ``csv``)."""
+    command-line details (``metavar``, ``choices``, ``positional``, ``flag``, ``csv``, ``after``:
+    the field whose flag it follows)."""
     meta = {"help": help, **cli}
     if isinstance(default, list | dict):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
@@ -206,6 +207,61 @@ def like(cls: type, name: str, help: str | None = None) -> Any:
     if original.default_factory is not MISSING:
         return field(default_factory=original.default_factory, metadata=meta)
     return field(default=original.default, metadata=meta)
+
+
+@dataclass(kw_only=True)
+class TableOptions:
+    """`neobench table`'s rows and their resampling: the keywords of report's leaderboard()."""
+
+    results: list[str] = opt(
+        ["."], "results root given to neobench eval; repeat to combine several"
+    )
+    models: list[str] | None = opt(
+        None, "comma-separated model names or row labels (default: all)", csv=True
+    )
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose tasks make the columns")
+    reference: str | None = opt(None, "add published rows: paper (NeoBERT Table 4)")
+    per_task: bool = opt(False, "one column per task")
+    strict: bool = opt(False, "refuse rows produced under different conditions")
+    ci: bool = opt(False, "show each cell's 95% bootstrap interval (needs per-item predictions)")
+    baseline: str | None = opt(
+        None, "mark cells significantly above / below this model's row (paired bootstrap, Holm)"
+    )
+    resamples: int = opt(RESAMPLES, "bootstrap resamples of each task's units (--ci, --baseline)")
+    seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
+    over: str = opt(
+        "items",
+        "what type columns and Avg. resample: items (each task's units, tasks fixed) | tasks",
+        choices=("items", "tasks"),
+    )
+    zero_shot_only: bool = opt(
+        False, "average only over the tasks no row trained on (drops in-domain tasks)"
+    )
+
+
+@dataclass(kw_only=True)
+class CompareOptions:
+    """`neobench compare`'s inputs: the keywords of report's compare()."""
+
+    results: list[str] = opt(
+        ["."], "results root given to neobench eval; repeat to combine several"
+    )
+    baseline: str = opt(help="model name or row label every other model is compared with")
+    models: list[str] | None = opt(
+        None, "comma-separated models to compare (default: every other model found)", csv=True
+    )
+    tasks: list[str] | None = opt(None, "comma-separated subset of the benchmark's tasks", csv=True)
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark the tasks belong to")
+    resamples: int = opt(RESAMPLES, "bootstrap resamples of each task's units")
+    seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
+    zero_shot_only: bool = opt(
+        False, "compare only on the tasks no compared model trained on (drops in-domain tasks)"
+    )
+
+
+def options(cfg: Any, cls: type) -> dict[str, Any]:
+    """The fields of ``cls`` read from ``cfg`` (a command's config that extends ``cls``)."""
+    return {f.name: getattr(cfg, f.name) for f in fields(cls)}
 
 
 LISTINGS = ("tasks", "profiles", "recipes", "keys", "datasets")  # what `neobench ls` lists

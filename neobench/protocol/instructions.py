@@ -30,8 +30,13 @@ def profiles_dir() -> Path:
     return shipped("instructions")
 
 
+def yaml_names(folder: Path) -> list[str]:
+    """The shipped names in ``folder`` (recipes, manifests, profiles): its YAML files' stems."""
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
 def list_profiles() -> list[str]:
-    return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
+    return yaml_names(profiles_dir())
 
 
 @dataclass(frozen=True)
@@ -158,10 +163,6 @@ def all_mteb_task_names() -> set[str]:
                 exclude_superseded=False, exclude_private=False, exclude_beta=False
             )
         return {t.metadata.name for t in tasks}
-
-
-def list_train_profiles() -> list[str]:
-    return sorted(p.stem for p in (profiles_dir() / "train").glob("*.yaml"))
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,6 @@ def manifests_dir() -> Path:
     return shipped("datasets_manifest")
 
 
-def list_manifests() -> list[str]:
-    return sorted(p.stem for p in manifests_dir().glob("*.yaml"))
-
-
 @dataclass(frozen=True)
 class Row:
     key: str

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from neobench.core.errors import NeobenchError, find_yaml, read_yaml, unknown
+from neobench.protocol.instructions import yaml_names
 from neobench.protocol.recipe_values import NOT_HASHED, RecipeValues, is_off
 
 # Where a value comes from: tag -> what it names. One vocabulary for every recipe and manifest row;
@@ -58,7 +59,7 @@ TYPES = typing.get_type_hints(RecipeValues)
 
 
 def list_recipes() -> list[str]:
-    return sorted(p.stem for p in _recipes_dir().glob("*.yaml"))
+    return yaml_names(_recipes_dir())
 
 
 def _recipes_dir() -> Path:

@@ -6,12 +6,13 @@ from neobench.core.errors import NeobenchError
 from neobench.protocol.instructions import (
     all_mteb_task_names,
     list_profiles,
-    list_train_profiles,
     load_profile,
     load_train_instructions,
+    profiles_dir,
     validate_profile,
+    yaml_names,
 )
-from neobench.protocol.manifest import list_manifests, load_manifest, validate_manifest
+from neobench.protocol.manifest import load_manifest, manifests_dir, validate_manifest
 from neobench.protocol.recipe import Recipe, list_recipes, load_recipe
 
 
@@ -19,16 +20,18 @@ def validate_all() -> tuple[str, list[str]]:
     """(what was checked, every problem found)."""
     problems: list[str] = []
     known_tasks = all_mteb_task_names()
-    for name in list_profiles():
+    profiles, train = list_profiles(), yaml_names(profiles_dir() / "train")
+    manifests, recipes = yaml_names(manifests_dir()), list_recipes()
+    for name in profiles:
         profile = _value(problems, lambda n=name: load_profile(n))
         if profile:
             problems += validate_profile(profile, known_tasks)
     train_keys: set[str] = set()
-    for name in list_train_profiles():
+    for name in train:
         train_keys |= set(
             _value(problems, lambda n=name: load_train_instructions(n).instructions) or {}
         )
-    for name in list_manifests():
+    for name in manifests:
         manifest = _value(problems, lambda n=name: load_manifest(n))
         if manifest:
             problems += validate_manifest(manifest, train_keys)
@@ -38,14 +41,13 @@ def validate_all() -> tuple[str, list[str]]:
                     for t in row.in_domain
                     if t not in known_tasks
                 ]
-    for name in list_recipes():
+    for name in recipes:
         recipe = _value(problems, lambda n=name: load_recipe(n))
         if recipe:
             problems += shipped_recipe_problems(recipe)
     checked = (
-        f"{len(list_recipes())} recipe(s), {len(list_manifests())} manifest(s), "
-        f"{len(list_profiles())} evaluation and {len(list_train_profiles())} training "
-        "instruction profile(s)"
+        f"{len(recipes)} recipe(s), {len(manifests)} manifest(s), {len(profiles)} evaluation and "
+        f"{len(train)} training instruction profile(s)"
     )
     return checked, problems
 
@@ -57,7 +59,7 @@ def shipped_recipe_problems(recipe: Recipe) -> list[str]:
 
     where = f"recipe {recipe.name}"
     problems = []
-    if recipe.manifest not in list_manifests():
+    if recipe.manifest not in yaml_names(manifests_dir()):
         problems.append(f"{where}: manifest {recipe.manifest!r} is not shipped.")
     if not recipe.purpose:
         problems.append(f"{where}: add 'purpose', one sentence saying what the recipe is for.")
