@@ -1,6 +1,5 @@
-"""The config of `neobench bench gpu` (each field with its default and the one-line doc that is
-also its flag's help), its sections and models, and the two scales it runs at (full on a GPU,
-tiny for plumbing on a CPU)."""
+"""`neobench bench gpu`'s config (each field's doc is its flag's help), its sections and models,
+and its two scales (full on a GPU, tiny for plumbing on a CPU)."""
 
 from __future__ import annotations
 
@@ -8,23 +7,12 @@ from dataclasses import dataclass
 
 from neobench.protocol.config import DTYPE_CHOICES, EvalConfig, like, opt
 
-__all__ = [
-    "GPU_MODELS",
-    "GPU_SCALES",
-    "GPU_SCORE_TASKS",
-    "GPU_SECTIONS",
-    "BenchGpuCommand",
-    "GpuScale",
-]
-
-
 # `bench gpu`'s sections, in the order they run, with the seconds each may start new work in
 # (docs/performance.md): 540 s in all, so that with start-up and one item overrunning its
 # section the whole stays under 10 minutes on one H100. "unpadded" compares the embeddings the
 # encode section produced: it has no work, and no budget, of its own.
 GPU_SECTIONS = {"train": 150, "encode": 180, "unpadded": 0, "scores": 150, "topk": 60}
-# The models built from configs (their shapes: neobench/bench/gpu.py, prepare_models) and the
-# packaged all-MiniLM-L6-v2, by the names `--models` takes.
+# The packaged all-MiniLM-L6-v2 and the models built from configs (gpu.py, SHAPES).
 GPU_MODELS = ["minilm", "bert-base", "modernbert-base", "neobert"]
 # The mteb tasks whose main scores are compared (half precision on the device against CPU
 # float32), and whose texts are encoded when the mirror holds them.
@@ -46,9 +34,7 @@ class GpuScale:
     docs: int  # top-k: document vectors
     k: int  # top-k: list length (mteb's retrieval default is 1,000)
     dim: int  # top-k: vector width (all-MiniLM-L6-v2's)
-    # Whether the sections' time budgets apply: at full size they keep a GPU run under 10
-    # minutes; a tiny run exists to exercise every path, however slow or loaded the CPU.
-    budgeted: bool
+    budgeted: bool  # the budgets apply: a tiny run exercises every path, however slow the CPU
 
 
 GPU_SCALES = {

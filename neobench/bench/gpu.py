@@ -1,19 +1,14 @@
 """`neobench bench gpu`: everything the GPU path claims, measured in one run on one device.
 
-Sections, in order, each with a time budget in which it may start new work (GPU_SECTIONS in
-neobench/bench/config.py; the whole stays under 10 minutes on one H100 at --size full):
+Sections, in order, each with the seconds it may start new work in (GPU_SECTIONS, config.py):
   train     bf16 fine-tuning steps, neobench's recipe against the stock trainer
   encode    tokens/s and % of the GPU's peak: padded, unpadded, stock encode
   unpadded  unpadded against padded embeddings, per architecture (from encode's embeddings)
   scores    half-precision main scores on the device against CPU float32
   topk      the device's top-k lists against the CPU's exact ones
-A section not asked for is recorded as skipped; a section that raises is recorded as an error and
-the others still run (one broken section must not cost the rest of a short GPU lease).
-`--size tiny` runs every section on 2-layer shapes and a few texts: the plumbing, on a CPU.
-
-The module reads top to bottom: the run; the measuring tools (also used by benchmarks/); the
-inputs (models, texts, the record a section fills, its time budget); the sections. The record's
-keys: docs/performance.md; its table: neobench/bench/gpu_report.py.
+A section not asked for is recorded as skipped; one that raises is recorded as an error and the
+others still run (one broken section must not cost the rest of a short GPU lease). The record's
+keys: docs/performance.md; its table: gpu_report.py. benchmarks/ uses the measuring tools.
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ import math
 import resource
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +58,11 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
     device, dtype, data_dir = check(cmd)
     scale = GPU_SCALES[cmd.size]
     start = time.perf_counter()
+    budgets: dict[str, Any] = dict(GPU_SECTIONS) if scale.budgeted else {}
+    wanted = set(cmd.sections)
+    if wanted & {"encode", "unpadded"}:  # one produces the embeddings the other compares
+        wanted |= {"encode", "unpadded"}
+    out = {n: _entry(Section("skipped", "not in --sections"), budgets.get(n)) for n in GPU_SECTIONS}
     record: dict[str, Any] = {
         "schema": SCHEMA,
         "device": describe_device(device),
@@ -75,20 +75,14 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
             "score_tasks": list(cmd.score_tasks),
             "data_dir": str(data_dir) if data_dir else None,
             "seed": cmd.seed,
-            "budgets_s": dict(GPU_SECTIONS) if scale.budgeted else None,
+            "budgets_s": budgets or None,
             "scale": dict(vars(scale)),
         },
         "texts": None,
-        "sections": {},
+        "sections": out,
     }
-    wanted = set(cmd.sections)
-    if wanted & {"encode", "unpadded"}:  # one produces the embeddings the other compares
-        wanted |= {"encode", "unpadded"}
-    out = record["sections"]
-    for name in GPU_SECTIONS:
-        out[name] = _entry(Section("skipped", "not in --sections"), name, 0.0, scale)
     with tempfile.TemporaryDirectory(prefix="neobench-bench-gpu-") as tmp:
-        models: list[tuple[str, str]] = []
+        models: Models = []
         texts: list[str] = []
         if wanted & {"train", "encode"}:
             models = prepare_models(cmd.models, scale.shapes, Path(tmp), cmd.seed)
@@ -100,17 +94,11 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
             "topk": lambda b: topk_section(scale, device, cmd.seed, b),
         }
         for name in (n for n in work if n in wanted):
-            began = time.perf_counter()
-            found = _guarded(
-                name, work[name], Budget(GPU_SECTIONS[name] if scale.budgeted else math.inf)
-            )
-            seconds = time.perf_counter() - began
+            found, seconds = _guarded(name, work[name], Budget(budgets.get(name, math.inf)))
             if name == "encode":  # (encode, unpadded); the second did no work of its own
-                encode, unpadded = found if isinstance(found, tuple) else (found, found)
-                out["encode"] = _entry(encode, "encode", seconds, scale)
-                out["unpadded"] = _entry(unpadded, "unpadded", 0.0, scale)
-            else:
-                out[name] = _entry(found, name, seconds, scale)
+                found, unpadded = found if isinstance(found, tuple) else (found, found)
+                out["unpadded"] = _entry(unpadded, budgets.get("unpadded"))
+            out[name] = _entry(found, budgets.get(name), seconds)
             gc.collect()  # drop the section's models before the next one measures peak memory
             if device.startswith("cuda"):
                 torch.cuda.empty_cache()
@@ -148,39 +136,32 @@ def check(cmd: BenchGpuCommand) -> tuple[str, str, Path | None]:
 
 def describe_device(device: str) -> dict[str, Any]:
     """What ran the sections: the card and its nominal peak, or the CPU's threads."""
-    if device.startswith("cuda"):
-        name = torch.cuda.get_device_name(device)
-        memory = torch.cuda.get_device_properties(device).total_memory / 2**30
-        return {
-            "type": "cuda",
-            "name": name,
-            "peak_flops": peak_flops(name),
-            "memory_gib": round(memory, 1),
-            "threads": torch.get_num_threads(),
-        }
-    return {"type": "cpu", "name": "cpu", "peak_flops": None, "threads": torch.get_num_threads()}
+    threads = torch.get_num_threads()
+    if not device.startswith("cuda"):
+        return {"type": "cpu", "name": "cpu", "peak_flops": None, "threads": threads}
+    name = torch.cuda.get_device_name(device)
+    memory = round(torch.cuda.get_device_properties(device).total_memory / 2**30, 1)
+    return dict(
+        type="cuda", name=name, peak_flops=peak_flops(name), memory_gib=memory, threads=threads
+    )
 
 
-def _guarded(name: str, work: Any, budget: Budget) -> Any:
-    """The section's result; an unexpected exception becomes an error entry, logged."""
+def _guarded(name: str, work: Any, budget: Budget) -> tuple[Any, float]:
+    """The section's result and seconds; an unexpected exception becomes an error, logged."""
+    start = time.perf_counter()
     try:
-        return work(budget)
+        found = work(budget)
     except NeobenchError:
         raise  # bad input found late is the command's error, reported as such
     except Exception as error:
         logger.warning("bench gpu: section %s stopped: %s", name, error)
         logger.debug("section %s", name, exc_info=True)
-        return Section("error", f"{type(error).__name__}: {str(error).strip()[:300]}")
+        found = Section("error", f"{type(error).__name__}: {str(error).strip()[:300]}")
+    return found, time.perf_counter() - start
 
 
-def _entry(section: Section, name: str, seconds: float, scale: GpuScale) -> dict[str, Any]:
-    return {
-        "status": section.status,
-        "reason": section.reason,
-        "budget_s": GPU_SECTIONS[name] if scale.budgeted else None,
-        "seconds": round(seconds, 2),
-        "rows": section.rows,
-    }
+def _entry(section: Section, budget: int | None, seconds: float = 0.0) -> dict[str, Any]:
+    return asdict(replace(section, budget_s=budget, seconds=round(seconds, 2)))
 
 
 def failed(record: dict[str, Any]) -> list[str]:
@@ -220,7 +201,8 @@ class Rate:
 
 def task_texts(names: list[str], benchmark: str, data_dir: str | None, limit: int) -> list[str]:
     """Unique strings of the tasks' eval data (corpus, queries, sentences), an equal share of
-    ``limit`` from each task, read through the mirror (or the hub)."""
+    ``limit`` from each task, read through the mirror (or the hub). Unique: every encoder then
+    does the same work (deduplication is the cache's gain)."""
     tasks = [copy.deepcopy(t) for t in select_tasks(load_benchmark(benchmark), names)]
     folder = mirror.resolve_data_dir(data_dir)
     if folder:
@@ -233,7 +215,6 @@ def task_texts(names: list[str], benchmark: str, data_dir: str | None, limit: in
         found: list[str] = []
         _collect_strings(task.dataset, found, 10 * limit)
         texts += list(dict.fromkeys(found))[: limit // len(tasks)]
-    # Unique: every encoder then does the same work (deduplication is the cache's gain).
     return list(dict.fromkeys(texts))
 
 
@@ -247,8 +228,7 @@ def _collect_strings(node: Any, out: list[str], limit: int) -> None:
             for value in node[column]:
                 values = value if isinstance(value, list) else [value]
                 out.extend(t for t in values if isinstance(t, str) and t.strip())
-        return
-    if isinstance(node, dict):
+    elif isinstance(node, dict):
         for value in node.values():
             _collect_strings(value, out, limit)
 
@@ -287,20 +267,16 @@ def non_embedding_parameters(backbone: Any) -> int:
     )
 
 
-def attention_keys(config: Any, length: float) -> float:
-    """Keys one query attends to, summed over the layers, in a text of ``length`` tokens: all of
-    them, except in sliding-window layers (ModernBERT's local layers: ``local_attention`` keys)."""
+def text_flops(params: int, config: Any, length: float) -> float:
+    """Forward FLOPs of one text (docs/performance.md, "The ceiling"): 2 x non-embedding
+    parameters per token, plus 4 x hidden x (keys attended, over the layers) per token. A query
+    attends to every key, except in sliding-window layers (ModernBERT's local layers:
+    ``local_attention`` keys)."""
     layers = int(getattr(config, "num_hidden_layers", 0))
     kinds = getattr(config, "layer_types", None) or ["full_attention"] * layers
     window = getattr(config, "local_attention", None) or getattr(config, "sliding_window", None)
-    return float(sum(min(length, window) if window and "sliding" in k else length for k in kinds))
-
-
-def text_flops(params: int, config: Any, length: float) -> float:
-    """Forward FLOPs of one text (docs/performance.md, "The ceiling"): 2 x non-embedding
-    parameters per token, plus 4 x hidden x (keys attended, over the layers) per token."""
-    hidden = getattr(config, "hidden_size", 0)
-    return 2 * params * length + 4 * hidden * length * attention_keys(config, length)
+    keys = sum(min(length, window) if window and "sliding" in k else length for k in kinds)
+    return 2 * params * length + 4 * getattr(config, "hidden_size", 0) * length * float(keys)
 
 
 def reset_peak_memory(device: str) -> None:
@@ -345,11 +321,8 @@ def measure(
     return Rate(label, seconds, len(texts), sum(lengths), peak_memory_mb(device), fraction)
 
 
-# The inputs. Models: BERT-base, ModernBERT-base and NeoBERT built from their configs (seeded
-# random weights, all-MiniLM-L6-v2's WordPiece tokenizer: nothing comes from the hub), and the
-# packaged all-MiniLM-L6-v2. Throughput does not depend on the weights' values; the score section
-# uses MiniLM's real ones. Texts: the score tasks' own when the mirror holds them, else seeded
-# synthetic ones.
+# The inputs. Models built from configs have seeded random weights and MiniLM's WordPiece
+# tokenizer: nothing comes from the hub, and throughput does not depend on the weights' values.
 
 # all-MiniLM-L6-v2's WordPiece ids ([PAD], [CLS], [SEP]): ModernBERT's own config names its BPE
 # tokenizer's, which the built model would never see.
@@ -382,34 +355,35 @@ SHAPES["tiny"] = {
     name: {**shape, **_TINY, "intermediate_size": 128} for name, shape in SHAPES["base"].items()
 }
 PACKAGED = "minilm"  # the one model that is not built: the packaged all-MiniLM-L6-v2
+Models = list[tuple[str, str]]  # (name, folder) of each model a section runs
 
 
-def prepare_models(names: list[str], shapes: str, folder: Path, seed: int) -> list[tuple[str, str]]:
-    """(name, folder) of each model named; those from configs built into ``folder``, each with
-    the same seed."""
+def prepare_models(names: list[str], shapes: str, folder: Path, seed: int) -> Models:
+    """(name, folder) of each model named; those from configs built into ``folder``, seeded."""
     from neobench.models.build import build_from_config
 
-    models = []
-    for name in names:
-        if name == PACKAGED:
-            models.append((name, default_model()))
-        else:
-            build_from_config(SHAPES[shapes][name], default_model(), folder / name, seed)
-            models.append((name, str(folder / name)))
-    return models
+    for name in (n for n in names if n != PACKAGED):
+        build_from_config(SHAPES[shapes][name], default_model(), folder / name, seed)
+    return [(n, default_model() if n == PACKAGED else str(folder / n)) for n in names]
 
 
 def bench_texts(
     data_dir: Path | None, tasks: list[str], scale: GpuScale, seed: int
 ) -> tuple[list[str], dict[str, Any]]:
     """The mirror's texts of ``tasks`` (an equal share of scale.texts from each), else synthetic
-    ones; and their summary for the record (tokens under MiniLM's tokenizer)."""
+    ones: whole words of MiniLM's vocabulary, words per text log-normal with median 40 (a short
+    passage), from 3 (a query) to 400 (beyond 512 tokens: truncated). And their summary for the
+    record (tokens under MiniLM's tokenizer)."""
     from transformers import AutoTokenizer
 
     if data_dir is not None:
         texts = task_texts(tasks, DEFAULT_BENCHMARK, str(data_dir), scale.texts)
     else:
-        texts, tasks = synthetic_texts(scale.texts, seed), []
+        vocab = (Path(default_model()) / "vocab.txt").read_text(encoding="utf-8").split("\n")
+        words = np.array([w for w in vocab if w.isalpha() and w.isascii() and len(w) > 2])
+        rng = np.random.default_rng(seed)
+        lengths = np.clip(rng.lognormal(np.log(40), 0.9, scale.texts).astype(int), 3, 400)
+        texts, tasks = [" ".join(rng.choice(words, n)) for n in lengths], []
     tokenizer = AutoTokenizer.from_pretrained(default_model())
     tokens = sum(token_lengths(tokenizer, texts, scale.max_seq_length))
     return texts, {
@@ -422,33 +396,18 @@ def bench_texts(
     }
 
 
-def synthetic_texts(count: int, seed: int) -> list[str]:
-    """``count`` texts of whole words from MiniLM's vocabulary; words per text log-normal with
-    median 40 (a short passage), from 3 (a query) to 400 (beyond 512 tokens: truncated)."""
-    vocab = (Path(default_model()) / "vocab.txt").read_text(encoding="utf-8").split("\n")
-    words = np.array([w for w in vocab if w.isalpha() and w.isascii() and len(w) > 2])
-    rng = np.random.default_rng(seed)
-    lengths = np.clip(rng.lognormal(np.log(40), 0.9, count).astype(int), 3, 400)
-    return [" ".join(rng.choice(words, n)) for n in lengths]
-
-
-def training_pairs(texts: list[str]) -> tuple[list[str], list[str]]:
-    """(queries, positives): each text's first third of words as the query of the whole text,
-    a title-to-document task whose in-batch negatives are the other texts."""
-    words = [text.split() for text in texts]
-    return [" ".join(w[: max(1, len(w) // 3)]) for w in words], list(texts)
-
-
 # A section's outcome, worst last: a check that fails or an error outranks a budget cut short.
 STATUSES = ("ok", "skipped", "not applicable", "partial", "failed", "error")
 
 
 @dataclass
 class Section:
-    """What one section found: its status, why (when not ok), and one row per measurement."""
+    """One section's status, why (when not ok), its budget and seconds, a row per measurement."""
 
     status: str = "ok"
     reason: str | None = None
+    budget_s: int | None = None
+    seconds: float = 0.0
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def mark(self, status: str, reason: str) -> None:
@@ -457,13 +416,19 @@ class Section:
             self.status = status
         self.reason = f"{self.reason}; {reason}" if self.reason else reason
 
+    def check(self, row: dict[str, Any], passed: bool, why: str) -> None:
+        """Record a row; a row that fails its check marks the section failed, saying ``why``."""
+        self.rows.append(row)
+        if not passed:
+            self.mark("failed", why)
 
+
+@dataclass
 class Budget:
     """The seconds a section may start new work in; work already started runs to its end."""
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.start = time.perf_counter()
+    seconds: float
+    start: float = field(default_factory=time.perf_counter)
 
     def spent(self, section: Section, what: str) -> bool:
         """True (and the section marked partial) when the budget is spent before ``what``."""
@@ -478,10 +443,9 @@ class Budget:
 # Section train: fine-tuning steps through neobench's recipe (`finetune()` on a one-row manifest
 # over the pairs: its sampler, token-counting collator, loss curve; bf16 autocast on CUDA) and
 # through the stock SentenceTransformerTrainer with MultipleNegativesRankingLoss at the recipe's
-# temperature and optimiser values. Both load the model with dropout off (the recipe's setting),
-# so what differs is the training path, not the network. Each runs one step more than is timed:
-# tokens/s counts real tokens from the end of the first step to the end of the last, leaving
-# start-up and first-step kernel choices out of both.
+# temperature and optimiser values, both with dropout off (the recipe's setting): what differs is
+# the training path, not the network. Each runs one untimed step first: tokens/s counts real
+# tokens from the end of step 1 to the end of the last, leaving start-up out of both.
 
 MANIFEST = "bench-manifest.yaml"
 PAIRS = "bench-pairs.parquet"
@@ -496,84 +460,69 @@ datasets:
     instruction: STSBENCHMARK
     source: neobench
 """
+Pairs = dict[str, list[str]]  # {"query": [...], "positive": [...]}
 
 
 def train_section(
-    models: list[tuple[str, str]], texts: list[str], scale: GpuScale, device: str, budget: Budget
+    models: Models, texts: list[str], scale: GpuScale, device: str, budget: Budget
 ) -> Section:
-    """Both trainers on every model, until the budget is spent."""
+    """Both trainers on every model, until the budget is spent. The pairs: each text's first
+    third of words as the query of the whole text (in-batch negatives: the other texts)."""
     import pandas as pd
 
     section = Section()
-    queries, positives = training_pairs(texts)
+    words = [text.split() for text in texts]
+    pairs = {"query": [" ".join(w[: max(1, len(w) // 3)]) for w in words], "positive": texts}
+    trainers = (neobench_steps, stock_steps)
     with tempfile.TemporaryDirectory(prefix="neobench-bench-gpu-") as tmp:
         folder = Path(tmp)
-        pd.DataFrame({"query": queries, "positive": positives}).to_parquet(folder / PAIRS)
+        pd.DataFrame(pairs).to_parquet(folder / PAIRS)
         (folder / MANIFEST).write_text(_ROW.format(pairs=PAIRS))
         if models and device.startswith("cuda"):
             # The first trainer in a process pays the device's one-time costs (CUDA context,
             # kernels chosen per shape): on an H200 BERT-base's first timed run was 0.44x a warm
             # one. One untimed pass of each trainer on the first model, so every row runs warm.
-            neobench_steps(*models[0], folder, scale, device, output="warm-neobench")
-            stock_steps(*models[0], folder, queries, positives, scale, device, "warm-stock")
+            for steps in trainers:
+                steps("warm", models[0][1], folder, pairs, scale, device)
         for name, path in models:
             if budget.spent(section, f"training {name}"):
                 break
-            for row in (
-                neobench_steps(name, path, folder, scale, device),
-                stock_steps(name, path, folder, queries, positives, scale, device),
-            ):
-                section.rows.append(row)
-                if not row["loss_finite"]:
-                    section.mark("failed", f"{name}, {row['trainer']}: non-finite loss")
+            for steps in trainers:
+                row = steps(name, path, folder, pairs, scale, device)
+                why = f"{name}, {row['trainer']}: non-finite loss"
+                section.check(row, row["loss_finite"], why)
     return section
 
 
 def neobench_steps(
-    name: str, path: str, folder: Path, scale: GpuScale, device: str, output: str | None = None
+    name: str, path: str, folder: Path, pairs: Pairs, scale: GpuScale, device: str
 ) -> dict:
-    """`finetune()` on the pairs for scale.train_steps + 1 steps, into ``folder / output``; its
-    row."""
+    """`finetune()` on the pairs file for scale.train_steps + 1 steps; its row."""
     from neobench.train.finetune import FinetuneConfig, finetune
 
-    steps: list[tuple[float, float, float]] = []  # (seconds since step 1 began, tokens, loss)
-
-    def on_step(entry: dict[str, Any]) -> None:
-        tokens = (entry["tokens_per_s"] or 0.0) * entry["elapsed_s"]
-        steps.append((entry["elapsed_s"], tokens, entry["loss"]))
-
+    steps = _Steps()
     overrides = [
         f"manifest={folder / MANIFEST}", "datasets=BENCH", "instructions=none",
         f"max_steps={scale.train_steps + 1}", f"batch_size={scale.train_batch}",
         f"max_seq_length={scale.train_length}", f"checkpoint_every={10**9}",
     ]  # fmt: skip
+    output = str(folder / f"neobench-{name}")
     cfg = FinetuneConfig(
-        model=path,
-        output=str(folder / (output or f"neobench-{name}")),
-        data_dir=str(folder),
-        device=device,
-        overrides=overrides,
+        model=path, output=output, data_dir=str(folder), device=device, overrides=overrides
     )
     reset_peak_memory(device)
     error = None
     try:
-        finetune(cfg, on_step=on_step)
+        finetune(cfg, on_step=steps.record)
     except NeobenchError as stopped:  # the recipe's guard: a non-finite loss stops the run
         error = " ".join(stopped.problems)
     return _row(name, "neobench", steps, device, error)
 
 
 def stock_steps(
-    name: str,
-    path: str,
-    folder: Path,
-    queries: list[str],
-    positives: list[str],
-    scale: GpuScale,
-    device: str,
-    output: str | None = None,
+    name: str, path: str, folder: Path, pairs: Pairs, scale: GpuScale, device: str
 ) -> dict:
-    """The stock trainer on the same pairs and settings, into ``folder / output``; its row."""
+    """The stock trainer on the same pairs and settings; its row."""
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformer,
@@ -587,7 +536,7 @@ def stock_steps(
     from neobench.models.load import dropout_overrides, transformer_folder
     from neobench.protocol.config import STANDARD_RECIPE
     from neobench.protocol.recipe import load_recipe
-    from neobench.train.telemetry import TokenCountingCollator
+    from neobench.train.telemetry import LossCurve, NonFiniteLoss, TokenCountingCollator
     from neobench.train.trainer import optimiser_arguments
 
     register()  # model_type "neobert" for the stock loader
@@ -599,13 +548,14 @@ def stock_steps(
     )
     network.max_seq_length = scale.train_length
     collator = TokenCountingCollator(preprocess_fn=network.preprocess)
-    clock = _clock(collator)
-    steps = scale.train_steps + 1
+    steps, count = _Steps(), scale.train_steps + 1
+    output = folder / f"stock-{name}"
+    curve = LossCurve(output / "curve.jsonl", ["BENCH"] * count, collator, 1, on_step=steps.record)
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(folder / (output or f"stock-{name}")),
-        max_steps=steps,
+        output_dir=str(output),
+        max_steps=count,
         per_device_train_batch_size=scale.train_batch,
-        **optimiser_arguments(values, steps, device),  # the recipe's optimiser and precision
+        **optimiser_arguments(values, count, device),  # the recipe's optimiser and precision
         seed=values.seed,
         logging_steps=1,  # the loss of every step (and a device sync per step, as neobench's)
         logging_nan_inf_filter=False,
@@ -616,38 +566,27 @@ def stock_steps(
     trainer = SentenceTransformerTrainer(
         model=network,
         args=args,
-        train_dataset=Dataset.from_dict({"query": queries, "positive": positives}),
+        train_dataset=Dataset.from_dict(pairs),
         loss=MultipleNegativesRankingLoss(network, scale=1.0 / values.temperature),
         data_collator=collator,
-        callbacks=[clock],
+        callbacks=[curve],
     )
     trainer.remove_callback(PrinterCallback)  # the figures go to the JSON, not to stdout
-    trainer.train()
-    return _row(name, "stock", clock.steps, device, None)
+    error = None
+    try:
+        trainer.train()
+    except NonFiniteLoss as stopped:  # the loss curve's guard, as in neobench's recipe
+        error = str(stopped)
+    return _row(name, "stock", steps, device, error)
 
 
-def _clock(collator: Any) -> Any:
-    """A callback that records (seconds since the first step began, tokens collated, loss) at
-    every logged step: the convention of neobench's loss curve (neobench/train/telemetry.py)."""
-    from transformers import TrainerCallback
+class _Steps(list):
+    """(seconds since step 1 began, tokens, loss) of each step, as the loss curve's on_step
+    (neobench/train/telemetry.py) reports them: both trainers are timed by one clock."""
 
-    class StepClock(TrainerCallback):
-        def __init__(self) -> None:
-            self.steps: list[tuple[float, float, float]] = []
-            self.start: float | None = None
-            self.tokens_at_start = collator.tokens
-
-        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.start = self.start or time.perf_counter()
-
-        def on_log(
-            self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any
-        ) -> None:
-            if logs and "loss" in logs and self.start is not None:
-                tokens = collator.tokens - self.tokens_at_start
-                self.steps.append((time.perf_counter() - self.start, tokens, float(logs["loss"])))
-
-    return StepClock()
+    def record(self, entry: dict[str, Any]) -> None:
+        tokens = (entry["tokens_per_s"] or 0.0) * entry["elapsed_s"]
+        self.append((entry["elapsed_s"], tokens, entry["loss"]))
 
 
 def _row(
@@ -675,14 +614,11 @@ def _row(
 
 
 # Sections encode and unpadded: each model's encoding tokens/s three ways, same texts, same
-# autocast dtype, cache off:
-#   padded    neobench's encoder (length-sorted token-budget batches), attention over padded rows
-#   unpadded  the same encoder with a batch's real tokens packed into one row and variable-length
-#             attention (neobench/models/unpad.py; NeoBERT's own packed path)
-#   stock     SentenceTransformer.encode, batches of 32, padded
-# Each path is warmed up, then timed scale.repeats times; the best pass counts. Tokens are real
-# tokens (no padding), so the % of peak is of useful work (text_flops over PEAK_FLOPS). The unpadded
-# section compares padded against unpadded embeddings (and padded against stock, for scale).
+# autocast dtype, cache off: padded (neobench's encoder: length-sorted token-budget batches),
+# unpadded (the same encoder with a batch's real tokens packed into one row and variable-length
+# attention: neobench/models/unpad.py, NeoBERT's own packed path), stock (SentenceTransformer.
+# encode, batches of 32, padded). Each path is warmed up, then timed scale.repeats times; the best
+# pass counts. Tokens are real ones (no padding): the % of peak is of useful work.
 
 WARM_UP = 256  # texts encoded once by each path before it is timed (kernels, allocator)
 # Lowest cosine between a text's padded and unpadded embedding that passes, per autocast dtype:
@@ -691,94 +627,70 @@ COSINE_FLOOR = {"float32": 0.99999, "float16": 0.999, "bfloat16": 0.995}
 
 
 def encode_sections(
-    models: list[tuple[str, str]],
-    texts: list[str],
-    scale: GpuScale,
-    device: str,
-    dtype: str,
-    budget: Budget,
+    models: Models, texts: list[str], scale: GpuScale, device: str, dtype: str, budget: Budget
 ) -> tuple[Section, Section]:
-    """(encode, unpadded): every model's three paths, until the budget is spent."""
+    """(encode, unpadded): every model's paths (a row each), until the budget is spent."""
+    from neobench.models.load import load_model
+
     encode, unpadded = Section(), Section()
     for name, path in models:
         if budget.spent(encode, f"encoding with {name}"):
             unpadded.mark("partial", f"{name}: not encoded, the encode budget was spent")
             break
-        rows, vectors, architecture = encode_model(name, path, texts, scale, device, dtype)
-        encode.rows += rows
+        half = dtype != "float32"
+        loaded = load_model(
+            path, device=device, max_seq_length=scale.max_seq_length, half=half, unpadded="on"
+        )
+        network: Any = loaded.model
+        backbone = network[0].auto_model
+        native = hasattr(backbone.config, "unpadded_attention")  # NeoBERT packs in its forward
+        lengths = token_lengths(network.tokenizer, texts, network.max_seq_length)
+        vectors: dict[str, np.ndarray] = {}
+        for kind, run in _paths(network, device, dtype, loaded.packed or native).items():
+            if native:  # stock and padded run NeoBERT padded, as a stock user would
+                backbone.config.unpadded_attention = "on" if kind == "unpadded" else "off"
+            kernel = loaded.attn_implementation if kind == "unpadded" else _padded_kernel(loaded)
+            run(texts[: min(WARM_UP, max(1, len(texts) // 4))])
+            best: Rate | None = None
+            for _ in range(scale.repeats):
+                out: dict[str, np.ndarray] = {}
+                rate = measure(
+                    kind, lambda r=run, o=out: o.setdefault("v", r(texts)), texts, lengths,
+                    network, device,
+                )  # fmt: skip
+                if best is None or rate.seconds < best.seconds:
+                    best, vectors[kind] = rate, out["v"]
+            fraction = best.flop_fraction
+            encode.rows.append(
+                {
+                    "model": name,
+                    "path": kind,
+                    "attention": kernel,
+                    "texts": best.texts,
+                    "tokens": best.tokens,
+                    "seconds": round(best.seconds, 4),
+                    "tokens_per_s": round(best.tokens_per_s, 1),
+                    "peak_fraction": round(fraction, 4) if fraction is not None else None,
+                    "peak_memory_mb": round(best.peak_memory_mb, 1),
+                }
+            )
         if "unpadded" not in vectors:
             unpadded.mark("skipped", f"{name}: its architecture cannot run unpadded")
             continue
-        row = difference(name, architecture, vectors, dtype)
-        unpadded.rows.append(row)
-        if not row["within"]:
-            unpadded.mark(
-                "failed",
-                f"{name}: lowest cosine {row['min_cosine']:.6f} below {row['cosine_floor']}",
-            )
+        row = difference(name, loaded.architecture, vectors, dtype)
+        why = f"{name}: lowest cosine {row['min_cosine']:.6f} below {row['cosine_floor']}"
+        unpadded.check(row, row["within"], why)
     return encode, unpadded
-
-
-def encode_model(
-    name: str, path: str, texts: list[str], scale: GpuScale, device: str, dtype: str
-) -> tuple[list[dict], dict[str, np.ndarray], str]:
-    """One model's rows (a path each), embeddings by path, and its architecture."""
-    from neobench.models.load import load_model
-
-    loaded = load_model(
-        path,
-        device=device,
-        max_seq_length=scale.max_seq_length,
-        half=dtype != "float32",
-        unpadded="on",
-    )
-    network: Any = loaded.model
-    backbone = network[0].auto_model
-    native = hasattr(backbone.config, "unpadded_attention")  # NeoBERT packs inside its forward
-    lengths = token_lengths(network.tokenizer, texts, network.max_seq_length)
-    rows, vectors = [], {}
-    for kind, run in _paths(network, device, dtype, loaded.packed or native).items():
-        if native:  # stock and padded run NeoBERT padded, as a stock user would
-            backbone.config.unpadded_attention = "on" if kind == "unpadded" else "off"
-        kernel = loaded.attn_implementation if kind == "unpadded" else _padded_kernel(loaded)
-        run(texts[: min(WARM_UP, max(1, len(texts) // 4))])
-        best: Rate | None = None
-        for _ in range(scale.repeats):
-            out: dict[str, np.ndarray] = {}
-            rate = measure(
-                kind, lambda r=run, o=out: o.setdefault("v", r(texts)), texts, lengths,
-                network, device,
-            )  # fmt: skip
-            if best is None or rate.seconds < best.seconds:
-                best, vectors[kind] = rate, out["v"]
-        fraction = best.flop_fraction
-        rows.append(
-            {
-                "model": name,
-                "path": kind,
-                "attention": kernel,
-                "texts": best.texts,
-                "tokens": best.tokens,
-                "seconds": round(best.seconds, 4),
-                "tokens_per_s": round(best.tokens_per_s, 1),
-                "peak_fraction": round(fraction, 4) if fraction is not None else None,
-                "peak_memory_mb": round(best.peak_memory_mb, 1),
-            }
-        )
-    return rows, vectors, loaded.architecture
 
 
 def _paths(network: Any, device: str, dtype: str, can_unpad: bool) -> dict[str, Any]:
     """path -> a function of texts returning (texts, dim) float32 embeddings."""
 
     def fast(packed: bool) -> Any:
+        budget = default_token_budget(device)
+        autocast = DTYPES[dtype] or False
         encoder = FastEncoder(
-            network,
-            "bench-gpu",
-            cache=None,
-            autocast=DTYPES[dtype] or False,
-            token_budget=default_token_budget(device),
-            packed=packed,
+            network, "bench-gpu", cache=None, autocast=autocast, token_budget=budget, packed=packed
         )
         return lambda texts: encoder.embed(texts, None)
 
@@ -819,13 +731,6 @@ def difference(model: str, architecture: str, vectors: dict[str, np.ndarray], dt
 
 
 # Sections scores and topk: the fast path gives the numbers the slow one does.
-# scores  The packaged all-MiniLM-L6-v2 (real weights: a random network's scores mean nothing)
-#         through `neobench eval`'s own path (run_eval) twice per task: on the device in
-#         half-precision autocast and on the CPU in float32; main scores within SCORE_TOLERANCE.
-# topk    Seeded random unit vectors; RunningTopK's lists on the device against the CPU's exact
-#         ones. A query whose ids differ passes when its scores agree at every rank within
-#         TIE_TOLERANCE: the lists then differ only in the order of (near-)tied documents.
-
 SCORE_TOLERANCE = 0.001  # main scores are 0-1: 0.1 point on the leaderboard's 0-100 scale
 TIE_TOLERANCE = 1e-5  # cosine: two float32 sums of 384 products in another order differ ~1e-7
 REFERENCE_BLOCK = 256  # queries scored against the whole corpus at once by the CPU reference
@@ -836,7 +741,9 @@ SCORE_DATA = "mteb/biosses-sts, mteb/sts16-sts and mteb/scifact"
 def scores_section(
     tasks: list[str], data_dir: Path | None, device: str, dtype: str, budget: Budget
 ) -> Section:
-    """Every task's main score on the device in ``dtype`` and on the CPU in float32."""
+    """Every task's main score through `neobench eval`'s path (run_eval) on the device in
+    ``dtype`` and on the CPU in float32, by the packaged all-MiniLM-L6-v2 (real weights: a random
+    network's scores mean nothing)."""
     if data_dir is None:
         return Section(
             "skipped",
@@ -854,27 +761,22 @@ def scores_section(
         for task in tasks:
             if budget.spent(section, task):
                 break
-            scores = {
-                where: _main_score(task, data_dir, on, precision, Path(tmp) / where)
-                for where, on, precision in (("device", device, dtype), ("cpu", "cpu", "float32"))
-            }
-            if None in scores.values():
+            on_device = _main_score(task, data_dir, device, dtype, Path(tmp) / "device")
+            on_cpu = _main_score(task, data_dir, "cpu", "float32", Path(tmp) / "cpu")
+            if on_device is None or on_cpu is None:
                 section.mark("error", f"{task}: the evaluation failed (run `neobench eval` on it)")
                 continue
-            diff = abs(scores["device"] - scores["cpu"])
-            section.rows.append(
-                {
-                    "task": task,
-                    "model": "minilm",
-                    "device_score": scores["device"],
-                    "cpu_float32_score": scores["cpu"],
-                    "abs_diff": diff,
-                    "tolerance": SCORE_TOLERANCE,
-                    "within": diff <= SCORE_TOLERANCE,
-                }
-            )
-            if diff > SCORE_TOLERANCE:
-                section.mark("failed", f"{task}: scores differ by {diff:.5f}")
+            diff = abs(on_device - on_cpu)
+            row = {
+                "task": task,
+                "model": "minilm",
+                "device_score": on_device,
+                "cpu_float32_score": on_cpu,
+                "abs_diff": diff,
+                "tolerance": SCORE_TOLERANCE,
+                "within": diff <= SCORE_TOLERANCE,
+            }
+            section.check(row, row["within"], f"{task}: scores differ by {diff:.5f}")
     return section
 
 
@@ -900,7 +802,9 @@ def _main_score(task: str, data_dir: Path, device: str, dtype: str, results: Pat
 
 
 def topk_section(scale: GpuScale, device: str, seed: int, budget: Budget) -> Section:
-    """Device top-k lists against the CPU's exact ones, on seeded random unit vectors."""
+    """RunningTopK's lists on the device against the CPU's exact ones, on seeded random unit
+    vectors. A query whose ids differ passes when its scores agree at every rank within
+    TIE_TOLERANCE: only (near-)tied documents were ordered differently."""
     from sentence_transformers.util import cos_sim
 
     section = Section()
@@ -919,23 +823,20 @@ def topk_section(scale: GpuScale, device: str, seed: int, budget: Budget) -> Sec
     gap = (values - ref_values).abs().amax(dim=1)
     near_ties = ~identical & (gap <= TIE_TOLERANCE)
     differing = int((~identical & ~near_ties).sum())
-    section.rows.append(
-        {
-            "queries": scale.queries,
-            "docs": scale.docs,
-            "dim": scale.dim,
-            "k": scale.k,
-            "device_seconds": round(device_seconds, 4),
-            "cpu_seconds": round(cpu_seconds, 4),
-            "identical": int(identical.sum()),
-            "near_ties": int(near_ties.sum()),
-            "differing": differing,
-            "max_score_diff": float(gap.max()),
-            "tie_tolerance": TIE_TOLERANCE,
-        }
-    )
-    if differing:
-        section.mark("failed", f"{differing} of {scale.queries} queries got other documents")
+    row = {
+        "queries": scale.queries,
+        "docs": scale.docs,
+        "dim": scale.dim,
+        "k": scale.k,
+        "device_seconds": round(device_seconds, 4),
+        "cpu_seconds": round(cpu_seconds, 4),
+        "identical": int(identical.sum()),
+        "near_ties": int(near_ties.sum()),
+        "differing": differing,
+        "max_score_diff": float(gap.max()),
+        "tie_tolerance": TIE_TOLERANCE,
+    }
+    section.check(row, not differing, f"{differing} of {scale.queries} queries got other documents")
     return section
 
 

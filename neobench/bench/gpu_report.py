@@ -1,6 +1,6 @@
-"""`neobench bench gpu`'s output: the record (built by neobench/bench/gpu.py; its keys in
-docs/performance.md) as JSON, and one Markdown table of every row with a line naming the device,
-the texts and each section's status."""
+"""`neobench bench gpu`'s output: the record (built by gpu.py; its keys in docs/performance.md)
+as JSON, and one Markdown table of every row with a line naming the device, the texts and each
+section's status."""
 
 from __future__ import annotations
 
@@ -30,7 +30,9 @@ def markdown(record: dict[str, Any]) -> str:
     }
     for name, section in record["sections"].items():
         for row in section["rows"]:
-            lines.append("| " + " | ".join(map(_cell, [name, *render[name](row)])) + " |")
+            cells = [name, *render[name](row)]
+            # pipes escaped so that a model name or an error cannot split a cell
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines.append("")
     for name, section in record["sections"].items():
         budget = section["budget_s"]
@@ -38,11 +40,6 @@ def markdown(record: dict[str, Any]) -> str:
         why = f": {section['reason']}" if section["reason"] else ""
         lines.append(f"- {name}: {section['status']} ({spent}){why}")
     return "\n".join(lines) + "\n"
-
-
-def _cell(text: str) -> str:
-    """A table cell's text, its pipes escaped so that a model name or an error cannot split it."""
-    return text.replace("|", "\\|")
 
 
 def _caption(record: dict[str, Any]) -> str:
