@@ -23,7 +23,7 @@ from pathlib import Path
 from neobench.core import results
 from neobench.core.card_io import now, write_text_atomic
 from neobench.core.errors import RunFailed
-from neobench.study import conflicts, store
+from neobench.study import conflicts, launchers, store
 from neobench.study.jobs import eval_done, job_log
 from neobench.study.plan import Job, Plan
 from neobench.study.spec import CANARY_GPU_HOURS
@@ -105,10 +105,8 @@ def _drop(argv: list[str], *flags: str) -> list[str]:
 def smallest_task(plan: Plan) -> str:
     """The study's cheapest task to evaluate (mteb's recorded size)."""
     from neobench.protocol.tasks import task_cost
-    from neobench.study.plan import prepare
 
-    _, _, tasks = prepare(plan.study.file, str(plan.study.output))
-    return min(tasks, key=lambda t: (task_cost(t), t.metadata.name)).metadata.name
+    return min(plan.tasks.values(), key=lambda t: (task_cost(t), t.metadata.name)).metadata.name
 
 
 def run(plan: Plan, launcher: str, tell: Callable[..., None]) -> None:
@@ -123,8 +121,15 @@ def run(plan: Plan, launcher: str, tell: Callable[..., None]) -> None:
         store.record_path(canary, job).unlink(missing_ok=True)
     tell(f"canary: {len(canary.jobs)} short job(s) first, like the real ones", markup=False)
     started = time.monotonic()
-    failed = _launch(canary, launcher, tell)
+    module = launchers.launcher(launcher)
+    if launcher == "local":
+        with contextlib.suppress(RunFailed):  # the first failure stops it: outputs say which
+            module.run_local(canary, launchers.progress(tell))
+    else:
+        module.submit(canary, launchers.progress(tell))
+        module.wait_held(canary, canary.jobs)
     seconds = time.monotonic() - started
+    failed = [job for job in canary.jobs if not passed(canary, job)]
     lines = [_cost(canary, job) for job in canary.jobs]
     for line in lines:
         tell(f"canary: {line}", markup=False)
@@ -141,28 +146,6 @@ def run(plan: Plan, launcher: str, tell: Callable[..., None]) -> None:
     )
     body = {"passed": now(), "task": task, "signature": _signature(canary), "jobs": lines}
     write_text_atomic(plan.study.output / FOLDER / PASSED, json.dumps(body, indent=1) + "\n")
-
-
-def _launch(canary: Plan, launcher: str, tell: Callable[..., None]) -> list[Job]:
-    """Run the canary jobs to their end; the ones whose output is not there."""
-    from neobench.study.launchers import launcher as module_of
-    from neobench.study.launchers import progress
-
-    module = module_of(launcher)
-    if launcher == "local":
-        with contextlib.suppress(RunFailed):  # the first failure stops it: outputs say which
-            module.run_local(canary, progress(tell))
-    else:
-        module.submit(canary, progress(tell))
-        while any(_held(canary, job, module) for job in canary.jobs):
-            time.sleep(5)
-    return [job for job in canary.jobs if not passed(canary, job)]
-
-
-def _held(canary: Plan, job: Job, module: object) -> bool:
-    rec = store.read_record(canary, job)
-    listed = module.queue()  # type: ignore[attr-defined]
-    return rec is not None and module.slurm_state(rec, listed) is not None  # type: ignore[attr-defined]
 
 
 def passed(canary: Plan, job: Job) -> bool:

@@ -68,21 +68,13 @@ def finetune_conflicts(card_path: Path, model: str, tune: Finetune, seed: int) -
     """How a fine-tuning run already in the study's folder differs from what the study asks."""
     from neobench.protocol.recipe import parse_overrides
 
-    card = record.read_finetune_card(card_path)
-    given = card.config
-    there = {
-        "model": given.get("model"),
-        "finetune.recipe": given.get("recipe"),
-        "finetune.overrides": parse_overrides(list(given.get("overrides") or [])),
-        "seed": given.get("seed"),
-    }
-    now = {
-        "model": model,
-        "finetune.recipe": tune.recipe,
-        "finetune.overrides": tune.overrides,
-        "seed": seed,
-    }
-    return _differ(card_path.parent, "fine-tuned", there, now)
+    given = record.read_finetune_card(card_path).config
+    keys = ("model", "finetune.recipe", "finetune.overrides", "seed")
+    overrides = parse_overrides(list(given.get("overrides") or []))
+    there = (given.get("model"), given.get("recipe"), overrides, given.get("seed"))
+    now = (model, tune.recipe, tune.overrides, seed)
+    return _differ(card_path.parent, "fine-tuned", dict(zip(keys, there, strict=True)),
+                   dict(zip(keys, now, strict=True)))  # fmt: skip
 
 
 def _differ(where: Path, what: str, there: dict[str, Any], now: dict[str, Any]) -> list[str]:

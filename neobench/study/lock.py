@@ -71,17 +71,14 @@ def _acquire(path: Path, mine: dict, file: str) -> int:
         if not same:
             os.close(handle)
             continue
-        before = _read_holder(handle)  # through this handle: no second open of the locked file
+        # Read through this handle: no second open of the locked file.
+        before = _parse(os.pread(handle, 4096, 0).decode(errors="replace"))
         if before is not None:
             logger.warning("%s: taking over the lock of a runner that is gone (%s)", path, before)
         os.ftruncate(handle, 0)
         os.write(handle, json.dumps(mine).encode())
         return handle
     raise NeobenchError(f"{path}: the study's lock changed hands too often; run again.")
-
-
-def _read_holder(handle: int) -> dict | None:
-    return _parse(os.pread(handle, 4096, 0).decode(errors="replace"))
 
 
 def _holder(path: Path) -> dict | None:

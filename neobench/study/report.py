@@ -60,9 +60,8 @@ def failures(plan: Plan, listed: store.Queues | None = None) -> list[str]:
     lines = []
     for job in plan.jobs:
         rec = store.read_record(plan, job)
-        if rec is None or rec.launcher not in launchers.LAUNCHERS:
-            continue
-        if store.state(plan, job, listed) == "failed":
+        known = rec is not None and rec.launcher in launchers.LAUNCHERS
+        if known and store.state(plan, job, listed) == "failed":
             lines.append(f"{job.key}: {launchers.launcher(rec.launcher).why(plan, job, rec)}")
     return lines
 

@@ -140,17 +140,11 @@ def parse_minutes(text: str | int) -> int:
     return days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
 
 
-def key_problems(where: str, data: dict[str, Any], allowed: tuple[str, ...]) -> list[str]:
-    """An unknown key of a section, with the closest known ones."""
-    prefix = f"{where}: " if where else ""
-    return [prefix + unknown("key", str(k), allowed) for k in data if k not in allowed]
-
-
 def _known(where: str, value: Any, section: type, problems: list[str]) -> dict[str, Any]:
     """A section's keys that name fields of ``section``; each other key is a problem."""
     data = mapping(where, value, problems)
     allowed = tuple(f.name for f in fields(section))
-    problems += key_problems(where, data, allowed)
+    problems += [f"{where}: " + unknown("key", str(k), allowed) for k in data if k not in allowed]
     return {k: v for k, v in data.items() if k in allowed}
 
 
@@ -173,7 +167,7 @@ def parse_study(path: str | Path, output: str | None = None) -> tuple[Study, lis
         raise NeobenchError(f"study file {path}: no such file.")
     problems: list[str] = []
     data = mapping(str(path), read_yaml(path, "study"), problems)
-    problems += key_problems("", data, TOP_KEYS)
+    problems += [unknown("key", str(k), TOP_KEYS) for k in data if k not in TOP_KEYS]
     for key in ("name", "output", "models"):
         if key not in data and not (key == "output" and output):
             problems.append(f"missing '{key}'.")

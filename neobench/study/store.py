@@ -46,13 +46,11 @@ def record_path(plan: Plan, job: Job) -> Path:
 
 
 def read_record(plan: Plan, job: Job) -> JobRecord | None:
-    path = record_path(plan, job)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(record_path(plan, job).read_text())
         for old, new in OLD_KEYS.items():
             if old in data:
-                value = data.pop(old)
-                data.setdefault(new, value)
+                data.setdefault(new, data.pop(old))
         return JobRecord(**data)
     except (OSError, ValueError, TypeError, AttributeError):
         return None  # never launched (or a record from elsewhere): the job is simply pending
@@ -101,6 +99,20 @@ def unfinished(kind: str, output: Path) -> str | None:
     except (NeobenchError, OSError) as error:
         return f"its fine-tune card cannot be read ({error})"
     return f"its fine-tune card says {status}" if status else "it wrote no fine-tune card"
+
+
+def log_lines(path: Path) -> list[str]:
+    """The lines of a log; none when it cannot be read."""
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def last_error(log: Path) -> str | None:
+    """The last `error:` line of a job's log (the command's own word on why it failed)."""
+    found = (line.strip() for line in reversed(log_lines(log)) if line.startswith("error:"))
+    return next(found, None)
 
 
 def close_card(job: Job, how: str) -> None:

@@ -45,17 +45,16 @@ def plan_sweep(
         f"record: {record}"
     )
     sensitivity: conflicts.EvalCards | None = None  # scanned once, if any point needs it
+    name = row_name(study, model)
     for point in grid:
         if point.label == chosen.selected:
-            row = EvalRow(
-                row_name(study, model), study.output, model.slug, ("--sweep", str(record))
-            )
+            row = EvalRow(name, study.output, model.slug, ("--sweep", str(record)))
             where = found
         elif tune.sweep_eval == "all":
             # Not selected: a fixed-recipe run at that value, filed apart under
             # OUTPUT/sensitivity, so the main table holds only the selected rows.
-            name = f"{row_name(study, model)}-{point.slug}"
-            row = EvalRow(name, study.output / SENSITIVITY, f"{model.slug}-{point.slug}")
+            at = f"-{point.slug}"
+            row = EvalRow(name + at, study.output / SENSITIVITY, model.slug + at)
             sensitivity = sensitivity or conflicts.EvalCards.scan(row.results)
             where = sensitivity
         else:

@@ -26,11 +26,6 @@ def files(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_size for p in found}
 
 
-def mark(folder: Path, step: int) -> None:
-    body = {"step": step, "files": files(folder)}
-    write_text_atomic(folder / MARKER, json.dumps(body, indent=1) + "\n")
-
-
 def problem(folder: Path) -> str | None:
     """Why ``folder`` is not a whole checkpoint, or None when it is."""
     marker = folder / MARKER
@@ -61,6 +56,7 @@ def marker() -> Any:
             if state.is_world_process_zero:
                 folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
                 if folder.is_dir():
-                    mark(folder, state.global_step)
+                    body = {"step": state.global_step, "files": files(folder)}
+                    write_text_atomic(folder / MARKER, json.dumps(body, indent=1) + "\n")
 
     return Marker()

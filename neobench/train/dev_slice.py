@@ -49,7 +49,8 @@ class DevSlice:
 
     @property
     def digest(self) -> str:
-        return ids_digest(self.ids)
+        """sha256 of the sorted ids, one per line."""
+        return hashlib.sha256("\n".join(sorted(self.ids)).encode()).hexdigest()
 
 
 def row_id(query: str) -> str:
@@ -57,24 +58,16 @@ def row_id(query: str) -> str:
     return hashlib.sha256(query.encode("utf-8")).hexdigest()[:ID_HEX]
 
 
-def ids_digest(ids: list[str]) -> str:
-    """sha256 of the sorted ids, one per line."""
-    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
-
-
 def held_out(distinct_queries: int, dev_rows: int) -> int:
     """How many queries a dataset gives to its slice."""
     return min(dev_rows, int(distinct_queries * DEV_SHARE))
 
 
-def _key_hash(key: str) -> int:
-    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
-
-
 def draw_ids(ids: list[str], n: int, seed: int, key: str) -> list[str]:
     """``n`` of the distinct ``ids``, drawn as the module docstring says; sorted."""
     distinct = sorted(set(ids))
-    rng = np.random.default_rng([seed, DEV_STREAM, _key_hash(key)])
+    key_hash = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
+    rng = np.random.default_rng([seed, DEV_STREAM, key_hash])
     picked = rng.choice(len(distinct), size=n, replace=False)
     return sorted(distinct[int(i)] for i in picked)
 

@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING, Any
 from neobench.core import cards as record
 from neobench.core.cards import FinetuneCard
 from neobench.core.errors import NeobenchError, RunFailed, disk_full
-from neobench.models.load import LoadedModel, load_model, resolve_device
+from neobench.models.load import load_model, resolve_device
 from neobench.protocol import mirror
 from neobench.protocol.config import FinetuneConfig
 from neobench.protocol.data import BuiltDataset
 from neobench.protocol.instructions import mteb_prompts
-from neobench.protocol.recipe_values import RecipeValues
 from neobench.train import output as run_folder
 from neobench.train.data import build_data
 from neobench.train.dev_slice import DevSlice, slice_record
@@ -88,14 +87,21 @@ def finetune(
     built, slices = build_data(inputs, data_dir)
 
     # 3. Model: any encoder + mean pooling, the recipe's length and dropout.
-    device = resolve_device(cfg.device)
-    loaded = _load_model(cfg, inputs.recipe.values, device)
+    device, values = resolve_device(cfg.device), inputs.recipe.values
+    loaded = load_model(
+        cfg.model,
+        max_seq_length=values.max_seq_length,
+        trust_remote_code=cfg.trust_remote_code,
+        device=device,
+        attn_implementation=cfg.attn_implementation,
+        half=bf16(values, device),  # the trainer autocasts: flash kernels can run there
+        disable_dropout=values.dropout == 0.0,
+    )
 
     # 4. Run card, before any work.
     if is_main_process() and (not cfg.resume or run_folder.last_checkpoint(output) is None):
         run_folder.clear_failed_start(output)  # nothing to resume from: step 0 again
     card = start_card(cfg, inputs, loaded, built, data_dir, device)
-    values = inputs.recipe.values
     card.dev = slice_record(slices, values.dev_rows, values.seed) if slices else None
     if is_main_process():
         record.write_finetune_card(output / CARD, card)
@@ -125,26 +131,12 @@ def finetune(
     return FinetuneSummary(output, inputs.recipe.sha256, steps, final_loss, sizes, dev)
 
 
-# 3. Model ------------------------------------------------------------------------------------
-
-
-def _load_model(cfg: FinetuneConfig, values: RecipeValues, device: str) -> LoadedModel:
-    return load_model(
-        cfg.model,
-        max_seq_length=values.max_seq_length,
-        trust_remote_code=cfg.trust_remote_code,
-        device=device,
-        attn_implementation=cfg.attn_implementation,
-        half=bf16(values, device),  # the trainer autocasts: flash kernels can run there
-        disable_dropout=values.dropout == 0.0,
-    )
-
-
 # 6. Train ------------------------------------------------------------------------------------
 
 
 def _train(trainer: Any, output: Path, card: FinetuneCard, resume: bool, stop: Any) -> None:
     """Train under ``stop`` (an entered GracefulStop): a signal ends it at a step end."""
+    from neobench.train.stop import Stopped, name
     from neobench.train.telemetry import NonFiniteLoss
 
     if resume and is_main_process():
@@ -175,22 +167,17 @@ def _train(trainer: Any, output: Path, card: FinetuneCard, resume: bool, stop: A
                 f"({run_folder.last_checkpoint(output) or 'none yet: run again without --resume'})."
             ) from None
         raise
-    if stop.signum is not None and trainer.state.global_step < trainer.state.max_steps:
-        _stopped(output, card, stop.signum, trainer.state)
-
-
-def _stopped(output: Path, card: FinetuneCard, signum: int, state: Any) -> None:
-    from neobench.train.stop import Stopped, name
-
-    step, last = state.global_step, run_folder.last_checkpoint(output)
-    end_card(output, card, f"interrupted: {name(signum)} at step {step}")
-    raise Stopped(
-        f"stopped by {name(signum)} at step {step} of {state.max_steps}; the last whole "
-        f"checkpoint is {last or 'none'}. Run the same command with --resume to continue from "
-        "it (a Slurm job of a study does so by itself when requeued).",
-        signum,
-        step,
-    )
+    step, signum = trainer.state.global_step, stop.signum
+    if signum is not None and step < trainer.state.max_steps:
+        last = run_folder.last_checkpoint(output)
+        end_card(output, card, f"interrupted: {name(signum)} at step {step}")
+        raise Stopped(
+            f"stopped by {name(signum)} at step {step} of {trainer.state.max_steps}; the last "
+            f"whole checkpoint is {last or 'none'}. Run the same command with --resume to "
+            "continue from it (a Slurm job of a study does so by itself when requeued).",
+            signum,
+            step,
+        )
 
 
 # 7. Dev metric -------------------------------------------------------------------------------

@@ -107,10 +107,8 @@ def tracker_problems(report_to: str) -> list[str]:
 def _negatives_problems(batch_size: int, max_hard_negatives: int, rows: list[Row]) -> list[str]:
     """InfoNCE's negatives are the other queries' positives in the global batch and the query's
     hard negatives: a batch of one query without hard negatives has a loss of 0 at every step."""
-    if batch_size > 1:
-        return []
     bare = [r.key for r in rows if min(max_hard_negatives, _declared_negatives(r)) == 0]
-    if not bare:
+    if batch_size > 1 or not bare:
         return []
     return [
         f"batch_size=1 with {', '.join(bare)} (no hard negatives"

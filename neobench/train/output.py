@@ -70,13 +70,7 @@ def unfinished_without_checkpoint(output: Path) -> bool:
 def last_checkpoint(output: Path) -> str | None:
     """The newest whole checkpoint, or None; a newer one that is not whole (killed, or the disk
     filled, while writing it) is named and skipped."""
-    folder = output / CHECKPOINTS
-    steps = (
-        [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
-        if folder.is_dir()
-        else []
-    )
-    for path in sorted(steps, key=lambda p: int(p.name.split("-")[-1]), reverse=True):
+    for _, path in _numbered(output):
         problem = checkpoints.problem(path)
         if problem is None:
             return str(path)
@@ -88,16 +82,21 @@ def set_aside_partial(output: Path) -> list[Path]:
     """Rename each checkpoint newer than the one a resumed run continues from (none whole) to
     ``<name>.incomplete``: never chosen again, and the trainer writes that step afresh."""
     chosen = last_checkpoint(output)
-    newest = int(Path(chosen).name.split("-")[-1]) if chosen else -1
     moved = []
-    for path in sorted((output / CHECKPOINTS).glob("checkpoint-*")):
-        step = path.name.split("-")[-1]
-        if step.isdigit() and int(step) > newest:
-            target = path.with_name(f"{path.name}.incomplete")
-            shutil.rmtree(target, ignore_errors=True)
-            path.rename(target)
-            moved.append(target)
+    for _, path in _numbered(output):
+        if str(path) == chosen:
+            break  # the rest are older
+        target = path.with_name(f"{path.name}.incomplete")
+        shutil.rmtree(target, ignore_errors=True)
+        path.rename(target)
+        moved.append(target)
     return moved
+
+
+def _numbered(output: Path) -> list[tuple[int, Path]]:
+    """(step, folder) of each checkpoint-N folder, newest first."""
+    found = [(p.name.rsplit("-", 1)[1], p) for p in (output / CHECKPOINTS).glob("checkpoint-*")]
+    return sorted(((int(step), p) for step, p in found if step.isdigit()), reverse=True)
 
 
 def clear_failed_start(output: Path) -> None:

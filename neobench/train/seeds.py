@@ -36,6 +36,7 @@ def seed_configs(cfg: FinetuneConfig) -> list[FinetuneConfig]:
     seeds = _parse_seeds(cfg)
     base = Path(cfg.output).expanduser().resolve()
     runs, problems = [], []
+    each = replace(cfg, seeds=None, model_name=cfg.model_name or default_name(str(base)))
     for seed in seeds:
         output = base.with_name(f"{base.name}{SEED_SUFFIX}{seed}")
         resume = cfg.resume and not _fresh(output)
@@ -43,16 +44,7 @@ def seed_configs(cfg: FinetuneConfig) -> list[FinetuneConfig]:
             logger.warning("%s: seed %d is complete; skipped", output, seed)
             continue
         problems += run_folder.output_problems(output, resume)
-        runs.append(
-            replace(
-                cfg,
-                output=str(output),
-                seed=seed,
-                seeds=None,
-                resume=resume,
-                model_name=cfg.model_name or default_name(str(base)),
-            )
-        )
+        runs.append(replace(each, output=str(output), seed=seed, resume=resume))
     if problems:
         raise NeobenchError(problems)
     return runs

@@ -12,7 +12,6 @@ import contextlib
 import functools
 import io
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neobench.core.card_io import card_to_dict
@@ -53,8 +52,7 @@ def build_trainer(
     loss = _loss(model, values, world)
     prompts = query_prompts(built, values, inputs.train_profile)
     tracking.prepare(inputs.report_to)
-    tracker = (inputs.report_to, card.output_model.name)
-    args = _training_args(values, inputs.output, device, world, prompts, tracker)
+    args = _training_args(inputs, device, prompts, card.output_model.name)
     collator = TokenCountingCollator(preprocess_fn=model.preprocess, prompts=args.prompts)
     keys = list(built)
     sizes = [len(b.dataset) for b in built.values()]
@@ -74,15 +72,11 @@ def build_trainer(
             callbacks=[curve, marker()],
         )
     trainer.remove_callback(PrinterCallback)  # our LossCurve reports each step
-    tracking.attach(trainer, inputs.report_to, inputs.output, _tracker_config(inputs, card))
+    # The tracker's config: the recipe (name, hash, values) and the run card as started.
+    recipe = {"name": inputs.recipe.name, "sha256": inputs.recipe.sha256, **inputs.recipe.as_dict()}
+    config = {"neobench_recipe": recipe, "neobench_run_card": card_to_dict(card)}
+    tracking.attach(trainer, inputs.report_to, inputs.output, config)
     return trainer
-
-
-def _tracker_config(inputs: Inputs, card: FinetuneCard) -> dict[str, Any]:
-    """The tracker's config: the recipe (name, hash, values) and the run card as started."""
-    recipe = inputs.recipe
-    values = {"name": recipe.name, "sha256": recipe.sha256, **recipe.as_dict()}
-    return {"neobench_recipe": values, "neobench_run_card": card_to_dict(card)}
 
 
 def _loss(model: Any, values: RecipeValues, world: int) -> Any:
@@ -136,19 +130,13 @@ def optimiser_arguments(values: Any, steps: int, device: str) -> dict[str, Any]:
     }
 
 
-def _training_args(
-    values: RecipeValues,
-    output: Path,
-    device: str,
-    world: int,
-    prompts: dict,
-    tracker: tuple[str, str] = ("none", ""),
-) -> Any:
-    """The stock arguments from the recipe; ``tracker`` is (--report-to, the run's name)."""
+def _training_args(inputs: Inputs, device: str, prompts: dict, run_name: str) -> Any:
+    """The stock arguments from the recipe; the run is ``run_name`` in the --report-to tracker."""
     from sentence_transformers import SentenceTransformerTrainingArguments
 
     from neobench.train.sampling import AlphaBatchSampler
 
+    values, world = inputs.recipe.values, inputs.world
     # A partial of a module-level class: the trainer pickles its arguments into checkpoints.
     sampler = functools.partial(
         AlphaBatchSampler,
@@ -159,7 +147,7 @@ def _training_args(
     )
     cuda = device.startswith("cuda")
     return SentenceTransformerTrainingArguments(
-        output_dir=str(output / CHECKPOINTS),
+        output_dir=str(inputs.output / CHECKPOINTS),
         max_steps=values.max_steps,
         per_device_train_batch_size=values.batch_size // world,
         **optimiser_arguments(values, values.max_steps, device),
@@ -170,8 +158,8 @@ def _training_args(
         logging_nan_inf_filter=False,  # a NaN must reach our guard, not be averaged away
         save_strategy="steps",
         save_steps=values.checkpoint_every,
-        report_to=tracker[0],
-        run_name=tracker[1] or None,
+        report_to=inputs.report_to,
+        run_name=run_name or None,
         disable_tqdm=True,
         prompts=prompts or None,
         multi_dataset_batch_sampler=sampler,

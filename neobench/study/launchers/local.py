@@ -8,7 +8,6 @@ failure stops the run (later jobs may depend on it); the next `run` starts from 
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import socket
@@ -25,8 +24,6 @@ from neobench.study.launchers import LAUNCHERS, launcher, progress, signal_name,
 from neobench.study.models import build
 from neobench.study.plan import TABLE_FILE, Job, Plan, replan
 from neobench.study.store import JobRecord, write_record
-
-logger = logging.getLogger(__name__)
 
 NAME = "local"
 TITLE = "this machine"
@@ -61,12 +58,7 @@ def job_state(rec: JobRecord, listed: dict[str, str]) -> str:
 
 def why(plan: Plan, job: Job, rec: JobRecord) -> str:
     """How a local job ended without its output, and the last error line of its log."""
-    how = _how(rec)
-    try:
-        lines = job.log.read_text(errors="replace").splitlines()
-    except OSError:
-        lines = []
-    said = next((line.strip() for line in reversed(lines) if line.startswith("error:")), None)
+    how, said = _how(rec), store.last_error(job.log)
     text = f"{how}: {said}" if said else how
     store.close_card(job, text)
     return text
@@ -97,8 +89,7 @@ def run_local(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> l
     _refuse_running(plan)
     plan.save()
     for model in plan.models:
-        if build(model):
-            logger.info("built the model %s in %s", model.name, model.path)
+        build(model)  # says so when it builds one
     ran = []
     for job in plan.pending:
         report(job, "started")

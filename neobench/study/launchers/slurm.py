@@ -13,7 +13,6 @@ kept in its record, so `study status` says it once Slurm has forgotten the job.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import re
 import shlex
@@ -35,8 +34,6 @@ from neobench.study.launchers.slurm_job import JobCommand
 from neobench.study.models import build
 from neobench.study.plan import TABLE_FILE, Job, Plan, replan
 from neobench.study.spec import Resources, Slurm, parse_minutes
-
-logger = logging.getLogger(__name__)
 
 NAME = "slurm"
 TITLE = "Slurm"
@@ -62,11 +59,18 @@ def run(plan: Plan, tell: Callable[..., None], *, file: str, wait: bool = False)
             "table (with --wait this run does it)."
         )
     while wait:
-        failed = wait_until_ended(plan, plan.pending)
+        wait_held(plan, plan.pending)
+        fresh = replan(plan)  # what the jobs wrote
+        failed = [fresh.job(j.key) for j in plan.pending if not fresh.job(j.key).done]
         if failed:
-            raise failed_message(plan, failed)
+            logs = "; ".join(f"{j.key}: {j.log}" for j in failed)
+            raise RunFailed(
+                f"{len(failed)} Slurm job(s) did not finish ({logs}). Fix the cause, then run "
+                f"`neobench study run {plan.study.file} --launcher slurm` again: it submits only "
+                "what is missing."
+            )
         # A sweep's selection plans new jobs once its fine-tunes are done: submit those too.
-        plan = replan(plan)
+        plan = fresh
         if not plan.pending:
             tell(f"[green]done[/]: every job ended; table: {plan.study.output / TABLE_FILE}")
             return
@@ -255,7 +259,7 @@ def _mb(mem: str) -> int:
 # Submitting.
 
 
-def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list[Job]:
+def submit(plan: Plan, on_job: Callable[[Job, str], None]) -> list[Job]:
     """Submit every pending job that Slurm does not already hold; the jobs submitted."""
     import submitit
 
@@ -264,11 +268,11 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list
     for model in plan.models:
         build(model)  # on the shared file system, before any job needs it
     plan.save()  # the sweeps' choices, which the eval jobs name
-    report = on_job or (lambda job, what: None)
     listed = queue()
-    ids: dict[str, str] = {}  # job key -> Slurm id, for the jobs that are queued or running
+    # job key -> Slurm id, for the jobs that are queued or running: an earlier `run`'s are kept
+    ids = {j.key: str(r.launcher_job_id) for j in plan.pending if (r := held(plan, j, listed))}
     submitted: list[Job] = []
-    pending = [j for j in plan.pending if not _held(plan, j, listed, ids)]
+    pending = [j for j in plan.pending if j.key not in ids]
     finished = finished_caches(plan, listed)
     for _, group in groupby(pending, key=lambda j: (j.kind, tuple(j.after))):
         jobs = list(group)
@@ -278,8 +282,10 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> list
         handles = _submitted(plan, executor, jobs, finished, submitted)
         for job, handle in zip(jobs, handles, strict=True):
             ids[job.key] = str(handle.job_id)
-            _record(plan, job, str(handle.job_id))
-            report(job, f"submitted as Slurm job {handle.job_id}")
+            rec = store.JobRecord(job.key, "queued", str(job.log), launcher=NAME, started=now())
+            rec.launcher_job_id = ids[job.key]
+            store.write_record(plan, job, rec)
+            on_job(job, f"submitted as Slurm job {handle.job_id}")
             submitted.append(job)
     return submitted
 
@@ -302,13 +308,13 @@ def _submitted(
         ) from None
 
 
-def _held(plan: Plan, job: Job, listed: dict[str, str], ids: dict[str, str]) -> bool:
-    """Whether an earlier `run` submitted ``job`` and Slurm still holds it."""
+def held(plan: Plan, job: Job, listed: dict[str, str]) -> store.JobRecord | None:
+    """The record of ``job`` when it was submitted to Slurm and Slurm still holds it (queued or
+    running in ``listed``, queue() read once); None otherwise."""
     rec = store.read_record(plan, job)
     if rec is None or rec.launcher != NAME or slurm_state(rec, listed) is None:
-        return False
-    ids[job.key] = str(rec.launcher_job_id)
-    return True
+        return None
+    return rec
 
 
 def _parameters(plan: Plan, job: Job, ids: dict[str, str]) -> dict[str, Any]:
@@ -354,11 +360,10 @@ def finished_caches(plan: Plan, listed: dict[str, str]) -> list[Path]:
     have closed them, so other jobs may read them as immutable files."""
     caches = []
     for job in plan.jobs:
-        rec = store.read_record(plan, job)
-        live = rec is not None and rec.launcher == NAME and slurm_state(rec, listed) is not None
         file = job_cache(plan, job) / CACHE_FILE
         # A -wal left beside it means its writer was killed before folding the WAL in.
-        if job.done and not live and file.is_file() and not Path(f"{file}-wal").exists():
+        ended = job.done and not held(plan, job, listed)
+        if ended and file.is_file() and not Path(f"{file}-wal").exists():
             caches.append(file)
     return caches
 
@@ -393,12 +398,6 @@ def _command(plan: Plan, job: Job, finished: list[Path]) -> JobCommand:
         runs.model_name, runs.model = job.model_name, job.source
         runs.benchmark = plan.study.eval.benchmark
     return runs
-
-
-def _record(plan: Plan, job: Job, slurm_id: str) -> None:
-    rec = store.JobRecord(job.key, "queued", str(job.log), launcher=NAME, started=now())
-    rec.launcher_job_id = slurm_id
-    store.write_record(plan, job, rec)
 
 
 # What became of a job.
@@ -468,7 +467,7 @@ def _line(plan: Plan, job: Job, rec: store.JobRecord) -> str | None:
     """The most telling line: Slurm's (stderr of the job), the job's own reason (submitit's log),
     the last error line of the command's log."""
     folder = plan.study.output / "slurm" / str(rec.launcher_job_id)
-    stderr = _lines(folder / f"{rec.launcher_job_id}_0_log.err")
+    stderr = store.log_lines(folder / f"{rec.launcher_job_id}_0_log.err")
     for line in reversed(stderr):
         if "DUE TO JOB REQUEUE" in line:
             continue  # an earlier window, put back in the queue: not how the job ended
@@ -478,10 +477,7 @@ def _line(plan: Plan, job: Job, rec: store.JobRecord) -> str | None:
         for mark in _OURS:
             if mark in line:
                 return line.split(mark, 1)[1].strip()
-    for line in reversed(_lines(job.log)):
-        if line.startswith("error:"):
-            return line.strip()
-    return None
+    return store.last_error(job.log)
 
 
 def _state_of(line: str | None) -> str | None:
@@ -495,35 +491,10 @@ def _state_of(line: str | None) -> str | None:
     return None
 
 
-def _lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-
-
-def wait_until_ended(plan: Plan, jobs: list[Job], poll_s: float = 5.0) -> list[Job]:
-    """Block until Slurm holds none of ``jobs``; the ones that failed (their output is not
-    complete), after re-reading the plan's outputs."""
+def wait_held(plan: Plan, jobs: list[Job], poll_s: float = 5.0) -> None:
+    """Block until Slurm holds none of ``jobs``."""
     while True:
         listed = queue()
-        live = [j for j in jobs if _still_held(plan, j, listed)]
-        if not live:
-            break
+        if not any(held(plan, j, listed) for j in jobs):
+            return
         time.sleep(poll_s)
-    fresh = replan(plan)
-    return [fresh.job(j.key) for j in jobs if not fresh.job(j.key).done]
-
-
-def _still_held(plan: Plan, job: Job, listed: dict[str, str]) -> bool:
-    rec = store.read_record(plan, job)
-    return rec is not None and slurm_state(rec, listed) is not None
-
-
-def failed_message(plan: Plan, failed: list[Job]) -> RunFailed:
-    logs = "; ".join(f"{j.key}: {j.log}" for j in failed)
-    return RunFailed(
-        f"{len(failed)} Slurm job(s) did not finish ({logs}). Fix the cause, then run "
-        f"`neobench study run {plan.study.file} --launcher slurm` again: it submits only "
-        "what is missing."
-    )

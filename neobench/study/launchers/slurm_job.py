@@ -14,10 +14,6 @@ A job whose output is complete by the study's own test ends normally whatever it
 fine-tune may finish its last step as the notice comes; a requeued job may find its work done),
 and so does an eval that exits 0 (its exit status is its word on its tasks). Any other ending
 fails the job, saying how, so its `afterok` dependants never start.
-
-The command's torch and BLAS threads follow ``SLURM_CPUS_PER_TASK`` (``slurm.<kind>.cpus``)
-unless the user set ``OMP_NUM_THREADS``: torch would start one per core of the node, and threads
-beyond the allocation spin against each other (the card records ``runtime.torch_threads``).
 """
 
 from __future__ import annotations
@@ -124,16 +120,14 @@ class JobCommand:
         return progress(self.kind, Path(self.output), self.tasks, self._results())
 
     def _complete(self) -> bool:
-        """The study's own test of a finished job (neobench/study/plan.py)."""
+        """The study's own test of a finished job (study/jobs.py), read on the node."""
         if self.kind == "finetune":
             from neobench.core.results import finetune_finished
 
             return finetune_finished(Path(self.output))
         # (a job pickled before its benchmark was recorded just runs: eval skips what is done)
-        return self.kind == "eval" and bool(self.tasks and self.benchmark) and self._eval_done()
-
-    def _eval_done(self) -> bool:
-        """The study's rule (study/jobs.eval_done) for this eval's tasks, read on the node."""
+        if self.kind != "eval" or not (self.tasks and self.benchmark):
+            return False
         from neobench.protocol.tasks import load_benchmark, select_tasks
         from neobench.study.conflicts import EvalCards
         from neobench.study.jobs import Job, eval_done
@@ -163,8 +157,10 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def thread_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
-    """The command's environment: its thread counts set to the job's CPUs (SLURM_CPUS_PER_TASK)
-    when the user did not set OMP_NUM_THREADS and Slurm says how many CPUs the task has."""
+    """The command's environment: its torch and BLAS threads set to the job's CPUs
+    (SLURM_CPUS_PER_TASK, ``slurm.<kind>.cpus``) unless the user set OMP_NUM_THREADS. Else torch
+    starts one per core of the node, and threads beyond the allocation spin against each other
+    (the card records ``runtime.torch_threads``)."""
     env = dict(environ)
     cpus = env.get("SLURM_CPUS_PER_TASK", "")
     if "OMP_NUM_THREADS" not in env and cpus.isdigit() and int(cpus) > 0:
