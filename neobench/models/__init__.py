@@ -8,14 +8,12 @@ May import: protocol, core.
 
 from __future__ import annotations
 
-_REGISTERED = False
+import functools
 
 
+@functools.cache  # once per process
 def register() -> None:
     """Register model_type "neobert" with transformers' Auto classes (idempotent)."""
-    global _REGISTERED
-    if _REGISTERED:
-        return
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     from neobench.models.neobert import NeoBERT, NeoBERTConfig, NeoBERTLMHead
@@ -23,4 +21,3 @@ def register() -> None:
     AutoConfig.register("neobert", NeoBERTConfig, exist_ok=True)
     AutoModel.register(NeoBERTConfig, NeoBERT, exist_ok=True)
     AutoModelForMaskedLM.register(NeoBERTConfig, NeoBERTLMHead, exist_ok=True)
-    _REGISTERED = True

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from transformers import AttentionInterface
 
 from neobench.core import patches
 from neobench.models.neobert import pack, unpack, varlen_attention
@@ -58,12 +59,6 @@ def _varlen_attention_forward(
     window = sliding_window - 1 if sliding_window is not None else None
     out = varlen_attention(q, k, v, cu_seq_lens_q, int(max_length_q), scale=scaling, window=window)
     return out.unsqueeze(0), None
-
-
-def _register() -> None:
-    from transformers import AttentionInterface
-
-    AttentionInterface.register(KERNEL, _varlen_attention_forward)
 
 
 def supports(auto_model: Any) -> bool:
@@ -144,4 +139,5 @@ def unpadded(st_model: Any, enabled: bool = True) -> Iterator[bool]:
         yield on
 
 
-_register()
+# transformers' attention layers find the kernel by name (patch_changes sets it per call)
+AttentionInterface.register(KERNEL, _varlen_attention_forward)

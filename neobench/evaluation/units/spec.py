@@ -45,17 +45,12 @@ def each_row(score: Callable[..., float], data: Any, idx: np.ndarray, name: str)
     return np.asarray([score(data, row, name) for row in idx], dtype=float)
 
 
-def draw_counts(idx: np.ndarray, n: int) -> np.ndarray:
-    """[rows, n] how many times each of n units is drawn in each row of ``idx``: the form of a
-    block of resamples that `TypeSpec.score_many` functions compute on."""
-    rows = len(idx)
-    flat = (idx + n * np.arange(rows)[:, None]).ravel()
-    return np.bincount(flat, minlength=rows * n).reshape(rows, n)
-
-
 def blocks(idx: np.ndarray, n: int, block: int) -> Iterator[tuple[slice, np.ndarray]]:
-    """The rows of ``idx`` in blocks of about ``block`` draws: (rows, their `draw_counts`)."""
+    """The rows of ``idx`` ([resamples, n] unit indices) in blocks of about ``block`` draws, each
+    with its counts: [rows, n] how many times each of the n units is drawn in each row."""
     size = max(1, block // max(1, n))
     for start in range(0, len(idx), size):
-        rows = slice(start, start + size)
-        yield rows, draw_counts(idx[rows], n)
+        part = idx[start : start + size]
+        flat = (part + n * np.arange(len(part))[:, None]).ravel()  # row r's units at r * n + i
+        counts = np.bincount(flat, minlength=len(part) * n).reshape(len(part), n)
+        yield slice(start, start + size), counts
