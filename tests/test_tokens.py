@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from neobench.core.stages import StageClock, stage
+from benchmarks.stage_clock import StageClock
+from neobench.core.stages import stage
 from neobench.encoder import feed, tokens
 
 

@@ -1,95 +1,38 @@
-"""Where an evaluation's host time goes: an exclusive per-stage clock, off unless a benchmark
-turns it on (benchmarks/host_pipeline.py, benchmarks/scale_rehearsal.py).
+"""Stage marks: where an evaluation's host time goes, seen only by a benchmark's clock.
 
-Code marks its stages with ``with stage("tokenize"):`` (one ContextVar read with no clock). A
-running clock splits the main thread's wall time exclusively (a nested stage pauses the outer
-one), so the stages add up to it; other threads' work is ``busy`` seconds, reported beside it.
-``MtebPhases`` keeps mteb's own phase record (``mteb.timing.TimingStack``) and also enters the
-matching stage, so mteb's scoring is measured by mteb's own phase marks.
+Code marks its stages with ``with stage("tokenize"):``, one ContextVar read when no clock runs
+(always, outside benchmarks). The clock itself and mteb's phase mapping are developer tooling:
+benchmarks/stage_clock.py, which makes its clock current with ``running``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
-from collections import defaultdict
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Any
-
-_clock: ContextVar[StageClock | None] = ContextVar("neobench_stage_clock", default=None)
-
-# mteb phase names -> stages ("Encoding ..." marks only the time around neobench's encoder).
-MTEB_STAGES = {
-    "Data loading": "load",
-    "Dataset transform": "load",
-    "Scoring": "scoring",
-    "Computing similarity": "scoring",
-}
-MTEB_PREFIX_STAGES = {"Encoding": "mteb encode call"}
+from typing import Protocol
 
 
-class StageClock:
-    """Exclusive wall (and CPU) seconds per stage in the thread that started it, busy seconds
-    of workers."""
+class Clock(Protocol):
+    """What a clock provides: a timed block per stage, and other threads' work as seconds."""
 
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = defaultdict(float)  # exclusive, main thread
-        # The main thread's CPU seconds: what a stage costs with a core to itself (its wall time
-        # includes waiting for one on a shared machine).
-        self.cpu_seconds: dict[str, float] = defaultdict(float)
-        self.busy_seconds: dict[str, float] = defaultdict(float)  # summed over worker threads
-        self.counts: dict[str, int] = defaultdict(int)
-        self._stack: list[str] = []
-        self._since = 0.0  # when the innermost running stage last (re)started
-        self._cpu_since = 0.0  # the main thread's CPU time then
-        self._thread = threading.get_ident()
-        self._lock = threading.Lock()
+    def stage(self, name: str) -> contextlib.AbstractContextManager[None]: ...
 
-    @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        if threading.get_ident() != self._thread:  # a worker: its stage is busy time
-            start = time.perf_counter()
-            try:
-                yield
-            finally:
-                self.busy(name, time.perf_counter() - start)
-            return
-        now, cpu = time.perf_counter(), time.thread_time()
-        if self._stack:
-            self.seconds[self._stack[-1]] += now - self._since
-            self.cpu_seconds[self._stack[-1]] += cpu - self._cpu_since
-        self._stack.append(name)
-        self.counts[name] += 1
-        self._since, self._cpu_since = now, cpu
-        try:
-            yield
-        finally:
-            now, cpu = time.perf_counter(), time.thread_time()
-            ended = self._stack.pop()
-            self.seconds[ended] += now - self._since
-            self.cpu_seconds[ended] += cpu - self._cpu_since
-            self._since, self._cpu_since = now, cpu
-
-    def busy(self, name: str, seconds: float) -> None:
-        with self._lock:
-            self.busy_seconds[name] += seconds
-            self.counts[name] += 1
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[StageClock]:
-        """Make this the clock ``stage()`` reports to, in this thread and threads it starts
-        with a copied context."""
-        token = _clock.set(self)
-        try:
-            yield self
-        finally:
-            _clock.reset(token)
+    def busy(self, name: str, seconds: float) -> None: ...
 
 
-def active() -> StageClock | None:
-    return _clock.get()
+_clock: ContextVar[Clock | None] = ContextVar("neobench_stage_clock", default=None)
+
+
+@contextlib.contextmanager
+def running(clock: Clock) -> Iterator[Clock]:
+    """Make ``clock`` the one ``stage()`` reports to, in this thread and threads it starts with
+    a copied context."""
+    token = _clock.set(clock)
+    try:
+        yield clock
+    finally:
+        _clock.reset(token)
 
 
 def stage(name: str) -> contextlib.AbstractContextManager[None]:
@@ -116,66 +59,4 @@ def mteb_timing() -> Iterator[None]:
     from neobench.core import patches
 
     with patches.applied("mteb-phases", clock):
-        yield
-
-
-def phase_changes(clock: StageClock) -> list[tuple[Any, str, Any]]:
-    """The "mteb-phases" patch. mteb.evaluate (2.26) does not pass its ``timer`` on to the task's
-    evaluation, which makes its own ``TimingStack()``, so the class it looks up is replaced;
-    mteb's metric computations outside its phases count as scoring too."""
-    import sys
-
-    changes: list[tuple[Any, str, Any]] = [
-        (sys.modules["mteb.evaluate"], "TimingStack", mteb_phases(clock))
-    ]
-    changes += [(owner, name, _as_scoring(f)) for owner, name, f in _unmarked_metrics()]
-    return changes
-
-
-def _unmarked_metrics() -> list[tuple[type, str, Any]]:
-    """(class, name, function) of the metric computations mteb runs after its "Scoring" phase:
-    legacy clustering's V-measure, pair classification's thresholds, STS's correlations."""
-    from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
-    from mteb.abstasks.pair_classification import AbsTaskPairClassification
-    from mteb.abstasks.sts import AbsTaskSTS
-
-    names = (
-        (AbsTaskClusteringLegacy, "_compute_metrics"),
-        (AbsTaskPairClassification, "_compute_metrics"),
-        (AbsTaskSTS, "_calculate_scores"),
-    )
-    return [(owner, name, vars(owner)[name]) for owner, name in names]
-
-
-def _as_scoring(function: Any) -> Any:
-    def scored(*args: Any, **kwargs: Any) -> Any:
-        with stage("scoring"):
-            return function(*args, **kwargs)
-
-    return scored
-
-
-def mteb_phases(clock: StageClock) -> type:
-    """A ``mteb.timing.TimingStack`` class whose phases also enter ``clock``'s stages."""
-    from mteb.timing import TimingStack
-
-    class MtebPhases(TimingStack):
-        def __call__(self, name: str, *args: Any, **kwargs: Any) -> Any:
-            inner = super().__call__(name, *args, **kwargs)
-            target = MTEB_STAGES.get(name) or next(
-                (s for p, s in MTEB_PREFIX_STAGES.items() if name.startswith(p)), None
-            )
-            if target is None:
-                return inner
-            return _both(inner, clock.stage(target))
-
-    return MtebPhases
-
-
-@contextlib.contextmanager
-def _both(*contexts: contextlib.AbstractContextManager[Any]) -> Iterator[None]:
-    """mteb's phase context, then the clock's stage (mteb's record first, kept as mteb keeps it)."""
-    with contextlib.ExitStack() as stack:
-        for context in contexts:
-            stack.enter_context(context)
         yield
