@@ -1,38 +1,10 @@
 """The shared embedding cache: vectors in SQLite (WAL), each checked against its checksum on read.
 
-The cache only saves time: no state of its file may fail a task or change a score. The file is
-``<folder>/embeddings.sqlite`` (plus SQLite's own -wal and -shm), the folder being --cache-dir,
-else $NEOBENCH_CACHE, else ~/.cache/neobench. Table ``emb(key, vec, digest, used)``; the schema
-version is SQLite's ``user_version`` (3). Version 1 (neobench 0.1.0: no digest) is moved aside,
-not migrated: fresh checksums over its bytes would bless exactly the damage they exist to catch.
-Version 2 (no last-use stamps) is migrated in place: its checksums stay valid. With
-``max_bytes`` the database is kept under that cap, least recently used rows out first.
-
-What happens when (a logger warning each, unless it says error):
-
-- the folder is a file, cannot be created, or is not writable: a NeobenchError, before any work.
-- the file is not a database, has malformed pages, or holds another schema: it is moved aside to
-  ``embeddings.sqlite.corrupt-<time>`` (with its -wal/-shm) and a fresh cache starts. At open,
-  ``PRAGMA quick_check`` reads every page of files up to QUICK_CHECK_MAX_BYTES (about 0.35 s per
-  400 MB from the page cache, disk speed when cold); larger files are only opened and their schema
-  read, and their damage is met by a later read or write (next point).
-- a read or write meets damage during a run: the file is moved aside the same way and the run
-  goes on without a cache; any other database error also switches the cache off for the run.
-- a vector fails its checksum: the entry is dropped and the text encoded again.
-- the disk fills up while storing: storing stops for the run (one warning); the computed
-  embeddings are used from memory.
-- the file is deleted or replaced during a run: noticed before the next read or write (its inode
-  changed), and a fresh cache starts at the same path.
-
-Caches of other jobs ($NEOBENCH_CACHE_READ, os.pathsep-separated files or folders) are read on a
-miss, never written: opened ``mode=ro&immutable=1``, so no lock, -wal or -shm touches them (list
-only files whose writer has finished: an immutable reader does not see later writes). Their
-vectors pass the same checksum and are copied into this cache. One that is missing, unreadable,
-damaged or holds a vector failing its checksum is skipped for the run with one warning, and left
-as it is: it is not ours to move aside.
-
-`neobench cache info` (inspect_cache) is read-only and always runs the full check; `neobench
-cache clear` (clear_cache) removes the cache in whatever state, with the caches moved aside.
+It only saves time: no state of its file may fail a task or change a score. Opening raises
+NeobenchError only where no cache can be kept at the path (an unusable folder, a newer schema, a
+damaged file that cannot be moved aside); after that, reads and writes warn and degrade. What
+happens when, and why: docs/guide.md, `neobench eval`, "The embedding cache only saves time"; what
+is stored, and the cap: docs/performance.md, "The embedding cache".
 """
 
 from __future__ import annotations
