@@ -1,9 +1,6 @@
-"""Under which conditions a run was made, and the one rule for which runs may be compared.
-
-The conditions that change a task's score (instruction profile and hash, max length, dtype, mteb
-version) must always match. The benchmark is recorded, not compared: a task result serves every
-benchmark holding the task. The recipe must match among the runs neobench fine-tuned; a run it
-did not fine-tune is compared with them as "not fine-tuned". An unrecorded value reads "unknown".
+"""Under which conditions a run was made, and the one rule for which runs may be compared:
+SCORING always, the recipe among fine-tuned runs; the benchmark is recorded, not compared
+(docs/architecture.md, "The records built on it"). An unrecorded value reads "unknown".
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The one DataFrame convention of every ``to_pandas()``, so frames join without a rescale or cast:
-scores, differences, interval bounds and seed sd on the tables' 0-100 scale (mteb stores 0-1),
-float64, NaN where absent; p-values and counts as they are. The same names in every frame: a run
-is core/runs.NAMES, its conditions core/conditions.RECORD, a task ``task``, its score
-``main_score``. pandas is imported only when a frame is asked for.
-"""
+scores, differences, interval bounds and seed sd x100 (mteb stores 0-1), float64, NaN where
+absent; p-values and counts as they are; a run named by core/runs.NAMES, its conditions by
+core/conditions.RECORD. pandas is imported only when a frame is asked for."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""Every replacement of a library's attribute: one registry, applied only on the tested versions.
-
-Where a library's own path costs a whole MTEB(eng, v1) run at least 2% of its host time (151 s of
-the 2.1 host hours docs/performance.md extrapolates), a patch replaces one of its attributes, or a
-step of it, while neobench evaluates; ``PATCHES`` declares each with what it replaces, why, and
-what it saves as measured. A patch applies only when every library the patches touch is at the
-version the suite tested (``constraints/tested.txt``, as CI installs) and ``NEOBENCH_PATCHES``
-does not turn it off (``off``: all; a comma-separated list: those; unset or ``on``: none).
-Otherwise the libraries run as shipped, one log line says so, and the scores are the same
-(tests/test_patches.py runs every task type both ways). Run cards list the patches in force.
-
-``applied(name, *args)`` sets the ``(owner, attribute, replacement)`` triples of the patch's
-``changes`` function for the block, and puts the originals back when the last block holding them
-ends (blocks nest and may run in several threads). No other module calls setattr or delattr on
-a library (tests/test_patches.py checks).
+"""Every replacement of a library's attribute: one registry (PATCHES), applied only on the
+tested versions (the gate) and only inside `applied` blocks, which nest and may run in threads.
+Gate, record and proof: docs/architecture.md, "Library patches: one registry, one gate"; the
+gains: docs/performance.md, "Library patches".
 """
 
 from __future__ import annotations
@@ -51,8 +40,7 @@ class Patch:
     scope: str = "eval"
 
 
-# Each "eval" patch saves at least 2% of a v1 run's host (or GPU) time; docs/performance.md,
-# "Library patches", says how each gain was measured and which replacements were dropped.
+# Each "eval" patch saves at least 2% of a v1 run's host (or GPU) time (docs/performance.md).
 PATCHES: dict[str, Patch] = {
     "column-cache": Patch(
         library="datasets",

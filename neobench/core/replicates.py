@@ -1,11 +1,7 @@
-"""Seed replicates: the runs of one fine-tune that differ only in its seed, as one Run.
-
-Runs sharing the model name, experiment, base model and revision, recipe hash and every
-condition (`Run.finetune`, from the run cards), with different seeds, merge into one Run whose
-``members`` are the single runs in seed order. Its scores are the means over the tasks every seed
-holds (a task only some hold is left out, and a note names it); its intervals and paired tests
-resample seeds, then items (report/bootstrap.replicate_draws). A seed evaluated twice counts
-once: the first run found is kept and a warning names the other.
+"""Seed replicates: the runs of one fine-tune that differ only in its seed (model name,
+experiment, base model and revision, recipe hash and conditions shared), as one Run whose
+``members`` are the single runs in seed order. What the row shows: docs/uncertainty.md, "Seed
+replicates: a two-level bootstrap". A seed evaluated twice counts once (the first found).
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """The results folder: where every file of a run lives, which task results are complete, which
-scores can be trusted, and whether a fine-tune has finished. Nothing else globs the layout.
-
-    <root>/results/<org__model>/<revision>/[experiments/<conditions>/]   a run folder
-        <Task>.json                       mteb's result of one task (mteb's TaskResult)
-        model_meta.json                   mteb's ModelMeta of the evaluated model
-        neobench/run-*.yaml               neobench's run cards (one per `neobench eval` call)
-        predictions/<Task>.units.json     per-item units of one task (neobench/evaluation/units)
-
-This is mteb's own layout (its ResultCache reads it). A task is complete when its file holds
-every split and subset the task asks for (mteb's `get_missing_evaluations`); a stored score is
-shown only when it is the one its writer's run card recorded (`recorded_mismatch`); a fine-tune
-has finished when its run card says complete.
+scores can be trusted, and whether a fine-tune has finished. Nothing else globs the layout (mteb's;
+the tree: docs/guide.md, "Results"; the rules: docs/architecture.md, "The results model").
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""One record of an evaluated run, and the one way to find runs by name.
-
-A run is one folder ``results/<org__model>/<revision>/[experiments/<conditions>/]`` (one model
-revision under one set of conditions), read once by core/reader.py; the seed replicates of one
-fine-tune are one Run whose ``members`` are the single runs (core/replicates.py). Every command
-that names runs finds them with `find` / `find_one`, so a name that works for one works for all.
+"""One record of an evaluated run (one run folder, or the seed replicates of one fine-tune with
+their ``members``), and the one way to find runs by name (`find` / `find_one`), so a name that
+works for one command works for all (docs/architecture.md, "The records built on it").
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
-"""Which tasks' embeddings the cache stores: what can be read again, decided from the run's plan.
-
-A stored vector pays back only when a later request reads it; until then it is ~4 x dim bytes on
-disk (3 KB at 768 dimensions). The cache is read for every text; the policy decides what is
-written, task by task:
-
-- ``reusable`` (the default) stores a task's texts when
-  1. a task of this run that has not run yet asks for the same texts under the same prompt
-     (shared_texts.yaml: FEVER's corpus is ClimateFEVER's), for the first of the two only; or
-  2. the task is small (at most SMALL_TASK_TEXTS distinct texts by mteb's descriptive
-     statistics): texts repeat there (clustering, reranking candidates, STS), a re-run asks for
-     all of them again, and storing them costs at most 0.6 GB a task at 768 dims.
-  A large task with no partner in the run (MSMARCO, HotpotQA, NQ, DBPedia, ...) is not stored.
-- ``all`` stores every text (a large task interrupted mid-way then resumes from the cache).
-- ``off`` neither reads nor stores (``--no-cache``).
-
-No policy changes a score: a text not stored is encoded again, to the same vector.
+"""Which tasks' embeddings the cache stores (``--cache-policy``), decided task by task from the
+run's plan; every policy but ``off`` reads whatever is there, and none changes a score. The
+policies and what they cost: docs/performance.md, "What it stores: a cache that costs what it
+saves". Small tasks are stored whole because their texts repeat (clustering, reranking
+candidates, STS) and a re-run asks for all of them again.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Instruction profiles (instructions/*.yaml) -> mteb prompts.
-
-A profile maps task names to instructions (docs/recipe.md): the prompt is ``instruction +
-separator``; a plain string goes on the queries of asymmetric tasks (Retrieval, Reranking) and on
-every text of symmetric ones; a ``{query, document}`` pair puts each string on its own side. The
-prompts are keyed in mteb's vocabulary (``Task``, ``Task-query``, ``Task-document``), so mteb's
-own prompt resolution does the rest.
+"""Instruction profiles (instructions/*.yaml) -> mteb prompts keyed ``Task``, ``Task-query``,
+``Task-document``, so mteb's own prompt resolution does the rest. The format and where each
+string goes: docs/guide.md, "Instruction profiles"; docs/recipe.md, "Instructions".
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Offline mirror of Hugging Face dataset repos: ``<dir>/<hf repo id>/`` snapshots.
-
-On a connected machine ``prefetch`` snapshots every repo a benchmark needs at the revision mteb
-pins and records what it resolved in a lock file; on an air-gapped one ``--data-dir`` (or
-NEOBENCH_DATA_DIR) makes every task load from the mirror instead of the hub.
+"""Offline mirror of Hugging Face dataset repos, ``<dir>/<hf repo id>/`` snapshots at the
+revisions mteb pins, with a lock file (docs/guide.md, "Air-gapped clusters: the offline mirror").
 """
 
 from __future__ import annotations
@@ -18,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from neobench.core.card_io import write_text_atomic
 from neobench.core.errors import NeobenchError
 from neobench.protocol.instructions import expand
 
@@ -203,15 +201,13 @@ def prefetch(needs: list[RepoNeed], out: Path) -> dict[str, dict]:
             "tasks": sorted({*(entry or {}).get("tasks", []), need.task}),
             "fetched_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        _write_json_atomic(out / LOCK_FILE, lock)
-    _write_json_atomic(out / LOCK_FILE, lock)
+        _write_lock(out, lock)
+    _write_lock(out, lock)
     return lock
 
 
-def _write_json_atomic(path: Path, data: object) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+def _write_lock(out: Path, lock: dict[str, dict]) -> None:
+    write_text_atomic(out / LOCK_FILE, json.dumps(lock, indent=2, sort_keys=True) + "\n")
 
 
 @dataclass

@@ -1,15 +1,6 @@
-"""Train/eval overlap: which benchmark tasks a model trained on, in mteb's own vocabulary.
-
-The NeoBERT recipe trains on the train splits of MSMARCO, FEVER, STS12, STSBenchmark and
-StackOverflowDupQuestions, also evaluation tasks: a score there is not zero-shot, and a table says
-so. A model declares ``ModelMeta.training_datasets`` (mteb task names) and ``adapted_from`` (its
-base, whose training data mteb adds when its registry knows it); ``get_training_datasets`` adds
-mteb's similar tasks. None means unknown, never zero-shot.
-
-mteb reads no declaration from a local folder, so `neobench finetune` writes it into its card (the
-manifest's ``in_domain`` of the datasets trained on), the adapter puts it into the ModelMeta mteb
-saves as ``model_meta.json``, and report/load.py reads it back. Any other model gets mteb's
-registry entry for its name, when there is one.
+"""Train/eval overlap: which benchmark tasks a model trained on, in mteb's own vocabulary
+(``ModelMeta.training_datasets``, ``adapted_from``); None means unknown, never zero-shot. Where
+each declaration comes from: docs/guide.md, `neobench table`, "Train/eval overlap".
 """
 
 from __future__ import annotations
@@ -51,12 +42,9 @@ def registry(name: str | None) -> ModelMeta | None:
 def finetune_declaration(
     data: dict[str, dict[str, Any]], base_name: str, base_source: str, base_path: str
 ) -> tuple[list[str], str | None]:
-    """(training_datasets, adapted_from) of a model `neobench finetune` makes from a base model.
-
-    ``data``: the card's per-dataset section (each with its ``in_domain`` mteb tasks). A base that
-    is a neobench fine-tune hands down its own declaration (mteb's registry does not know it); a
-    hub base is named by its hub id; a plain local folder has no mteb name.
-    """
+    """(training_datasets, adapted_from) of a model `neobench finetune` makes from a base model,
+    from ``data`` (the card's per-dataset section, each with its ``in_domain``); a base that is a
+    neobench fine-tune hands down its own declaration, a plain local folder has no mteb name."""
     tasks = set(record.in_domain_tasks(data))
     inherited = record.finetuned_model(Path(base_path))
     if inherited is not None and inherited.training_datasets is not None:

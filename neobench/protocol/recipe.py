@@ -1,8 +1,6 @@
-"""Recipes as data: a versioned YAML of tagged values, key=value overrides, and a content hash.
-
-Which keys exist, their types and the ranges they accept is `recipe_values.RecipeValues`; the values
-and where each comes from live in the recipe file alone; flags and overrides only override.
-Every problem with a file or with the overrides is reported at once, with "did you mean".
+"""Recipes as data: a versioned YAML of tagged values (the keys: `recipe_values.RecipeValues`),
+key=value overrides, and a content hash (docs/recipe.md). Every problem with a file or with the
+overrides is reported at once, with "did you mean".
 """
 
 from __future__ import annotations

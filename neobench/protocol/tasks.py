@@ -35,13 +35,9 @@ def select_tasks(
     *,
     types_flag: str | None = None,
 ) -> list[AbsTask]:
-    """The benchmark's tasks, in its order, restricted to ``tasks`` and ``types`` if given.
-
-    Every unknown name is reported at once; a task of mteb outside this benchmark too (a bare
-    ``mteb.get_task`` would run every language and split). A task type given as a task name is
-    told apart from a typo: the message names ``types_flag`` (``--types``), or without one the
-    type's tasks.
-    """
+    """The benchmark's tasks, in its order, restricted to ``tasks`` and ``types`` if given; every
+    unknown name at once, a task outside this benchmark too (a bare ``mteb.get_task`` would run
+    every language and split). A type given as a task points to ``types_flag`` or its tasks."""
     by_name = {t.metadata.name: t for t in benchmark.tasks}
     known_types = sorted({t.metadata.type for t in benchmark.tasks})
     type_of = {t.lower(): t for t in known_types}  # "sts" is meant as "STS" too

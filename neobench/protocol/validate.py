@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from neobench.core.errors import NeobenchError
+from neobench.core.errors import NeobenchError, collect
 from neobench.protocol.instructions import (
     all_mteb_task_names,
     list_profiles,
@@ -23,16 +23,15 @@ def validate_all() -> tuple[str, list[str]]:
     profiles, train = list_profiles(), yaml_names(profiles_dir() / "train")
     manifests, recipes = yaml_names(manifests_dir()), list_recipes()
     for name in profiles:
-        profile = _value(problems, lambda n=name: load_profile(n))
+        profile = collect(problems, load_profile, name)
         if profile:
             problems += validate_profile(profile, known_tasks)
     train_keys: set[str] = set()
     for name in train:
-        train_keys |= set(
-            _value(problems, lambda n=name: load_train_instructions(n).instructions) or {}
-        )
+        found = collect(problems, load_train_instructions, name)
+        train_keys |= set(found.instructions if found else {})
     for name in manifests:
-        manifest = _value(problems, lambda n=name: load_manifest(n))
+        manifest = collect(problems, load_manifest, name)
         if manifest:
             problems += validate_manifest(manifest, train_keys)
             for row in manifest.rows.values():
@@ -42,7 +41,7 @@ def validate_all() -> tuple[str, list[str]]:
                     if t not in known_tasks
                 ]
     for name in recipes:
-        recipe = _value(problems, lambda n=name: load_recipe(n))
+        recipe = collect(problems, load_recipe, name)
         if recipe:
             problems += shipped_recipe_problems(recipe)
     checked = (
@@ -74,12 +73,3 @@ def shipped_recipe_problems(recipe: Recipe) -> list[str]:
     except NeobenchError as error:
         problems += [f"{where}: evaluation: {p}" for p in error.problems]
     return problems
-
-
-def _value(problems: list[str], fn):  # noqa: ANN001
-    """fn(), or None with its problems added to ``problems``."""
-    try:
-        return fn()
-    except NeobenchError as error:
-        problems.extend(error.problems)
-        return None

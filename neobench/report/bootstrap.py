@@ -1,12 +1,8 @@
 """Bootstrap intervals and paired tests over a task's evaluation units (neobench/evaluation/units).
 
-Every resample is drawn from a generator seeded by (seed, task name, part index): the same inputs
-and seed give the same numbers, and two models on the same units are resampled with the same
-indices, so the paired difference removes item difficulty (docs/uncertainty.md). Units are
-resampled within each part, parts kept, as mteb averages over them (an aggregate's parts are its
-subtasks'). `paired` gives B - A with its percentile interval and a two-sided p from the draws of
-the difference centred on the observed one; `replicate_draws` resamples seeds, then items;
-`over_tasks` resamples the tasks of an average ("if the tasks were drawn again").
+Every resample is drawn from a generator seeded by (seed, task name, part index), so two models on
+the same units are resampled with the same indices; units are resampled within each part, parts
+kept, as mteb averages over them. The method and why: docs/uncertainty.md.
 """
 
 from __future__ import annotations
@@ -221,13 +217,9 @@ def over_tasks(
 def replicate_draws(
     per_seed: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED, key: str = "seeds"
 ) -> np.ndarray:
-    """[resamples] two-level draws of the mean over seed replicates: on resample b, seeds drawn
-    with replacement, each contributing its own b-th item draw.
-
-    ``per_seed`` is [seeds, resamples] of draws whose b-th resampled the same items (indices
-    depend on task, part and ``seed`` only). The seed draws depend on ``seed`` and ``key``: one
-    key for every column of a row (a seed drawn carries all its tasks), a key naming its members
-    per row (rows with the same members get the same draws)."""
+    """[resamples] two-level draws of the mean over seed replicates (docs/uncertainty.md, "Seed
+    replicates"). ``per_seed``: [seeds, resamples], the b-th of each seed on the same items. The
+    seed draws depend on ``seed`` and ``key`` only: one key per row, for all its columns."""
     check_resamples(resamples)
     per_seed = np.asarray(per_seed, dtype=float)
     count = per_seed.shape[0]

@@ -1,10 +1,6 @@
 """`neobench compare`: is each model better or worse than a baseline, task by task and on average?
-
-Every difference is paired: both models are rescored on the same resampled units of each task
-(report/stats.py), paired by id. Per task: both scores, the difference with its 95% interval, a
-two-sided p and the Holm-adjusted p over one model's tasks; "Avg." is the mean over those tasks,
-tasks fixed, a single test. Where mteb leaves units out per model (SummEval), a task is compared
-on the units both kept, and a note says how many were left out.
+Paired tests by report/stats.py; what each row holds and why: docs/uncertainty.md, "Paired
+comparisons".
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Tables, comparisons and runs as pandas DataFrames, by the convention of core/frames.py.
-
-A table's score column ``Avg.`` comes with ``Avg._ci_low`` / ``Avg._ci_high`` (with intervals),
-``Avg._sd`` (with seed replicates) and ``Avg._mark`` ("above" / "below", with a baseline), in
-every row, NaN or None where it has none; its conditions are columns of their own.
-"""
+"""Tables, comparisons and runs as pandas DataFrames, by the convention of core/frames.py. A score
+column ``X`` comes with ``X_ci_low`` / ``X_ci_high``, ``X_sd`` and ``X_mark`` where the table has
+intervals, seed replicates or a baseline (NaN or None in a row without)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""`neobench table --ci` and `--baseline`: intervals and significance marks on the table's cells.
-
-Every task of a row is resampled from its per-item units (report/bootstrap.py), a type column or
-Avg. being the mean of its tasks on each resample, tasks fixed. A cell is marked by the paired
-test `neobench compare` reports (report/stats.family): significant after Holm over the row's
-columns but Avg. A row of seed replicates resamples its seeds, then their items.
+"""`neobench table --ci` and `--baseline`: intervals and significance marks on the table's cells,
+by report/stats.py (a mark is `compare`'s test: stats.family). Method: docs/uncertainty.md.
 """
 
 from __future__ import annotations

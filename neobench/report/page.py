@@ -1,11 +1,6 @@
-"""The data of the leaderboard page (`neobench table --html`; laid out by render/html.py).
-
-Every number the page shows is computed here by the report's own engines; its script only lays
-out, sorts and filters. The data: the `leaderboard` table with intervals and marks; each task's
-cell (score, interval, seeds' scores and sd); every ordered pair (A, B) of computed rows as
-`neobench compare --baseline A --models B` gives it (the baseline's pairs mark the task cells,
-the best row's pairs make the rank groups); all of it again over the tasks no row trained on
-(the zero-shot view); and each row's provenance.
+"""The data of the leaderboard page (`neobench table --html`; laid out by render/html.py): every
+number it shows, computed by the report's own engines (docs/leaderboard-page.md, "How it is
+built"). The baseline's pairs mark the task cells; the best row's pairs make the rank groups.
 """
 
 from __future__ import annotations

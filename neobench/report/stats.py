@@ -74,17 +74,13 @@ def member_units(run: Run, task: str) -> tuple[list[TaskUnits] | None, str | Non
     return bootstrap.on_units(bootstrap.common(found), found), None
 
 
-def combine(run: Run, per_seed: list[np.ndarray], settings: Settings) -> np.ndarray:
-    """A row's draws from its members' (two-level, seeds then items, for replicates)."""
+def draws_of(run: Run, found: list[TaskUnits], settings: Settings) -> np.ndarray:
+    """A row's draws from its members' units (two-level, seeds then items, for replicates)."""
+    per_seed = [bootstrap.task_draws(u, settings.resamples, settings.seed) for u in found]
     if len(per_seed) == 1:
         return per_seed[0]
     stacked = np.stack(per_seed)
     return bootstrap.replicate_draws(stacked, settings.resamples, settings.seed, run.draw_key)
-
-
-def draws_of(run: Run, found: list[TaskUnits], settings: Settings) -> np.ndarray:
-    per_seed = [bootstrap.task_draws(u, settings.resamples, settings.seed) for u in found]
-    return combine(run, per_seed, settings)
 
 
 def side(run: Run, tasks: set[str], settings: Settings) -> Side:

@@ -1,10 +1,6 @@
-"""Results -> the paper's Table 4 layout (rendered by report/render/table.py).
-
-Rows are runs and, on request, the paper's rows. Columns are the task types with their task
-counts, Avg. (the plain mean over the tasks, as the paper computes it) and Mean(TaskType); scores
-x100. When computed rows hold different tasks, type columns and Avg. average the tasks they all
-hold, with the count shown ("81.6 (2/10)"), and Mean(TaskType) stays empty. Conditions must be
-equal (core/conditions.py); rows neobench did not fine-tune are labelled "(not fine-tuned)".
+"""Results -> the paper's Table 4 layout (rendered by report/render/table.py): rows are runs and,
+on request, the paper's; scores x100. Rows holding different tasks are averaged over the tasks
+they all hold, the count shown ("81.6 (2/10)"); the notes say so (docs/guide.md, `neobench table`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Per-item units read back for an interval or a test, and checked first.
-
-A units file is trusted only when it is the file `neobench eval` wrote (the sha256 its run card
-records, where one does) and its recomputed main score equals the stored result (to TOLERANCE).
-A file that fails, or cannot be parsed, gives its task no interval and no test, and a message
-naming the file and the fix (docs/uncertainty.md).
-"""
+"""Per-item units read back for an interval or a test, trusted only when their sha256 is the one
+the run card records (where it does) and their recomputed main score is the stored result
+(docs/uncertainty.md, "Checked when read")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """`neobench table --plot`: the table as a forest plot, one panel per column, rows in the table's
-order. A computed row is a point with its 95% interval (--ci); a paper row a hollow diamond; a
-partial cell hollow with its "k/n"; a missing cell no point. With --baseline, a dashed line marks
-its score, and rows above / below it are triangles. `panels` computes what is drawn (pure,
-tested); `draw` only lays it out with matplotlib.
-"""
+order (the marks: STYLES). `panels` computes what is drawn (pure, tested); `draw` only lays it
+out with matplotlib."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The leaderboard page: one self-contained HTML file (`neobench table --html`).
-
-The page's data (report/page.py) is embedded as JSON, leaderboard.js and leaderboard.css are
-inlined, and a Content-Security-Policy forbids any fetch: the file opens offline from
-``file://``, can be mailed, and shows the same in ten years (docs/leaderboard-page.md).
-"""
+"""The leaderboard page as one self-contained HTML file (`neobench table --html`): the data of
+report/page.py as JSON, script and style inline, no fetch allowed (docs/leaderboard-page.md)."""
 
 from __future__ import annotations
 

@@ -21,13 +21,9 @@ _GAP = 3  # padding either side of a column plus the space between columns
 
 
 def print_rich(table: LeaderTable, console: Console) -> None:
-    """Print the table whole: never an ellipsis in a name or a number.
-
-    Piped, one line per row and per note, as wide as needed (a log stays greppable). In a
-    terminal it fits ``console.width``: headers and model names wrap, and columns that do not
-    fit are stacked in parts that each repeat the name column; ``--per-task`` is transposed
-    first (56 task columns fit no terminal, 56 rows scroll fine).
-    """
+    """Print the table whole, never an ellipsis: piped, one line per row and note (a log stays
+    greppable); in a terminal, fitted to ``console.width`` in parts, ``--per-task`` transposed
+    first (56 task columns fit no terminal, 56 rows scroll fine)."""
     if not console.is_terminal:
         grid = _grid(table)
         widths = grid.natural_widths()
