@@ -1,17 +1,11 @@
 """neobench: the NeoBERT fine-tune-and-evaluate protocol as a reproducible standard.
 
-From Python (neobench/api.py; the same functions the CLI calls):
-
     import neobench as nb
     board = nb.leaderboard("runs", ci=True)
-    board.to_pandas()
 
-finetune, evaluate, load_runs, leaderboard, compare, load_study; errors are NeobenchError.
-
-Packages by stage, each importing only the ones below it (import-linter, pyproject.toml): core <-
-protocol <- models <- encoder <- evaluate / train <- report <- bench / study <- cli / api.
-Importing neobench imports neither torch nor transformers (the API's names load on first use);
-native NeoBERT is registered with transformers' Auto classes when a model loads (models.register).
+The API (neobench/api.py: finetune, evaluate, load_runs, leaderboard, compare, load_study) loads
+on first use, so importing neobench imports neither torch nor transformers. The packages' layers:
+docs/architecture.md.
 """
 
 from __future__ import annotations

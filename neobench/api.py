@@ -1,25 +1,7 @@
-"""neobench from Python: the functions the CLI calls, with keyword arguments for its flags.
-
-    import neobench as nb
-
-    run = nb.evaluate("path/or/hub-id", tasks=["BIOSSES", "STS16"], results="runs")
-    board = nb.leaderboard("runs", ci=True, baseline="my-baseline")
-    print(board.to_pandas())
-
-Every function returns a typed object with ``to_pandas()``; every problem is a
-``neobench.NeobenchError`` (its ``problems`` list holds each message, as the CLI prints them).
-Keywords are the command-line flags with underscores (``max_seq_length=256``); an unknown one is
-refused with the closest names.
-
-Frames (neobench/core/frames.py): scores, differences, interval bounds and seed sd on 0-100,
-float64, NaN where absent; p-values and counts as they are. A column has the same name in every
-frame (``label``, ``model``, ``revision``, ``experiment``, ``seeds``, the conditions, ``task``,
-``main_score``), so frames join as they are.
-
-Nothing is written to stdout or stderr unless ``progress=True``: the progress bars of
-transformers, huggingface_hub and datasets are off during ``evaluate`` and ``finetune`` (restored
-after), sentence-transformers' one set aside (neobench/train/trainer.py). Logs go to the
-``logging`` module (logger ``neobench``), shown as your logging configuration says.
+"""neobench from Python: the functions the CLI calls, with keyword arguments for its flags
+(underscores for dashes; an unknown one refused with the closest names). Each returns a typed
+object with ``to_pandas()``; every problem is a NeobenchError. Examples, the frames' columns and
+scale, and what is printed: docs/guide.md, "The Python API".
 """
 
 from __future__ import annotations

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 from neobench.protocol.config import DTYPE_CHOICES, EvalConfig, like, opt
 
-# `bench gpu`'s sections, in the order they run, with the seconds each may start new work in
-# (docs/performance.md): 540 s in all, so that with start-up and one item overrunning its
-# section the whole stays under 10 minutes on one H100. "unpadded" compares the embeddings the
-# encode section produced: it has no work, and no budget, of its own.
+# The sections in the order they run, with the seconds each may start new work in: 540 s, so that
+# with start-up and one item overrunning the whole stays under 10 minutes on one H100. "unpadded"
+# compares the encode section's embeddings: no work, and no budget, of its own.
 GPU_SECTIONS = {"train": 150, "encode": 180, "unpadded": 0, "scores": 150, "topk": 60}
 # The packaged all-MiniLM-L6-v2 and the models built from configs (gpu.py, SHAPES).
 GPU_MODELS = ["minilm", "bert-base", "modernbert-base", "neobert"]

@@ -1,14 +1,7 @@
 """`neobench bench gpu`: everything the GPU path claims, measured in one run on one device.
-
-Sections, in order, each with the seconds it may start new work in (GPU_SECTIONS, config.py):
-  train     bf16 fine-tuning steps, neobench's recipe against the stock trainer
-  encode    tokens/s and % of the GPU's peak: padded, unpadded, stock encode
-  unpadded  unpadded against padded embeddings, per architecture (from encode's embeddings)
-  scores    half-precision main scores on the device against CPU float32
-  topk      the device's top-k lists against the CPU's exact ones
-A section not asked for is recorded as skipped; one that raises is recorded as an error and the
-others still run (one broken section must not cost the rest of a short GPU lease). The record's
-keys: docs/performance.md; its table: gpu_report.py. benchmarks/ uses the measuring tools.
+The sections, their budgets and the record's keys: docs/performance.md, "One command for the GPU
+path". A section that raises is recorded as an error and the others still run (one broken section
+must not cost the rest of a short GPU lease). benchmarks/ uses the measuring tools.
 """
 
 from __future__ import annotations
@@ -440,12 +433,8 @@ class Budget:
         return True
 
 
-# Section train: fine-tuning steps through neobench's recipe (`finetune()` on a one-row manifest
-# over the pairs: its sampler, token-counting collator, loss curve; bf16 autocast on CUDA) and
-# through the stock SentenceTransformerTrainer with MultipleNegativesRankingLoss at the recipe's
-# temperature and optimiser values, both with dropout off (the recipe's setting): what differs is
-# the training path, not the network. Each runs one untimed step first: tokens/s counts real
-# tokens from the end of step 1 to the end of the last, leaving start-up out of both.
+# Section train (docs/performance.md): `finetune()` on a one-row manifest over the pairs against
+# the stock trainer at the recipe's values, dropout off in both: only the training path differs.
 
 MANIFEST = "bench-manifest.yaml"
 PAIRS = "bench-pairs.parquet"
@@ -613,12 +602,9 @@ def _row(
     }
 
 
-# Sections encode and unpadded: each model's encoding tokens/s three ways, same texts, same
-# autocast dtype, cache off: padded (neobench's encoder: length-sorted token-budget batches),
-# unpadded (the same encoder with a batch's real tokens packed into one row and variable-length
-# attention: neobench/models/unpad.py, NeoBERT's own packed path), stock (SentenceTransformer.
-# encode, batches of 32, padded). Each path is warmed up, then timed scale.repeats times; the best
-# pass counts. Tokens are real ones (no padding): the % of peak is of useful work.
+# Sections encode and unpadded (docs/performance.md): padded, unpadded and stock paths on the same
+# texts, cache off, each warmed up, best of scale.repeats passes. Tokens are real ones (no
+# padding): the % of peak is of useful work.
 
 WARM_UP = 256  # texts encoded once by each path before it is timed (kernels, allocator)
 # Lowest cosine between a text's padded and unpadded embedding that passes, per autocast dtype:

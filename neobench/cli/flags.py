@@ -2,11 +2,8 @@
 
 One field is one argument (``--field-name`` or a positional word): type from the annotation,
 default from the field, help from ``metadata["help"]`` (config.opt), so parser and config cannot
-drift apart. ``bool`` is a switch; ``int`` / ``float`` (or ``| None``) are parsed; ``list[str]``
-with ``csv=True`` is one comma-separated value, another ``list[str]`` option may be repeated;
-anything else (``int | str``) stays a string, parsed where it is used. ``choices`` are enforced
-here for positional words only: the command checks an option's, reporting every bad value at once
-with "did you mean" (argparse would stop at the first).
+drift apart. ``choices`` are enforced here for positional words only: the command checks an
+option's, reporting every bad value at once with "did you mean" (argparse stops at the first).
 """
 
 from __future__ import annotations

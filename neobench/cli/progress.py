@@ -1,9 +1,6 @@
-"""How the CLI shows progress: live rich bars in a terminal, plain flushed lines in a log file.
-
-A rich live display writes nothing to a file (a cluster job's log) until it stops, so there each
-reporter prints plain lines, flushed at once, at a bounded rate: finetune every 1/50 of the run or
-STEP_INTERVAL_S (step k/N, loss, tokens/s, elapsed, ETA); eval a line when a task starts and ends,
-and a heartbeat while a long task runs.
+"""How the CLI shows progress: live rich bars in a terminal, plain flushed lines in a log file
+(a rich live display writes nothing to a file until it stops). What each prints, and when:
+docs/guide.md, "Progress in a terminal and in a log file".
 """
 
 from __future__ import annotations
@@ -169,12 +166,10 @@ def silence_libraries(verbose: bool) -> None:
     if verbose:
         return
     warnings.filterwarnings("ignore")
-    # Switches each library reads when it is imported (the CLI's modules import none of them), so
-    # a command that never uses one (`ls`, `validate`, `table`) does not import it: tqdm's
-    # TQDM_DISABLE (mteb's scorers' bars, which would interleave with rich's), datasets' switch
+    # Switches each library reads at import, so a command that never uses one (`ls`, `table`)
+    # does not import it: tqdm's (mteb's scorers' bars would interleave with rich's), datasets'
     # (the user's 0 wins over disable_progress_bars() too); transformers starts with its bars off
-    # when the hub's are. One already imported, or a hub switch the user set otherwise, is turned
-    # off by its call.
+    # when the hub's are. One already imported, or a hub switch the user set otherwise: its call.
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

@@ -147,10 +147,9 @@ def verify_rows(rows: list[tuple]) -> tuple[list[tuple], list[bytes]]:
     return good, bad
 
 
-# The SQLite file. Tables ``emb(key, vec, digest, used)`` (``used``: when the row was last stored
-# or read, in ms, indexed for eviction) and ``meta(name, value)`` (the last run's policy and cap,
-# for `neobench cache info`). Nothing here warns or degrades: trouble is raised (Damaged for a
-# file that is not a healthy cache of this schema), and the store decides what a run does.
+# The SQLite file: ``emb(key, vec, digest, used)`` (``used``: last stored or read, in ms, indexed
+# for eviction) and ``meta(name, value)`` (the last run's policy and cap). Nothing here warns or
+# degrades: trouble is raised (Damaged: not a healthy cache of this schema); the store decides.
 
 SCHEMA_VERSION = 3  # 1: emb(key, vec) without checksums (neobench 0.1.0); 2: no `used`, no meta
 COLUMNS = ["key", "vec", "digest", "used"]
@@ -292,7 +291,8 @@ def open_db(path: Path, full_check: bool, timeout: float) -> sqlite3.Connection:
 def open_read_only(path: Path) -> sqlite3.Connection:
     """A connection that cannot write ``path`` nor create a -wal/-shm beside it; raises
     Damaged, NeobenchError or sqlite3.DatabaseError for a file that is not a usable cache."""
-    # immutable: no locks and no WAL index, so a file on a read-only or foreign disk opens too.
+    # immutable: no locks and no WAL index, so a file on a read-only or foreign disk opens too;
+    # it does not see later writes, hence only caches whose writer has finished.
     db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
     try:
         if not read_schema(db, path):
@@ -361,13 +361,9 @@ def moved_aside(path: Path) -> list[Path]:
     return sorted(p for p in found if not p.name.endswith(SIDE_FILES))
 
 
-# Least recently used out first. A row's ``used`` (ms) is stamped by its insert, and by a read
-# only when older than RESTAMP_MS (one UPDATE per lookup block): a row read over and over is
-# written at most once a minute, so shards sharing the file (WAL: one writer at a time) rarely
-# wait on each other for stamps. The cap is on used_bytes(), not the file: pages freed by
-# evictions are reused by the next inserts, so the file settles near the cap (plus the -wal).
-# Over the cap, the oldest stamps (ties: oldest rowid) go until at most EVICT_TO of it is held.
-# A text evicted is encoded again when asked for: no score changes.
+# Least recently used out first (docs/performance.md, "The cap"). A read restamps a row only when
+# its stamp is older than RESTAMP_MS (one UPDATE per lookup block), so shards sharing the file
+# (WAL: one writer at a time) rarely wait on each other for stamps.
 
 RESTAMP_MS = 60_000  # tests lower it
 EVICT_TO = 0.9  # room for about a tenth of the cap before the next eviction
@@ -380,15 +376,6 @@ ROW_OVERHEAD = 64
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def restamp(db: sqlite3.Connection, found: list[tuple[bytes, int]]) -> None:
-    """Stamp the (key, used) rows just read whose stamp is stale."""
-    now = now_ms()
-    stale = [(now, key) for key, used in found if used < now - RESTAMP_MS]
-    if stale:
-        with db:
-            db.executemany("UPDATE emb SET used = ? WHERE key = ?", stale)
 
 
 def evict(db: sqlite3.Connection, max_bytes: int) -> int:
@@ -418,17 +405,6 @@ def evict(db: sqlite3.Connection, max_bytes: int) -> int:
             ).rowcount
         held = used_bytes(db)
     return deleted
-
-
-def write_settings(db: sqlite3.Connection, policy: str, max_bytes: int | None) -> None:
-    """The policy and cap of the run now using the cache, for `neobench cache info`."""
-    values = {
-        "policy": policy,
-        "max_bytes": "" if max_bytes is None else str(max_bytes),
-        "set_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    with db:
-        db.executemany("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", values.items())
 
 
 class OtherCaches:
@@ -503,12 +479,8 @@ T = TypeVar("T")
 
 class EmbeddingCache:
     """Embeddings on disk in SQLite (WAL): a killed run leaves every committed batch intact.
-
-    Opening checks the folder (NeobenchError) and the file (moved aside when damaged). Reads and
-    writes never raise a database error: they warn and degrade, see the module docstring. Reads
-    and writes come per block (`keys`, `lookup`, `put`: no numpy call per vector) and per item
-    (`get_many`, `put_many`), the same rows on disk.
-    """
+    Reads and writes never raise a database error (see the module docstring); they come per block
+    (`keys`, `lookup`, `put`: no numpy call per vector) and per item (`get_many`, `put_many`)."""
 
     def __init__(
         self,
@@ -551,18 +523,13 @@ class EmbeddingCache:
 
     def put(self, keys: list[bytes], vectors: np.ndarray) -> None:
         """Store the (len(keys), dim) block ``vectors`` under ``keys`` in one transaction."""
-        if self.db is None or not self.writable or not keys:
-            return
-        rows = block_rows(keys, vectors)
-        self._guard("storing", lambda: self._insert(rows), None)
+        if self.db is not None and self.writable and keys:
+            self._store(block_rows(keys, vectors))
 
     def put_many(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
         """Store one batch of (key, vector) in one transaction: all of it or none of it."""
-        if self.db is None or not self.writable:
-            return
-        rows = [row for key, vector in items for row in block_rows([key], vector)]
-        if rows:
-            self._guard("storing", lambda: self._insert(rows), None)
+        if self.db is not None and self.writable:
+            self._store([row for key, vector in items for row in block_rows([key], vector)])
 
     def held_bytes(self) -> int | None:
         """What the database holds now (the cap's measure); None without a database."""
@@ -573,9 +540,11 @@ class EmbeddingCache:
         the cap at once (it may be lower than what the file holds)."""
         if self.db is None or not self.writable:
             return
-        self._guard(
-            "recording settings", lambda: write_settings(self.db, policy, self.max_bytes), None
-        )
+        cap = "" if self.max_bytes is None else str(self.max_bytes)
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        rows = [("policy", policy), ("max_bytes", cap), ("set_at", stamp)]
+        sql = "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)"
+        self._guard("recording settings", lambda: self._many(sql, rows), None)
         if self.max_bytes is not None:
             self._guard("evicting", self._evict, None)
 
@@ -584,9 +553,11 @@ class EmbeddingCache:
         (copied into this one); damaged entries are dropped and counted. Rows found here are
         stamped as used (in one block, only those with a stale stamp)."""
         read = self._guard("reading", lambda: select_rows(self.db, keys, used=True), [])
-        if read and self.writable:
-            stamps = [(row[0], row[3]) for row in read]
-            self._guard("stamping", lambda: restamp(self.db, stamps), None)
+        now = now_ms()
+        stale = [(now, row[0]) for row in read if row[3] < now - RESTAMP_MS]
+        if stale and self.writable:
+            sql = "UPDATE emb SET used = ? WHERE key = ?"
+            self._guard("stamping", lambda: self._many(sql, stale), None)
         good, bad = verify_rows([row[:3] for row in read])
         if bad:
             self.bad_entries += len(bad)
@@ -595,14 +566,14 @@ class EmbeddingCache:
                 "checksum (damaged on disk); dropped and encoded again."
             )
             if self.writable:
-                self._guard("dropping damaged entries", lambda: self._delete(bad), None)
+                rows = [(key,) for key in bad]
+                sql = "DELETE FROM emb WHERE key = ?"
+                self._guard("dropping damaged entries", lambda: self._many(sql, rows), None)
         found = {key: vec for key, vec, _ in good}
         missing = [key for key in dict.fromkeys(keys) if key not in found]
         if missing and self.read_from:
             copied = self._others.read(missing)
-            if copied and self.db is not None and self.writable:
-                # Verified rows, checksums included: stored as they are.
-                self._guard("storing", lambda: self._insert(copied), None)
+            self._store(copied)  # verified rows, checksums included: stored as they are
             found |= {key: vec for key, vec, _ in copied}
         return found
 
@@ -613,6 +584,10 @@ class EmbeddingCache:
                 self.db.close()
             self.db = None
         self._others.close()
+
+    def _store(self, rows: list[tuple[bytes, bytes, bytes]]) -> None:
+        if rows and self.db is not None and self.writable:
+            self._guard("storing", lambda: self._insert(rows), None)
 
     def _insert(self, rows: list[tuple[bytes, bytes, bytes]]) -> None:
         now = now_ms()
@@ -628,9 +603,9 @@ class EmbeddingCache:
     def _evict(self) -> None:
         self.evicted += evict(self.db, self.max_bytes)
 
-    def _delete(self, keys: list[bytes]) -> None:
-        with self.db:
-            self.db.executemany("DELETE FROM emb WHERE key = ?", [(k,) for k in keys])
+    def _many(self, sql: str, rows: list[tuple]) -> None:
+        with self.db:  # one transaction
+            self.db.executemany(sql, rows)
 
     def _guard(self, action: str, work: Callable[[], T], fallback: T) -> T:
         """``work()``, or ``fallback`` after a warning when the cache is gone or fails."""
@@ -729,13 +704,12 @@ class EmbeddingCache:
         logger.warning("%s", message)
 
 
-# New embeddings stored by a thread of their own while the encoder goes on. Storing is checksums
-# and SQLite writes, about 37 µs a 768-dim vector (149 s of the main thread at 4 million
-# documents, benchmarks/scale_rehearsal.py): on a GPU, seconds the device would wait. Hashing and
-# SQLite release the GIL for the bulk of it. The encoder flushes before it returns, so a
-# request's vectors are in the cache before the next lookup and one thread at a time uses the
-# connection. An exception in the thread other than the cache's own (those warn and degrade) is
-# raised again by the next `submit` or `flush`.
+# New embeddings stored by a thread of their own: checksums and SQLite writes cost about 37 µs a
+# 768-dim vector (149 s of the main thread at 4 million documents, benchmarks/scale_rehearsal.py),
+# seconds a GPU would wait; hashing and SQLite release the GIL for the bulk of it. The encoder
+# flushes before it returns: a request's vectors are in the cache before the next lookup, and one
+# thread at a time uses the connection. An exception in the thread (the cache's own warn and
+# degrade) is raised again by the next `submit` or `flush`.
 
 PENDING = 2  # chunks submitted and not yet stored, at most (2 x 8,192 x dim floats)
 _STOP = object()

@@ -1,10 +1,6 @@
-"""The evaluation encoder: length-sorted token-budget batches and a shared embedding cache.
-
-Every text is looked up in the embedding cache (cache.py) under (model fingerprint, prompt, text)
-first; only missing texts are encoded, deduplicated, longest first, in batches bounded by a token
-budget rather than a fixed count. Features come from sentence-transformers' own `preprocess` and
-the embedding from the model's own forward, so the numbers are those of
-`SentenceTransformer.encode` (tested to 1e-5).
+"""The evaluation encoder: cache first, then each missing text once, in length-sorted
+token-budget batches; the steps and why: docs/performance.md, "What the encoder does with a list
+of texts". Embeddings are `SentenceTransformer.encode`'s (tested to 1e-5).
 """
 
 from __future__ import annotations

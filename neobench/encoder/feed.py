@@ -1,13 +1,7 @@
-"""A request's texts -> its forward batches, prepared in a thread ahead of the forward pass.
-
-The consumer (the encoder's forward loop, on the main thread) only takes ready batches (padded,
-pinned for a GPU) and hands them to the model. One feeder thread tokenises (itself, or through
-the tokenizer processes of tokenpool.py), sorts each chunk into token-budget batches and pads
-them: on a GPU the host prepares batch k+1 while the device runs batch k. Chunks are sorted as
-wholes (8,192 texts), so splitting one across processes changes no batch and no embedding.
-
-With processes, the chunks' pieces are submitted ``AHEAD`` chunks ahead, so the workers never
-wait for the feeder; the feeder itself waits for the consumer when ``QUEUED`` batches are ready.
+"""A request's texts -> its forward batches (padded, pinned for a GPU), prepared by one feeder
+thread while the device runs the previous batch (docs/performance.md, "What the encoder does with
+a list of texts"). Chunks are sorted as wholes, so splitting one across tokenizer processes
+changes no batch and no embedding.
 """
 
 from __future__ import annotations
@@ -83,7 +77,9 @@ def feed(
     across requests), else in a thread of its own."""
     items: queue.Queue[Any] = queue.Queue(maxsize=QUEUED)
     stop = threading.Event()
-    chunks = _pooled(model, pieces, prompt, pool) if pool else _inline(model, pieces, prompt)
+    # Without processes the feeder tokenises (the fast tokenizer's own Rust pool across cores).
+    inline = (tokenize(model, piece, prompt) for piece in pieces)
+    chunks = _pooled(model, pieces, prompt, pool) if pool else inline
     context = contextvars.copy_context()  # the stage clock, if one runs
     work = (context.run, _produce, chunks, budget, pin, items, stop)
     if feeder is not None:
@@ -150,12 +146,6 @@ def _put(items: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
 
 def _pinned(value: Any) -> Any:
     return value.pin_memory() if isinstance(value, torch.Tensor) else value
-
-
-def _inline(model: Any, pieces: list[list[str]], prompt: str | None) -> Iterator[Chunk]:
-    """Chunks tokenised in the feeder thread (the fast tokenizer's own Rust pool across cores)."""
-    for piece in pieces:
-        yield tokenize(model, piece, prompt)
 
 
 def _pooled(

@@ -1,19 +1,13 @@
 """Tokenizer processes: pieces of chunks tokenised by forked copies of this process, in order.
 
-Why processes: the fast tokenizer's batch call is Rust across cores, but turning its encodings
-into Python lists holds the GIL, so threads of one process stop scaling at about one core. Each
-process runs sentence-transformers' own ``preprocess`` (the same tokens) on a piece of a chunk
-and sends back flat arrays (tokens.py ``Flat``).
-
-Why fork: a worker needs the model's input module exactly as it is here (prompts, truncation,
-processor settings); pickling a SentenceTransformer would carry its weights, and a fresh
-interpreter takes seconds to import torch. A forked child shares memory copy-on-write and starts
-in milliseconds; as in torch's DataLoader workers, it never touches torch's thread pools or CUDA,
-only the tokenizer and numpy. Where fork does not exist, a thread tokenises (``resolve_workers``).
-
-Shutdown: ``close()`` terminates the workers. They ignore Ctrl-C and Slurm's notice (the parent
-handles both and closes them), end at SIGTERM without running the parent's inherited handler,
-are daemonic and, forked from the main thread, get SIGTERM if the parent dies uncleanly.
+Processes, because turning the fast tokenizer's encodings into Python lists holds the GIL: threads
+stop scaling at about one core. Each runs ``preprocess`` on a piece and sends back flat arrays
+(tokens.py ``Flat``). Fork, because a worker needs the input module exactly as it is here, and
+pickling a SentenceTransformer would carry its weights: a forked child shares memory copy-on-write,
+starts in milliseconds and touches only the tokenizer and numpy, never torch's thread pools or
+CUDA. Without fork, a thread tokenises (``resolve_workers``). ``close()`` terminates the workers;
+they ignore Ctrl-C and Slurm's notice (the parent's to handle), end quietly at SIGTERM, and die
+with a parent that dies uncleanly (daemonic; SIGTERM via prctl when forked from the main thread).
 """
 
 from __future__ import annotations

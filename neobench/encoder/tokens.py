@@ -1,17 +1,12 @@
-"""Texts -> the features of any batch of them: sentence-transformers' tokens, padded per batch.
+"""Texts -> the features of any batch of them: ``model.preprocess``'s tokens, padded per batch.
 
-The features are ``model.preprocess``'s (prompts, truncation, special tokens), so embeddings stay
-those of ``SentenceTransformer.encode``. Two things differ, for speed, neither changing a token:
-
-- preprocess gives unpadded lists (``return_tensors=None, padding=False``), turned at once into
-  flat int64 arrays (``Flat``, cheap to pickle) and padded per forward batch with numpy.
-  transformers' own tensor conversion flattens every id in Python to test for emptiness, then
-  builds the tensor from nested lists: about half of the tokenisation time, holding the GIL.
-- Texts are tokenised independently (no padding, per-text truncation), so a chunk may be
-  tokenised in pieces, in several processes (tokenpool.py), and joined: the same tokens.
-
-Anything but the plain case (a processor that returns tensors anyway, flattened flash-attention
-inputs, keys of unknown padding) takes the stock path: preprocess's padded tensors, cut per batch.
+preprocess runs as sentence-transformers runs it (embeddings stay ``SentenceTransformer.encode``'s)
+but returns unpadded lists, turned at once into flat int64 arrays (``Flat``, cheap to pickle) and
+padded per forward batch with numpy: transformers' own tensor conversion walks every id in Python,
+about half of the tokenisation time, holding the GIL. Unpadded, texts tokenise independently, so a
+chunk may be tokenised in pieces (tokenpool.py) and joined: the same tokens. Anything but the plain
+case (tensors returned anyway, flattened flash-attention inputs, keys of unknown padding) takes
+the stock path: preprocess's padded tensors, cut per batch.
 """
 
 from __future__ import annotations
