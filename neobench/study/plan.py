@@ -108,9 +108,8 @@ def _table_job(study: Study, jobs: list[Job]) -> Job:
     argv += ["--out", str(out), "--html", str(out.with_name(PAGE_FILE)), "--ci"]
     for flag in ("reference", "baseline"):
         argv += [f"--{flag}", given[flag]] if given[flag] else []
-    evals = [j.key for j in jobs if j.kind == "eval"]
     job = Job("table", "table", argv, out, job_log(study, "table"), slurm_resources(study, "table"))
-    job.after = evals
+    job.after = [j.key for j in jobs if j.kind == "eval"]
     # Done: every job done, and no task result written after the table.
     done = all(j.done for j in jobs) and out.is_file()
     job.done = done and out.stat().st_mtime >= results.last_write(study.output)

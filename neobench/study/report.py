@@ -7,7 +7,7 @@ from collections import Counter
 
 from neobench.protocol.listing import Listing
 from neobench.study import store
-from neobench.study.plan import Job, Plan
+from neobench.study.plan import Plan
 
 
 def plan_listing(plan: Plan, listed: store.Queues | None = None) -> Listing:
@@ -17,7 +17,7 @@ def plan_listing(plan: Plan, listed: store.Queues | None = None) -> Listing:
         (
             job.key,
             store.state(plan, job, listed),
-            _after(job),
+            f"{len(job.after)} eval jobs" if len(job.after) > 3 else ", ".join(job.after) or "-",
             job.resources.text() if job.resources else "-",
             "neobench " + shlex.join(job.argv),
         )
@@ -25,12 +25,6 @@ def plan_listing(plan: Plan, listed: store.Queues | None = None) -> Listing:
     ]
     title = f"study {plan.study.name}: {plan.study.output}"
     return Listing(title, ("job", "state", "after", "resources", "command"), rows)
-
-
-def _after(job: Job) -> str:
-    if len(job.after) > 3:
-        return f"{len(job.after)} eval jobs"
-    return ", ".join(job.after) or "-"
 
 
 def summary(plan: Plan) -> list[str]:

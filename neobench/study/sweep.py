@@ -119,9 +119,7 @@ def select(
             values[str(seed)] = float(dev.value)
         mean = sum(values.values()) / len(values)
         folder_text = {str(s): str(f) for s, f in sorted(seeds.items())}
-        rows.append(
-            {"label": point.label, "values": dict(point.values), "mean": mean, "seeds": values}
-            | {"folders": folder_text}
-        )
+        row = {"label": point.label, "values": dict(point.values), "mean": mean, "seeds": values}
+        rows.append(row | {"folders": folder_text})
     best = max(range(len(rows)), key=lambda i: (rows[i]["mean"], -i))
     return Selection(model, sha256, grid, str(metric), RULE, rows[best]["label"], rows, now())

@@ -10,6 +10,7 @@ of devices. Each step is one call, to a function below or to the module that own
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from neobench.train.data import build_data
 from neobench.train.dev_slice import DevSlice, slice_record
 from neobench.train.devices import bf16, is_main_process
 from neobench.train.inputs import Inputs, check_inputs, resolve_recipe
-from neobench.train.output import CARD, CURVE, CURVE_PNG
+from neobench.train.output import CARD, CHECKPOINTS, CURVE, CURVE_PNG
 from neobench.train.run_card import complete_card, end_card, start_card
 from neobench.train.seeds import seed_configs
 from neobench.train.trainer import build_trainer
@@ -231,7 +232,7 @@ def _save(inputs: Inputs, model: Any, card: FinetuneCard, steps: int) -> float |
     keep = recipe.values.keep_checkpoints
     complete_card(output, card, steps, final_loss, keep)
     if not keep:  # checkpoints (several times the model's size) only serve to resume
-        run_folder.remove_checkpoints(output)
+        shutil.rmtree(output / CHECKPOINTS, ignore_errors=True)
     return final_loss
 
 

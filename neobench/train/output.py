@@ -108,8 +108,3 @@ def clear_failed_start(output: Path) -> None:
     for name in (CURVE, CURVE_PNG):
         (output / name).unlink(missing_ok=True)
     shutil.rmtree(output / TRACKING, ignore_errors=True)
-
-
-def remove_checkpoints(output: Path) -> None:
-    """Drop the checkpoints of a completed run (an unfinished one keeps them for --resume)."""
-    shutil.rmtree(output / CHECKPOINTS, ignore_errors=True)

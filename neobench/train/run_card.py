@@ -100,9 +100,7 @@ def _data_records(built: dict[str, BuiltDataset], data_dir: Path | None) -> dict
             "config": b.row.config,
             "split": b.row.split,
             "pinned_revision": b.row.revision,
-            "mirror_revision": (lock.get(b.row.hf_id) or {}).get("resolved_revision")
-            if b.row.hf_id
-            else None,
+            "mirror_revision": (lock.get(b.row.hf_id) or {}).get("resolved_revision"),
             "source": b.source,
             "rows_raw": b.rows_raw,
             "rows": len(b.dataset),

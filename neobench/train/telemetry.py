@@ -53,11 +53,8 @@ class LossCurve(TrainerCallback):
         world_size: int,
         on_step: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
-        self.path = path
-        self.datasets_by_step = datasets_by_step
-        self.collator = collator
-        self.world_size = world_size
-        self.on_step = on_step
+        self.path, self.datasets_by_step, self.collator = path, datasets_by_step, collator
+        self.world_size, self.on_step = world_size, on_step
         self.started: float | None = None
         self.tokens_at_start = 0
 

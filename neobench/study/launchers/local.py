@@ -51,9 +51,7 @@ def queue() -> dict[str, str]:
 
 def job_state(rec: JobRecord, listed: dict[str, str]) -> str:
     """The recorded state, failed for a job recorded running whose process is gone."""
-    if rec.state == "running" and not _alive(rec):
-        return "failed"  # its process is gone without saying how it ended
-    return rec.state
+    return "failed" if rec.state == "running" and not _alive(rec) else rec.state
 
 
 def why(plan: Plan, job: Job, rec: JobRecord) -> str:
@@ -212,11 +210,7 @@ def _end(plan: Plan, job: Job, rec: JobRecord, returncode: int | None, stopped: 
     if returncode is None:
         return
     rec.returncode, rec.ended = returncode, now()
-    if stopped:
-        rec.ended_as = f"interrupted by {stopped}"
-    else:
-        rec.ended_as = signalled(returncode) or (
-            store.unfinished(job.kind, job.output) if returncode == 0 else None
-        )
+    unfinished = store.unfinished(job.kind, job.output) if returncode == 0 else None
+    rec.ended_as = f"interrupted by {stopped}" if stopped else signalled(returncode) or unfinished
     rec.state = "done" if returncode == 0 and rec.ended_as is None else "failed"
     write_record(plan, job, rec)

@@ -425,7 +425,7 @@ def job_state(rec: store.JobRecord, listed: dict[str, str]) -> str:
 def slurm_state(rec: store.JobRecord, listed: dict[str, str]) -> str | None:
     """queued | running for a submitted job Slurm still holds; None once it has ended."""
     found = listed.get(str(rec.launcher_job_id))
-    if found is None or found not in LIVE:
+    if found not in LIVE:
         return None
     return "running" if found in {"RUNNING", "COMPLETING"} else "queued"
 
