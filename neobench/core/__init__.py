@@ -1,6 +1,4 @@
-"""The records every stage shares: errors; run cards (cards), a card on disk (card_io) and its
-environment (provenance); the results folder (results); a run's conditions and the one rule for
-which runs may be compared (conditions); one record of a run and the one way to find runs by name
-(runs), read by reader, seed replicates merged by replicates; library patches; the stage clock.
+"""The records every stage shares: errors, run cards, the results folder, a run's conditions,
+Run (read by reader, replicates merged), library patches, the stage hook (docs/architecture.md).
 May import: nothing of neobench outside core. No torch, transformers or mteb at import time.
 """

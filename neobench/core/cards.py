@@ -1,7 +1,6 @@
-"""Run cards: every output folder says how its numbers were made (config, versions, git sha, data
-revisions, instruction hashes, device, dtype, attention, seeds), written before work starts and
-rewritten when it ends. The typed eval and fine-tuning cards, each with its writer and reader;
-storage is core/card_io.py, the environment section core/provenance.py.
+"""Run cards, written before work starts and rewritten when it ends: the typed eval and
+fine-tuning cards, each with its writer and reader (what a card records: docs/guide.md, "Run
+cards"); storage is core/card_io.py, the environment section core/provenance.py.
 """
 
 from __future__ import annotations

@@ -27,14 +27,10 @@ PACKAGES = (
 )
 
 
-def package_versions() -> dict[str, str | None]:
-    """The installed versions of PACKAGES (None where one is missing), a new dict per caller."""
-    return dict(_installed_versions())
-
-
 @functools.cache
 def _installed_versions() -> dict[str, str | None]:
-    # Once per process (~3 ms a package): what is imported cannot change under the interpreter.
+    """The installed versions of PACKAGES (None where one is missing), asked once per process
+    (~3 ms a package): what is imported cannot change under the interpreter."""
     versions: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
@@ -81,7 +77,7 @@ def environment() -> dict[str, object]:
         "git_sha": git_sha(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "packages": package_versions(),
+        "packages": dict(_installed_versions()),  # a copy: the card may be edited
         "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
     }
     # Inside a Slurm job: which one (`neobench study status` and sacct find it by this id).

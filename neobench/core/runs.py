@@ -34,8 +34,7 @@ class Run:
     experiment: str | None
     folder: Path
     scores: dict[str, float] = field(default_factory=dict)  # task -> main score in [0, 1]
-    # task -> why its stored score is not shown (the file differs from its run card); in neither
-    # ``scores`` nor a row's missing tasks
+    # task -> why its stored score is not shown (its file differs from its run card); not missing
     mismatched: dict[str, str] = field(default_factory=dict)
     # task -> why its conditions are unknown (no run card names it): shown, refused by compare
     card_missing: dict[str, str] = field(default_factory=dict)

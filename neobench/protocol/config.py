@@ -1,7 +1,6 @@
-"""The one source of defaults: typed configs of the commands, each field with its default and doc.
-
-The command line is built from these fields (neobench/cli/flags.py). The standard protocol's
-numbers (max length, instruction profile) live in the standard recipe file alone (`standard()`).
+"""The one source of defaults: typed configs of the commands, each field with its default and doc
+(the command line is built from them: cli/flags.py). The standard conditions' numbers live in the
+standard recipe file alone (`standard()`).
 """
 
 from __future__ import annotations
@@ -23,15 +22,13 @@ STANDARD_RECIPE = "neobert-mteb-2k"
 TOKEN_BUDGET = {"cpu": 2_048, "cuda": 32_768}
 # Tokenizer processes: auto is one per core this process may use (docs/performance.md).
 TOKENIZE_WORKERS = "auto"
-# Bootstrap defaults (report/bootstrap.py): resamples of each task's units, their seed, and the
-# level of the intervals (95%) and of "significant". Below MIN_RESAMPLES the numbers mean nothing:
-# a 95% interval needs a few draws in each 2.5% tail; no p-value falls below 1 / (B + 1).
+# Bootstrap defaults (report/bootstrap.py): resamples of each task's units, their seed, the level
+# of the intervals (95%) and of "significant"; below MIN_RESAMPLES the numbers mean nothing.
 RESAMPLES = 1_000
 MIN_RESAMPLES = 100
 BOOTSTRAP_SEED = 0
 ALPHA = 0.05
-# Texts per mteb data-loader batch (and per stock encode call in `bench`); neobench's encoder
-# regroups them into token-budget batches, so this barely matters for speed.
+# Texts per mteb data-loader batch; the encoder regroups them by token budget (speed: no matter).
 BATCH_SIZE = 32
 DTYPE_NAMES = ("float32", "float16", "bfloat16")  # autocast dtypes (float32: none)
 DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}

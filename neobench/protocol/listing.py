@@ -1,8 +1,5 @@
-"""What `neobench ls` (and the other commands' tabular reports) list, as plain records.
-
-Each function returns a `Listing`: a title, column names and rows of strings. How it is printed
-(a rich table on a terminal, whole padded lines in a log) is the CLI's business.
-"""
+"""What `neobench ls` (and the other commands' tabular reports) list, as plain `Listing` records
+(a title, column names, rows of strings); how they are printed is the CLI's business."""
 
 from __future__ import annotations
 

@@ -164,11 +164,6 @@ def check_hub_access(tasks: list[AbsTask], benchmark: str) -> None:
     raise NeobenchError(lines)
 
 
-def manifest_needs(rows: list) -> list[RepoNeed]:
-    """The hub repos of training manifest rows (local data_files rows need none)."""
-    return [RepoNeed(r.key, r.hf_id, r.revision, r.key) for r in rows if r.hf_id]
-
-
 def prefetch(needs: list[RepoNeed], out: Path) -> dict[str, dict]:
     """Snapshot every repo at its pinned revision into ``out/<repo id>`` and update the lock.
     An unpinned revision (null in a manifest) takes the branch head; the lock records the commit
@@ -308,7 +303,9 @@ def prefetch_mirror(
     from neobench.protocol.recipe import load_recipe
 
     rows = recipe_rows(load_recipe(recipe)) if recipe else []
-    needs = repo_needs(benchmark_tasks(benchmark, tasks)) + manifest_needs(rows)
+    # The training rows' hub repos (local data_files rows need none).
+    needs = [RepoNeed(r.key, r.hf_id, r.revision, r.key) for r in rows if r.hf_id]
+    needs = repo_needs(benchmark_tasks(benchmark, tasks)) + needs
     return prefetch(needs, Path(out))
 
 

@@ -90,12 +90,6 @@ def read_training(meta_path: Path, name: str) -> frozenset[str] | None:
     return None if found is None else frozenset(found)
 
 
-def _meta(training: frozenset[str]) -> ModelMeta:
-    from mteb.models import ModelMeta
-
-    return ModelMeta.create_empty(overwrites={"training_datasets": set(training)})
-
-
 def trained_on(run: Run, task_names: list[str]) -> list[str] | None:
     """The tasks of ``task_names`` the run's model trained on (in their order), None if unknown."""
     if run.training_datasets is None:
@@ -107,7 +101,10 @@ def zero_shot_percentage(run: Run, task_names: list[str]) -> int | None:
     """mteb's zero-shot percentage of the run over ``task_names`` (None: training unknown)."""
     if run.training_datasets is None or not task_names:
         return None
-    return _meta(run.training_datasets).zero_shot_percentage(task_names)
+    from mteb.models import ModelMeta
+
+    meta = ModelMeta.create_empty(overwrites={"training_datasets": set(run.training_datasets)})
+    return meta.zero_shot_percentage(task_names)
 
 
 @dataclass(frozen=True)
@@ -159,8 +156,3 @@ def zero_shot_subset(runs: dict[str, Run], tasks: list[AbsTask]) -> ZeroShotSubs
             "--models."
         )
     return ZeroShotSubset([t for t in names if t not in dropped], ordered)
-
-
-def keep_tasks(tasks: list[AbsTask], subset: ZeroShotSubset) -> list[AbsTask]:
-    kept = set(subset.kept)
-    return [t for t in tasks if t.metadata.name in kept]

@@ -108,14 +108,10 @@ class Recipe:
 
     def _value_record(self, key: str, value: Any) -> dict[str, Any]:
         """An overridden value says so, with the recipe's own value and source beside it."""
-        if key in self.overrides and key in self.defaults:
-            return {
-                "value": value,
-                "source": "override",
-                "recipe_value": self.defaults[key],
-                "recipe_source": self.sources.get(key),
-            }
-        return {"value": value, "source": self.sources.get(key)}
+        if key not in self.overrides or key not in self.defaults:
+            return {"value": value, "source": self.sources.get(key)}
+        recipe = {"recipe_value": self.defaults[key], "recipe_source": self.sources.get(key)}
+        return {"value": value, "source": "override", **recipe}
 
     def record(self) -> dict[str, Any]:
         """What a run card stores: identity, hash, every value with its source, the overrides."""

@@ -89,7 +89,8 @@ def paired(
     alpha: float = ALPHA,
 ) -> Paired:
     """``other`` minus ``baseline`` on the same resampled units they share (`shared`)."""
-    pair, a, b = paired_draws(baseline, other, resamples, seed)
+    pair = shared(baseline, other)
+    a, b = task_draws(pair.baseline, resamples, seed), task_draws(pair.other, resamples, seed)
     point_a, point_b = units_mod.main_score(pair.baseline), units_mod.main_score(pair.other)
     return paired_from_draws(point_a, point_b, a, b, alpha)
 
@@ -159,7 +160,8 @@ def _shared_part(
             "same items. Re-run both on the same task data."
         )
     ids = [mine.ids[i] for i in keep]
-    return _take(mine, np.asarray(keep), ids), _take(theirs, _positions(position, ids), ids)
+    index = np.asarray([position[unit] for unit in ids], dtype=np.intp)
+    return _take(mine, np.asarray(keep), ids), _take(theirs, index, ids)
 
 
 def _may_drop(task_type: str, mine: units_mod.Part, theirs: units_mod.Part) -> bool:
@@ -167,10 +169,6 @@ def _may_drop(task_type: str, mine: units_mod.Part, theirs: units_mod.Part) -> b
     had the same candidates (unknown in files written before ``rows``)."""
     known = mine.rows is not None and theirs.rows is not None
     return units_mod.drops_units(task_type) and (not known or mine.rows == theirs.rows)
-
-
-def _positions(position: dict[str, int], ids: list[str]) -> np.ndarray:
-    return np.asarray([position[unit] for unit in ids], dtype=np.intp)
 
 
 def _take(part: units_mod.Part, index: np.ndarray, ids: list[str]) -> units_mod.Part:
@@ -193,15 +191,6 @@ def common(found: list[TaskUnits]) -> TaskUnits:
 def on_units(order: TaskUnits, found: list[TaskUnits]) -> list[TaskUnits]:
     """Each result of ``found`` on ``order``'s units, in ``order``'s order."""
     return [shared(order, u).other for u in found]
-
-
-def paired_draws(
-    baseline: TaskUnits, other: TaskUnits, resamples: int = RESAMPLES, seed: int = SEED
-) -> tuple[Shared, np.ndarray, np.ndarray]:
-    """The two results on their shared units and each one's draws on the same resamples."""
-    pair = shared(baseline, other)
-    a = task_draws(pair.baseline, resamples, seed)
-    return pair, a, task_draws(pair.other, resamples, seed)
 
 
 def over_tasks(

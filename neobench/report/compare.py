@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from neobench.core.conditions import RECORD
 from neobench.core.errors import NeobenchError
@@ -20,10 +20,7 @@ from neobench.protocol import overlap
 from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, RESAMPLES
 from neobench.report import stats
 from neobench.report.columns import AVG
-from neobench.report.load import load
-
-if TYPE_CHECKING:
-    from mteb.abstasks.abstask import AbsTask
+from neobench.report.load import load, load_zero_shot
 
 
 @dataclass(frozen=True)
@@ -121,7 +118,9 @@ def compare(
         )
     _check_conditions(labelled, base_label, others)
     if zero_shot_only:
-        chosen, labelled, note = _zero_shot_only(results, chosen, labelled, [base_label, *others])
+        compared = {label: labelled[label] for label in [base_label, *others]}
+        _, (runs, _, _), note = load_zero_shot(results, chosen, compared)
+        labelled = dict(find(runs, None))
         notes.append(note)
     found = compare_runs(labelled, base_label, others, settings)
     found.notes = notes + found.notes
@@ -156,15 +155,6 @@ def compare_runs(
     return Comparison(
         base_label, settings.resamples, settings.seed, settings.alpha, rows, notes, seeds, fields
     )
-
-
-def _zero_shot_only(
-    results: list[str | Path], tasks: list[AbsTask], labelled: dict[str, Run], compared: list[str]
-) -> tuple[list[AbsTask], dict[str, Run], str]:
-    subset = overlap.zero_shot_subset({label: labelled[label] for label in compared}, tasks)
-    kept = overlap.keep_tasks(tasks, subset)
-    runs, _, _ = load(results, kept)
-    return kept, dict(find(runs, None)), subset.note()
 
 
 def _with_in_domain(row: Row, run: Run, tasks: list[str]) -> Row:

@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from neobench.core.errors import NeobenchError
 from neobench.core.runs import Run, find
-from neobench.protocol import overlap
 from neobench.protocol.config import BOOTSTRAP_SEED, RESAMPLES
 from neobench.report import overlap as overlap_marks
 from neobench.report import replicates, stats
-from neobench.report.load import load
+from neobench.report.load import load, load_zero_shot
 from neobench.report.table import LeaderTable, build_table
-
-if TYPE_CHECKING:
-    from mteb.abstasks.abstask import AbsTask
 
 logger = logging.getLogger(__name__)
 
@@ -48,11 +43,16 @@ def leaderboard(
     bench = load_benchmark(benchmark)
     tasks = select_tasks(bench)
     runs, problems, merged = load(results, tasks)  # the seeds of one fine-tune: one row
-    subset = None
+    note = None
     if zero_shot_only:
-        subset = _zero_shot_only(runs, tasks, models, reference)
-        tasks = overlap.keep_tasks(tasks, subset)
-        runs, problems, merged = load(results, tasks)
+        if reference is not None:
+            raise NeobenchError(
+                f"--zero-shot-only with --reference {reference}: the quoted rows are averages "
+                "over all the benchmark's tasks and cannot be recomputed over a subset. Leave out "
+                "--reference."
+            )
+        found = dict(find(runs, models))
+        tasks, (runs, problems, merged), note = load_zero_shot(results, tasks, found)
     for problem in problems:
         logger.warning("skipped: %s", problem)
     table = build_table(
@@ -65,8 +65,8 @@ def leaderboard(
         strict=strict,
         problems=problems,
     )
-    if subset is not None:
-        table.notes.append(subset.note())
+    if note is not None:
+        table.notes.append(note)
     selected = dict(find(runs, models))
     overlap_marks.annotate_table(table, selected, tasks)
     table.notes += merged
@@ -77,18 +77,6 @@ def leaderboard(
 
         intervals.annotate(table, selected, tasks, settings, ci=ci, baseline=baseline)
     return table
-
-
-def _zero_shot_only(
-    runs: list[Run], tasks: list[AbsTask], models: list[str] | None, reference: str | None
-) -> Any:
-    if reference is not None:
-        raise NeobenchError(
-            f"--zero-shot-only with --reference {reference}: the quoted rows are averages over "
-            "all the benchmark's tasks and cannot be recomputed over a subset. Leave out "
-            "--reference."
-        )
-    return overlap.zero_shot_subset(dict(find(runs, models)), tasks)
 
 
 def sweep_note(label: str, run: Run) -> str:

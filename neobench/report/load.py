@@ -25,3 +25,13 @@ def load(results: list[str | Path], tasks: list[AbsTask]) -> tuple[list[Run], li
         problems += trouble
     runs, notes = replicates.merge(runs)
     return runs, problems, notes
+
+
+def load_zero_shot(
+    results: list[str | Path], tasks: list[AbsTask], runs: dict[str, Run]
+) -> tuple[list[AbsTask], tuple[list[Run], list[str], list[str]], str]:
+    """The tasks no run of ``runs`` (label -> run) trained on, `load` on them, and the note
+    naming what was dropped (`--zero-shot-only`)."""
+    subset = overlap.zero_shot_subset(runs, tasks)
+    kept = [t for t in tasks if t.metadata.name not in subset.dropped]
+    return kept, load(results, kept), subset.note()

@@ -1,7 +1,6 @@
-"""The one statistics engine of the reports: a run's resampled scores (`side`), a column's draws,
-and the paired test of two runs (`test`), Holm-adjusted over a row's columns but Avg. (`family`).
-`table --ci --baseline` and `compare` both call these, so a cell marked ▲ is a comparison row
-that is significant and higher, by construction.
+"""The one statistics engine of the reports (`side`, `test`, `family`): `table --ci --baseline`
+and `compare` both call it, so a cell marked ▲ is a comparison row that is significant and
+higher, by construction (docs/architecture.md, "One statistics engine").
 """
 
 from __future__ import annotations

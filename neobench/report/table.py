@@ -155,12 +155,8 @@ class LeaderTable:
         if self.per_task:
             tasks = [row.text(t, row.tasks.get(t)) for t in self.task_names]
             return [row.name, *tasks, *tail, missing]
-        return [row.name, *(_type_cell(row, t) for t, _ in self.types), *tail, missing]
-
-
-def _type_cell(row: Row, type_: str) -> str:
-    cell = row.types[type_]
-    return row.text(type_, cell.value, cell.count)
+        types = [row.text(t, row.types[t].value, row.types[t].count) for t, _ in self.types]
+        return [row.name, *types, *tail, missing]
 
 
 def by_type(tasks: list[AbsTask]) -> dict[str, list[str]]:
