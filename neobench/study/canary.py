@@ -1,12 +1,6 @@
-"""A canary before a large submission: one short job per model and kind, run like the real ones.
-
-A study of a thousand GPU-hours that fails in its first minute (a model the cluster's software
-cannot load, a setup line with a typo, a batch too big for the GPU, data the nodes cannot see)
-fails in every job. The canary runs first through the same launcher, flags, setup lines and
-resources: per model a fine-tune of CANARY_STEPS steps with a checkpoint, then an eval of the
-study's smallest task. Only when all pass do the real jobs run. Its outputs live apart
-(OUTPUT/canary/). A pass is remembered (OUTPUT/canary/passed.json, keyed by what the canary jobs
-run and ask for), so a study run again after a fault does not pay twice; `--canary` reruns it.
+"""A canary before a large submission: one short job per model and kind, run like the real ones,
+so a fault every job shares costs minutes, not the whole study (what it runs, when, and the
+remembered pass OUTPUT/canary/passed.json: docs/studies.md, "Launchers", "The canary").
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""What a study's names must be, and whether finished pieces were made under its conditions.
-
-Names are checked with the commands' own loaders (recipe + overrides, benchmark, tasks,
-instruction profile), so a plan never holds a job its command would refuse. Finished pieces are
-compared through the run cards: a fine-tune card's model, recipe, overrides and seed; each eval
-card's benchmark, profile, length and dtype.
+"""What a study's names must be (checked by the commands' own loaders, so a plan never holds a
+job its command would refuse), and whether finished pieces were made under its conditions (the
+fields compared: docs/studies.md, "What is done, and re-running").
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""A study's jobs as plain records, and how one fine-tune or eval job of a model is made.
-
-A job holds the exact `neobench ...` arguments it runs, its output, what it asks a cluster for,
-the jobs it waits for, and whether its output is complete (a fine-tune: its card says complete;
-an eval shard: every task has a result in the folder the model's run cards name). plan.py orders
-them for a study, sweep_plan.py for a swept model.
+"""A study's jobs as plain records, and how one fine-tune or eval job of a model is made (when
+one is done: docs/studies.md, "What is done, and re-running"). plan.py orders them for a study,
+sweep_plan.py for a swept model.
 """
 
 from __future__ import annotations
@@ -210,9 +207,7 @@ def _mark_eval(
 def eval_done(
     found: conflicts.EvalCards, job: Job, tasks: list[Any], since: str | None = None
 ) -> bool:
-    """Whether the results folder of ``job``'s newest eval (started after ``since``, of the
-    model it evaluates) holds a complete result of each of ``tasks`` (mteb task objects), by
-    core/results.py's rule (the one `neobench eval` skips tasks by). Plan, canary and Slurm
-    jobs all ask this."""
+    """Whether ``job``'s newest eval folder (started after ``since``) holds a complete result of
+    each of ``tasks`` (mteb task objects), by the rule `neobench eval` skips tasks by."""
     folder = found.folder(str(job.model_name), since, job.source)
     return folder is not None and not results.left_to_run(folder, tasks)[0]

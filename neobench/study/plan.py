@@ -1,8 +1,5 @@
 """A study -> its jobs, in order: finetune(model, seed) -> eval(model, shard k/N) -> table.
-
-A launcher runs (or submits) the jobs not done, in list order, which respects every dependency.
-What is done is read from what the commands write (jobs.py); a finished piece made under other
-conditions than the study now gives is refused, never mixed in (conflicts.py).
+List order respects every dependency; what is done is read from what the commands write (jobs.py).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The study file: typed sections, read from YAML with every problem reported at once.
-
-A study names its models, one fine-tuning recipe (or none), one set of evaluation conditions and,
-optionally, each kind of job's Slurm resources. Names are checked by the commands' own loaders
-(conflicts.py), so a study that loads runs only jobs the commands accept.
+"""The study file (docs/studies.md, "The file"): typed sections, read from YAML with every
+problem reported at once.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """Sweeps: a study's fine-tunes at several values of recipe keys, one point chosen per backbone on
-held-out training data before anything of it is evaluated.
-
-    finetune:
-      overrides: {dev_rows: 256}
-      seeds: [0, 1]
-      sweep:
-        learning_rate: [1e-5, 3e-5, 1e-4]   # several keys: every combination (a grid)
-      sweep_eval: selected                  # or all: the other points too (a sensitivity table)
-
-Each point x seed is one fine-tune. Once all of a backbone's are complete, the point with the
-highest mean over seeds of the cards' dev metric (the `dev_rows` slice, train/dev_slice.py) is
-selected (ties: the earlier point), and only then are its eval jobs planned. The choice is
-written once to OUTPUT/sweeps/<model>.json and each eval of it records it (`eval --sweep`): a
-recipe condition, so sweep rows are never silently compared with fixed-recipe rows.
+the dev slice before anything of it is evaluated (the rule, the record OUTPUT/sweeps/<model>.json
+and why: docs/studies.md, "Sweeps").
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Checkpoints written whole: --resume only chooses a complete one.
-
-The trainer writes ``checkpoint-N/`` file by file; a kill, preemption or full disk midway leaves
-a folder that looks like a checkpoint. Once it is written, `Marker` (a callback, on_save) writes
-MARKER into it: every file with its size, atomically. A checkpoint is whole when its marker's
-files are all there at those sizes; one without a marker (older runs) when its
-trainer_state.json (written last) parses and its weights are there.
+"""Checkpoints written whole: --resume only chooses a complete one (docs/guide.md, "neobench
+finetune"). `Marker` (on_save) writes MARKER, every file with its size, atomically; a checkpoint
+without one (older runs) is whole when trainer_state.json (written last) parses and its weights
+are there.
 """
 
 from __future__ import annotations

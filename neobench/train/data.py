@@ -1,8 +1,6 @@
-"""Step 2 of the recipe: the training datasets, read from the mirror (or the hub) and built.
-
-With `dev_rows` on, each dataset's dev slice is held out here (dev_slice.py), before the size
-check and the sampler. A dataset that cannot be read, or keeps fewer rows than one global batch,
-stops the run before the model loads, with the command that fixes it.
+"""Step 2 of the recipe: the training datasets, read from the mirror (or the hub) and built; the
+dev slice held out (dev_slice.py) before the size check. A dataset that cannot be read, or keeps
+fewer rows than one global batch, stops the run before the model loads.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""The dev metric: how well the trained model finds each held-out query's positive.
-
-Per dataset, over its dev slice (dev_slice.py), a retrieval among the slice's own texts (like the
-loss's in-batch ranking, over the whole slice: cheap, no MTEB data):
-- queries: the distinct query texts, with the dataset's training instruction (query side only);
-- candidates: every distinct positive and hard negative, without a prompt (as in training); a
-  query's relevant candidates are the positives of its own rows;
-- rank = 1 + the non-relevant candidates whose cosine is at least its best relevant one's (a tie
-  counts against the model, so a collapsed model scores 0); MRR@10 = mean of 1/rank (0 beyond
-  10), accuracy@1 = share of rank 1.
-The selection number is MRR@10 macro-averaged over datasets (a big dataset does not outweigh the
-others, as the sampler's alpha < 1 does not let it in training).
+"""The dev metric: MRR@10 (and accuracy@1) of each held-out query's positive among its dev
+slice's own texts, macro-averaged over datasets (the definition: docs/recipe.md, "The dev slice",
+"The metric"). A tie counts against the model, so a collapsed model scores 0.
 """
 
 from __future__ import annotations

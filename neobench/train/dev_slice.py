@@ -1,18 +1,6 @@
 """Held-out selection data: a seeded slice of each training dataset that is never trained on.
-
-With the recipe's `dev_rows` = N > 0, step 2 takes up to N queries out of each built dataset
-before the sampler sees it; after training, dev_metric.py scores the model on them, so a sweep
-picks hyperparameters without looking at any MTEB split. The draw, re-derivable from data + card:
-- the unit is a distinct query, its id the first 16 hex digits of sha256(query): every row of a
-  held-out query leaves training, even where a dataset repeats a query with several positives;
-- the sorted ids (independent of row order) give ``min(N, DEV_SHARE * distinct queries)`` drawn
-  without replacement by numpy's default_rng([seed, DEV_STREAM, key hash]): a stream tag no
-  other draw uses (the sampler's are 0x6E62, 0x7065), and the dataset key, so a slice does not
-  depend on the other datasets of the run;
-- the card records per dataset the queries, rows and sha256 of the sorted held-out ids (one per
-  line), and one digest over all datasets: equal digests, equal slices.
-Holding rows out shrinks the dataset sizes the sampler draws by, so a non-zero dev_rows changes
-the training order and enters the recipe hash.
+The draw, what the card records and why: docs/recipe.md, "The dev slice". DEV_STREAM is a
+stream tag no other draw uses (the sampler's are 0x6E62, 0x7065).
 """
 
 from __future__ import annotations

@@ -116,10 +116,9 @@ def finetune(
     # 6. Train; a run that stops says so in its card, and how to continue.
     # 7. Dev metric: the trained model on the held-out slice, into the card (main process).
     # 8. Save: a SentenceTransformer folder carrying the evaluation prompts of the recipe.
-    # SIGTERM / SIGUSR2 only raise a flag from here on: training stops at the next step end with
-    # a whole checkpoint; after the last step the save finishes first (seconds, inside Slurm's
-    # notice; a notice that cut a finished run's save made it train its last window again),
-    # and the dev metric stops at the next dataset (its value then missing) so the save fits.
+    # SIGTERM / SIGUSR2 only raise a flag from here on (stop.py). After the last step the save
+    # finishes first (a cut save would make a finished run train its last window again), and
+    # the dev metric stops at the next dataset, so the save fits in Slurm's notice.
     from neobench.train.stop import GracefulStop
 
     with GracefulStop() as stop:

@@ -1,8 +1,7 @@
-"""One dataset per optimisation step, drawn with probability n_i^alpha / sum_j n_j^alpha.
-
-The draw for step s depends only on (seed, s), so every rank, a resumed run and a run on another
-number of devices draw the same dataset at the same step. accelerate's batch-sampler sharding
-hands batch i to rank i % world, so the sampler yields each step's per-rank slices in a row.
+"""One dataset per optimisation step, drawn with probability n_i^alpha / sum_j n_j^alpha, from
+(seed, s) alone (why: docs/recipe.md, "Why the batch is global"). accelerate's batch-sampler
+sharding hands batch i to rank i % world, so the sampler yields each step's per-rank slices in
+a row.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Stopping a fine-tune at a step boundary, with a whole checkpoint, when the process is told to.
-
-Slurm sends SIGUSR2 before the time limit (submitit's ``--signal``) and SIGTERM on scancel,
-preemption or a requeue, KillWait seconds before SIGKILL. Dying at once would lose every step
-since the last checkpoint, or leave a partial one. While the trainer runs these signals only
-raise a flag; at the end of the step the trainer saves a checkpoint and stops, and `finetune`
-raises `Stopped`: the same command with ``--resume`` continues from exactly that step.
+"""Stopping a fine-tune at a step boundary, with a whole checkpoint, when the process is told to
+(SIGUSR2 before a time limit; SIGTERM on scancel, preemption, requeue). While the trainer runs the
+signals only raise a flag; the step ends, a checkpoint is saved and `finetune` raises `Stopped`:
+``--resume`` continues from exactly that step (docs/studies.md, "Launchers").
 """
 
 from __future__ import annotations

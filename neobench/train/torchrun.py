@@ -1,10 +1,7 @@
 """`python -m neobench.train.torchrun ...`: torchrun (same arguments), for a job a cluster signals.
-
-Slurm signals torchrun's agent as well as its workers; stock torchrun dies of SIGUSR2 (the notice
-before a time limit) at once and answers SIGTERM with a traceback. Here the agent ignores SIGUSR2
-(the workers save a whole checkpoint and exit 140: train/stop.py) and ends on a signal or a
-worker's exit with one line and the workers' exit code, so the job can tell a saved stop from a
-failure.
+Stock torchrun's agent dies of SIGUSR2 at once and answers SIGTERM with a traceback; this one
+ignores SIGUSR2 (the workers checkpoint and exit 140: stop.py) and ends on a signal or a worker's
+exit with one line and the workers' exit code, so the job can tell a saved stop from a failure.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""Experiment tracking (`finetune --report-to`): the stock trainer's own integrations, given the
-run's config.
-
-`--report-to` is the trainer's ``report_to``: transformers' TensorBoard, Wandb or Trackio callback
-logs each step's loss, learning rate and grad norm and the TrainingArguments. `RunConfig` adds,
-once the integration's run is open, the recipe (name, hash, values) and the run card:
-- tensorboard: text summaries ``neobench/recipe`` and ``neobench/run_card`` (JSON). Events go to
-  ``<output>/runs/<date>_<host>/`` (a resumed run adds one), or $TENSORBOARD_LOGGING_DIR: the
-  trainer's default is under the checkpoints folder, removed when the run completes.
-- wandb, trackio: ``config.update`` with ``neobench_recipe`` and ``neobench_run_card``.
-wandb logs offline unless WANDB_MODE is set (compute nodes are often cut off, and a lost
-connection would stop the run); the offline run (./wandb or $WANDB_DIR) is uploaded by `wandb
-sync`. trackio logs locally unless told of a Space.
+"""Experiment tracking (`finetune --report-to`): the stock trainer's integrations, given the
+recipe and run card as config once their run is open (what goes where: docs/recipe.md,
+"Experiment tracking").
 """
 
 from __future__ import annotations

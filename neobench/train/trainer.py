@@ -1,9 +1,6 @@
-"""Step 5 of the recipe: the loss and the stock SentenceTransformerTrainer, not subclassed.
-
-Our parts plug into it: the batch sampler (in the training arguments) draws one dataset per step,
-the collator counts tokens, a callback writes the loss curve, and the query-side training
-instructions are the arguments' per-dataset prompts. `--report-to` is the arguments' report_to
-(tracking.py gives the integration the recipe and run card as config).
+"""Step 5 of the recipe: the loss and the stock SentenceTransformerTrainer, not subclassed. Our
+parts plug in: the batch sampler (training arguments), a token-counting collator, a loss-curve
+callback, the training instructions as per-dataset prompts, `--report-to` as report_to.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""Where a study's jobs run: the registry of launchers, by name.
-
-Each launcher is one module, imported only when a study names it (the CLI stays light), with:
+"""Where a study's jobs run: the registry of launchers, by name (adding one: docs/architecture.md,
+"Adding things"). Each is one module, imported only when a study names it, with:
 
     run(plan, tell, *, file, wait)  run or submit the pending jobs; ``tell(text, markup=True)``
-                                    says what happens, ``file`` is the study file as given,
-                                    ``wait`` (a queue) blocks until the jobs end
+                                    says what happens; ``wait`` (a queue) blocks until they end
     queue()                         its scheduler's queue, job id -> state ({} when none)
-    job_state(rec, listed)          running | queued | failed for a job recorded as launched
-                                    and not done, ``listed`` being queue() read once
+    job_state(rec, listed)          running | queued | failed for a launched, not-done job
     why(plan, job, rec)             for a failed job: how it ended and the log line saying why
     TITLE, CANCEL                   its name in a message, how its jobs are stopped
-
-Adding a launcher: one module here, one line in LAUNCHERS (--launcher's choices and help).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """The local launcher: a study's pending jobs one after another, as `neobench` subprocesses.
-
-Each job writes OUTPUT/logs/<key>.log and a record OUTPUT/jobs/<key>.json (study/store.py). A
-record says done only when the command exited 0 by itself (this runner was not stopped by a
-signal meanwhile) and left its output; any other ending is failed, with how it ended. The first
-failure stops the run (later jobs may depend on it); the next `run` starts from what is not done.
+Records, `ended_as` and Ctrl-C: docs/studies.md, "Launchers".
 """
 
 from __future__ import annotations
@@ -104,9 +100,8 @@ def run_local(plan: Plan, on_job: Callable[[Job, str], None] | None = None) -> l
 
 
 def _refuse_running(plan: Plan) -> None:
-    """Refuse a pending job that still writes its output: one an earlier `--launcher slurm` (or
-    another queue) submitted and that is still held there, or an orphan of a runner that was
-    killed (SIGKILL: no handler ran). Two processes would write one output."""
+    """Refuse a pending job that a queue still holds or that a killed runner left running: two
+    processes would write one output."""
     elsewhere: dict[str, list[str]] = {}
     alive: list[str] = []
     listed, here = None, socket.gethostname()
@@ -137,8 +132,7 @@ def _refuse_running(plan: Plan) -> None:
 # hands to another thread (torch's, once a model was built here) does not interrupt a blocking
 # wait, so a Ctrl-C would be seen only once the job had ended.
 POLL_S = 0.2
-# A Ctrl-C reaches the job too (the foreground process group): it gets this long to clean up (a
-# fine-tune marks its card, an eval removes its staging folder) before the runner sends SIGTERM.
+# A Ctrl-C reaches the job too (same process group): its time to clean up before SIGTERM.
 GRACE_S = 10.0
 
 

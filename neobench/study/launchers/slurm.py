@@ -1,13 +1,7 @@
-"""The Slurm launcher: the local launcher's pending jobs, submitted through submitit.
-
-Before submitting, each job's request is held against `sinfo` and refused, all at once, when no
-node of the partition can meet it (it would wait for ever) or its time limit cannot reach a
-checkpoint before Slurm's notice. Each job is one Slurm job (a model's eval shards one array)
-waiting `afterok` for its dependencies, so an eval whose fine-tune failed never starts
-(`kill-on-invalid-dep`); a job Slurm still holds from an earlier `run` is not submitted twice.
-On the node it runs as slurm_job.JobCommand, its output in OUTPUT/logs/<job>.log, submitit's
-files in OUTPUT/slurm/. How a job ended (sacct / scontrol, then the telling line of its logs) is
-kept in its record, so `study status` says it once Slurm has forgotten the job.
+"""The Slurm launcher: the local launcher's pending jobs, submitted through submitit (behaviour:
+docs/studies.md, "Launchers"). Before submitting, each job's request is held against `sinfo` and
+refused, all at once, when no node of the partition can meet it (it would wait for ever). On the
+node a job runs as slurm_job.JobCommand; submitit's files go to OUTPUT/slurm/.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """What runs inside one Slurm job: the job's `neobench` command, and its requeue at a time limit.
 
-submitit pickles this callable at submission (a plain class at module level) and starts it on
-the node. Slurm sends SIGUSR2 ``slurm.signal_s`` before the time limit (submitit's ``--signal``)
-to the command too: a fine-tune saves a whole checkpoint at its step end and exits 140
-(neobench/train/stop.py), an eval stops between tasks. If the window moved the job forward (a
-newer checkpoint, more result files) the job requeues itself (`scontrol requeue`) and the next
-window continues (`--resume`); a window that moved nothing fails with the reason instead of
-starting again for ever. SIGTERM (scancel, preemption, a requeue by hand) is never turned into a
-requeue: scancel means stop, Slurm requeues a preempted job itself; a SIGTERM during the stop at
-the notice wins over the requeue.
-
-A job whose output is complete by the study's own test ends normally whatever its exit code (a
-fine-tune may finish its last step as the notice comes; a requeued job may find its work done),
-and so does an eval that exits 0 (its exit status is its word on its tasks). Any other ending
-fails the job, saying how, so its `afterok` dependants never start.
+submitit pickles this callable (a plain class at module level) and starts it on the node. Time
+limits, scancel, preemption and when a job ends normally: docs/studies.md, "Launchers". SIGTERM
+is never turned into a requeue (Slurm requeues a preempted job itself), and wins over the notice.
 """
 
 from __future__ import annotations
@@ -157,10 +146,9 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def thread_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
-    """The command's environment: its torch and BLAS threads set to the job's CPUs
-    (SLURM_CPUS_PER_TASK, ``slurm.<kind>.cpus``) unless the user set OMP_NUM_THREADS. Else torch
-    starts one per core of the node, and threads beyond the allocation spin against each other
-    (the card records ``runtime.torch_threads``)."""
+    """The command's environment: torch and BLAS threads set to SLURM_CPUS_PER_TASK unless
+    OMP_NUM_THREADS is set (else torch starts one per core of the node, spinning beyond the
+    allocation)."""
     env = dict(environ)
     cpus = env.get("SLURM_CPUS_PER_TASK", "")
     if "OMP_NUM_THREADS" not in env and cpus.isdigit() and int(cpus) > 0:
