@@ -1,7 +1,8 @@
 """Stopping a fine-tune at a step boundary, with a whole checkpoint, when the process is told to
-(SIGUSR2 before a time limit; SIGTERM on scancel, preemption, requeue). While the trainer runs the
-signals only raise a flag; the step ends, a checkpoint is saved and `finetune` raises `Stopped`:
-``--resume`` continues from exactly that step (docs/studies.md, "Launchers").
+(SIGUSR2 before a time limit; SIGTERM, KillWait seconds before SIGKILL, on scancel, preemption or
+requeue). While the trainer runs the signals only raise a flag; the step ends, a checkpoint is
+saved and `finetune` raises `Stopped`: ``--resume`` continues from exactly that step
+(docs/studies.md, "Launchers").
 """
 
 from __future__ import annotations
