@@ -1,12 +1,9 @@
 """The model mteb evaluates: one plain class between mteb's protocols and neobench's encoder.
 
-mteb 2.x takes any object with an ``mteb_model_meta`` attribute and reads the rest through
-structural protocols: ``EncoderProtocol`` (``encode``, ``similarity``, ``similarity_pairwise``)
-and ``SearchProtocol`` (``index``, ``search``), which makes retrieval tasks hand the whole search
-to the model. Text goes through neobench's FastEncoder (embedding cache, token-budget batches,
-unpadded attention, autocast on CUDA), and a full corpus search is a blocked top-k on the model's
-device (encoder.search). Prompts are resolved in mteb's own key order and scores use the model's
-own similarity, so numbers equal mteb's.
+mteb 2.x reads any object with ``mteb_model_meta`` through ``EncoderProtocol`` and
+``SearchProtocol`` (retrieval hands the whole search to the model: encoder.search). Prompts are
+resolved in mteb's own key order and scores use the model's own similarity, so numbers equal
+mteb's. The eval path: docs/guide.md, "`neobench eval`" (Encoding, Retrieval).
 """
 
 from __future__ import annotations
@@ -41,12 +38,10 @@ Ranking = dict[str, dict[str, float]]  # query id -> {document id: score}
 class MtebEncoder:
     """A SentenceTransformer as mteb sees it: encode, similarity, index/search and its meta.
 
-    ``prompts`` (mteb's keys: ``Task-query`` > ``Task`` > ``Type-query`` > ``Type`` > ``query``)
-    replace any prompts the model folder carried. ``name``, ``revision`` and ``experiment_kwargs``
-    decide where mteb files the results (left out: what mteb reads from the model). ``declared``,
-    a fine-tuning card's record of the model, gives the meta's ``training_datasets`` and
-    ``adapted_from``; without it they are mteb's registry entry for ``name``, or None (unknown).
-    """
+    ``prompts`` (mteb's keys, ``Task-query`` > ``Task`` > ``Type-query`` > ``Type`` > ``query``)
+    replace the folder's. ``name``, ``revision``, ``experiment_kwargs``: where mteb files results.
+    ``declared`` (a fine-tuning card's model record) gives ``training_datasets``/``adapted_from``,
+    else mteb's registry entry for ``name``, or None."""
 
     def __init__(
         self,
@@ -217,8 +212,7 @@ class MtebEncoder:
                 # Scored at once; the ranking keeps scores and indices, never the vectors.
                 ranking.add(torch.as_tensor(embeddings))
             if reused is None and _writable_float32(embeddings):
-                # Later chunks reuse this memory (614 MB per 200k documents at 768 dimensions):
-                # fresh memory costs page faults per chunk and two chunks' peak memory.
+                # Reused by later chunks (614 MB per 200k x 768): no page faults, one chunk's peak.
                 reused = embeddings
         with stage("scoring"):
             scores, indices = ranking.result()  # (queries, k) each

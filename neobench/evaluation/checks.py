@@ -1,8 +1,6 @@
-"""Checks before `neobench eval` loads anything heavy: every cheap input at once, then the data.
-
-A run refused here costs seconds: flags, the instruction profile, the shard, the results folder
-and the task selection are all checked before one problem is reported, and every task's data
-must be loadable (from the mirror or the hub) before the model is loaded.
+"""Checks before `neobench eval` loads anything heavy: every cheap input (flags, profile, shard,
+results folder, task selection) checked before one problem is reported, then every task's data
+must be loadable before the model is loaded.
 """
 
 from __future__ import annotations

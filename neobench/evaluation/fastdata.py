@@ -1,17 +1,12 @@
-"""Two of the registry's library patches (neobench/core/patches.py) in force while mteb evaluates.
+"""Two of the registry's library patches (neobench/core/patches.py) in force while mteb evaluates;
+what they replace and save: docs/performance.md, "Library patches".
 
-"column-cache": datasets 5 made ``dataset["col"]`` a lazy ``Column`` (mteb was written for the
-list of datasets <= 3) whose every ``column[i]`` and iteration step re-selects the column (a table
-copy) and formats one row; mteb reads columns element by element in its hot loops (classification
-undersampling, sklearn's metrics on labels, its text data loaders, clustering labels): ~1.3
-million row formats for Banking77's 13 thousand rows. With the class patched for the block (so
-mteb's internal datasets are covered too; outside it, or with the gate off, datasets behaves as
-shipped), a Column in the plain case converts its whole column once, on first element access or
-iteration, with datasets' own batch formatting (``column[:]``: the same formatter and feature
-decoding as a row), and keeps the list, tied to the dataset's fingerprint (renewed by datasets
-on every change). Anything else (a nested Column, a formatted or transformed dataset, a feature
-that needs decoding, a non-int key, a column too long and too large to hold twice) takes
-datasets' own path.
+"column-cache": a datasets 5 ``Column`` in the plain case converts its whole column once, on first
+element access or iteration, with datasets' own batch formatting (``column[:]``: the same
+formatter and feature decoding as a row), and keeps the list, tied to the dataset's fingerprint
+(renewed on every change). Anything else (a nested Column, a formatted or transformed dataset, a
+feature that needs decoding, a non-int key, a column too large to hold twice) takes datasets' path.
+The class is patched (not instances), so mteb's internal datasets are covered too.
 
 "prediction-json": mteb's prediction writes (below).
 """
@@ -27,11 +22,8 @@ from datasets import Dataset
 from datasets.arrow_dataset import Column
 from datasets.features.features import require_decoding
 
-# A column is cached when it is at most this long, or, longer, when its Arrow data is at most
-# MAX_CACHED_BYTES: mteb's per-element loops are over label and text columns of classification
-# and clustering sets, and a long column of labels (AmazonPolarity's 3.6 million, read once per
-# undersampling experiment: 36 million row formats, ~1.8 CPU hours stock) is small as a list,
-# where a long column of texts would be held twice (datasets' row path keeps memory flat).
+# Cached: up to MAX_CACHED_ROWS, or longer up to MAX_CACHED_BYTES of Arrow data: a long label
+# column (AmazonPolarity's 3.6 M) is small as a list; a long text column would be held twice.
 MAX_CACHED_ROWS = 2_000_000
 MAX_CACHED_BYTES = 64 * 2**20
 _CACHE = "_neobench_listed"  # attribute of a Column instance: (fingerprint, values)
@@ -107,9 +99,8 @@ def column_changes() -> list[tuple[Any, str, Any]]:
 
 
 # --- predictions ---------------------------------------------------------------------------
-# mteb's AbsTask._save_task_predictions writes with json.dump, the stdlib's pure-Python encoder
-# (seconds per split for a retrieval task's top-1000 lists); json.dumps with the same arguments
-# gives the identical text through the C encoder.
+# mteb writes with json.dump (the pure-Python encoder: seconds per split of top-1000 lists);
+# json.dumps with the same arguments gives the identical text through the C encoder.
 
 
 def save_task_predictions(
@@ -145,16 +136,13 @@ def save_task_predictions(
 
 
 class PlainRanking(dict):
-    """A search's results, ``{query id: {document id: score}}``, built with str ids and Python
-    float scores only: what a JSON round trip gives already, so json_copy copies it without
-    checking each entry's type (1.7 million for ArguAna and SciFact, 2/3 of the copy's time).
-    mteb may remove entries afterwards (``ignore_identical_ids``), never add or change one."""
+    """``{query id: {document id: score}}`` of str ids and Python floats only, so json_copy
+    checks no entry's type (2/3 of the copy's time). mteb may remove entries, never add one."""
 
 
 def json_copy(value: Any) -> Any:
-    """``json.loads(json.dumps(value))`` without the text: a copy holding what a JSON round trip
-    gives (lists for tuples, Python floats for float subclasses such as numpy's). Anything
-    else a round trip would change (a non-string key, another type) takes the round trip."""
+    """``json.loads(json.dumps(value))`` without the text (lists for tuples, Python floats for
+    float subclasses); anything else a round trip would change takes the round trip."""
     kind = type(value)
     if kind is PlainRanking:
         return {qid: dict(docs) for qid, docs in value.items()}
@@ -177,10 +165,9 @@ def json_copy(value: Any) -> Any:
 def prediction_changes(
     tasks: list[Any], kept: dict[str, Any] | None = None
 ) -> list[tuple[Any, str, Any]]:
-    """The "prediction-json" patch: each task's prediction writes go through
-    save_task_predictions (an instance attribute, which mteb's ``self._save_task_predictions(...)``
-    finds first); a task whose class overrides mteb's method keeps its own (and writes its file).
-    With ``kept``, the predictions stay in that dict instead of a file."""
+    """The "prediction-json" patch: save_task_predictions as each task's instance attribute
+    (found before the class's); a class overriding mteb's method keeps its own. With ``kept``,
+    the predictions stay in that dict instead of a file."""
     from mteb.abstasks.abstask import AbsTask
 
     return [

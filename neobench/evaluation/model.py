@@ -55,8 +55,7 @@ def encoder(
     loaded = model.loaded
     fast = FastEncoder(
         loaded.model,
-        # The weights (hub commit or local content hash), not the results name: the same weights
-        # under another --model-name share their embeddings.
+        # The weights, not the results name: one model under two --model-name shares embeddings.
         fingerprint=f"{loaded.source}:{loaded.revision}|{loaded.max_seq_length}|{model.dtype}",
         cache=embedding_cache,
         autocast=DTYPES[model.dtype] or False,

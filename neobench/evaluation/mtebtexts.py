@@ -1,14 +1,10 @@
-"""The texts mteb's data loaders would yield, read column-wise: the registry's "mteb-texts" patch
-(neobench/core/patches.py; the adapter takes mteb's own loaders when the gate turns it off).
+"""The texts mteb's data loaders would yield, read column-wise: the "mteb-texts" patch
+(docs/performance.md, "Library patches"; the adapter takes mteb's loaders when the gate is off).
 
-mteb (2.26) spends a Python call per row that the texts do not need: ``create_dataloader`` joins
-each document's title and text by a ``dataset.map`` over the corpus (plus an Arrow rewrite of
-every column), and iterating its DataLoader formats every row as a dict and collates each batch,
-only for the encoder to read ``batch["text"]``. The functions here return the same texts, in the
-same order, from one column read (``dataset["text"][:]``), and None, so that the caller takes
-mteb's path, outside the plain case they reproduce: other modalities, conversations,
-instructions, extra columns, a formatted or transformed dataset, a null anywhere (mteb's collate
-raises on None), a sampler or collate function other than mteb's sequential ones.
+The functions return the same texts, in the same order, from one column read
+(``dataset["text"][:]``), or None (the caller then takes mteb's path) outside the plain case:
+other modalities, conversations, instructions, extra columns, a formatted or transformed dataset,
+a null anywhere (mteb's collate raises on None), a sampler or collate other than mteb's own.
 """
 
 from __future__ import annotations

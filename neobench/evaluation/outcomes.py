@@ -32,8 +32,7 @@ class TaskOutcome:
 class EvalSummary:
     results_dir: Path
     run_card: Path | None
-    # The run evaluated, as the results folder names it (core/results.identity); None when no
-    # task was run (a shard with no task)
+    # The run evaluated (core/results.identity); None when no task was run (a shard with none)
     model: str | None = None
     revision: str | None = None
     experiment: str | None = None

@@ -1,9 +1,6 @@
-"""The results folder of `neobench eval` and what it refuses.
-
-The evaluation conditions decide the folder (experiment_kwargs): standard conditions write to
-mteb's plain ``<model>/<revision>/``, any other to ``experiments/<kwargs>/``. A folder whose earlier
-runs used other conditions is refused (check_same_conditions), and a run card that cannot be
-written (a full disk, a folder no longer writable) ends the run with one message (write_card).
+"""The results folder of `neobench eval` (experiment_kwargs) and what it refuses: a folder whose
+earlier runs used other conditions (check_same_conditions), a run card that cannot be written
+(write_card: one message ends the run).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The run card of `neobench eval`: written before any work, rewritten after each task, ended
-whatever happens (complete, failed, interrupted). It records the conditions (which decide the
-results folder), the model as loaded, the runtime, the prompts, where each task's data came from,
-the seeds, the environment and the library patches in force; at the end, the encoder's counts and
-the embedding cache's state.
+whatever happens (complete, failed, interrupted). What it records:
+docs/guide.md, "`neobench eval`" (Run cards).
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """`neobench eval`: tasks from mteb's benchmark objects -> prompts -> mteb.evaluate -> results/.
 
-Results are written by mteb's own ResultCache, in mteb's layout, under an explicit model name
-and revision; the evaluation conditions (instruction profile + hash, max sequence length, dtype)
-decide the folder, so runs under different conditions never share one:
-
-    <results>/results/<org__model>/<revision>/<Task>.json             standard conditions
-    <results>/results/<org__model>/<revision>/experiments/<kw>/<Task>.json   any other
-    ... and beside the task files: neobench/run-<time>-shard<K>of<N>-<pid>.yaml (run cards),
-    predictions/<Task>.units.json (per-item units, neobench.evaluation.units; no --no-predictions)
-
-The steps of run_eval are here; their pieces beside it: checks, model, results_folder, runcard,
-outcomes.
+The results layout, written by mteb's ResultCache: docs/guide.md, "`neobench eval`". The steps of
+run_eval are here; their pieces beside it: checks, model, results_folder, runcard, outcomes.
 """
 
 from __future__ import annotations
@@ -99,8 +90,7 @@ def _prepare(
         return None
     # 2. Data: every task must be loadable before the model is loaded.
     data_dir = locate_data(cfg, tasks)
-    # 3. Embedding cache, before the model: a folder that cannot hold it is an error of the
-    # command (fixed in seconds); a damaged file is moved aside here with a warning.
+    # 3. Embedding cache, before the model: an unusable folder fails in seconds.
     embedding_cache = open_cache(cfg)
     # 4. Model.
     with stage("model load"):

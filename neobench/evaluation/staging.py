@@ -1,12 +1,7 @@
-"""mteb's result writes made atomic: a task is evaluated into a private staging folder (mteb writes
-without an atomic rename: a full disk would leave files truncated) and each file is moved into
-the results folder only when whole.
-
-Beside each result go the task's per-item units (evaluation/units): mteb's predictions are turned
-into units while the task's data is still loaded, and the units file is published before the task
-file. Raw prediction files stay in staging and go with it (retrieval rankings can take hundreds
-of MB). While mteb evaluates, the registry's "column-cache" and "prediction-json" patches are in
-force where the gate allows (evaluation/fastdata.py).
+"""mteb's result writes made atomic: a task is evaluated into a private staging folder and each
+file is moved into the results folder only when whole; the units file is built while the task's
+data is loaded and published before the task file. Behaviour: docs/guide.md, "`neobench eval`"
+(Resuming, Per-item units); patches in force while mteb evaluates: evaluation/fastdata.py.
 """
 
 from __future__ import annotations
@@ -39,20 +34,17 @@ STAGING = ".neobench-staging"
 MTEB_PREDICTIONS = "mteb-predictions"
 # The units' main score must equal mteb's to this (else they are not saved: a bug to report).
 SCORE_TOLERANCE = 1e-6
-# Shared by all tasks (and concurrent shards): merged at publication, not copied in before the
-# task runs (a shard's entries written meanwhile would be lost). model_meta.json is the same for
-# every task of a model and simply replaced.
+# Shared by all tasks and shards: merged at publication (a copy made before the task would lose
+# a shard's entries written meanwhile). model_meta.json is the same per model: replaced.
 RUN_SETTINGS = "run_settings.jsonl"
 
 
 def evaluate_staged(
     task: AbsTask, encoder: Any, results: Any, batch_size: int, predictions: bool = True
 ) -> int | None:
-    """mteb.evaluate of ``task`` on ``encoder`` (adapter.MtebEncoder) into a private staging
-    folder, then the files published into ``results`` (the root's mteb.ResultCache). A failure (a
-    full disk included) leaves every existing result file as it was and no temporary file behind.
-    Returns the size in bytes of the units file published beside the result, None when none was
-    (``predictions`` off, a type without units, a failed build)."""
+    """mteb.evaluate of ``task`` on ``encoder`` (adapter.MtebEncoder) staged, then published into
+    ``results`` (the root's mteb.ResultCache); a failure leaves existing files as they were.
+    Returns the bytes of the units file published, None when none was."""
     import mteb
 
     name, meta = task.metadata.name, encoder.mteb_model_meta
@@ -119,10 +111,8 @@ def _units_lost(task: str, error: BaseException, cause: str = "") -> None:
 
 @contextlib.contextmanager
 def _data_kept(task: AbsTask, keep: bool) -> Iterator[None]:
-    """Keep the task's data loaded through mteb.evaluate, for the units built after it: mteb
-    unloads only the data it loaded itself, so it is loaded here first (mteb's ``load_data``)
-    and unloaded after. mteb's evaluation_time then leaves out the loading; the card includes it.
-    """
+    """Keep the task's data loaded through mteb.evaluate for the units (mteb unloads only what it
+    loaded itself). mteb's evaluation_time then leaves out the loading; the card includes it."""
     if not keep:
         yield
         return

@@ -1,7 +1,6 @@
-"""Any encoder -> a SentenceTransformer with mean pooling: loading (load: hub id, HF folder or
-SentenceTransformer folder), what is checked in a model folder (backbone), the attention
-implementation (attention), unpadded encoding (unpad) and native NeoBERT (neobert), registered
-with transformers' Auto classes by `register` when a model is loaded or built, never at import.
+"""Any encoder -> a SentenceTransformer with mean pooling: load, backbone checks, attention choice,
+unpad and native NeoBERT (registered with transformers' Auto classes by `register` when a model
+is loaded or built, never at import).
 
 May import: protocol, core.
 """

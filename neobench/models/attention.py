@@ -1,11 +1,6 @@
-"""Which attention implementation a backbone runs: the fastest one its class supports.
-
-transformers declares what each model class supports in class attributes (``_supports_sdpa``,
-``_supports_flash_attn``, ``_supports_flex_attn``) and refuses an unsupported request when the
-model is built. neobench reads the same attributes before loading, so ``auto`` never asks for
-what a class cannot do (MPNet and DeBERTa-v2 run ``eager``) and an explicit request the class
-cannot serve is refused with the class named; no list of architectures. ``auto`` prefers
-``flash_attention_2`` (CUDA, half precision, flash-attn usable), then ``sdpa``, then ``eager``.
+"""Which attention implementation a backbone runs: the fastest its class supports, read from the
+class attributes transformers itself checks (``_supports_sdpa``, ``_supports_flash_attn``,
+``_supports_flex_attn``); the order and what each backbone gets: docs/guide.md, "Backbones".
 Remote-code classes cannot be inspected without running their code, so they are tried in that
 order, the next taken when transformers refuses one (``candidates`` + ``build_first``).
 """

@@ -1,8 +1,5 @@
-"""What neobench checks in a model folder before loading it, and settles in its tokenizer after.
-
-Weights: a safetensors file cut short (an interrupted download) is found from its own header
-before transformers reads it, and refused with the file named. Tokenizer: whatever the folder
-says, batches are padded on the right and there is a pad token, recorded in the run cards.
+"""What neobench checks in a model folder before loading it (a safetensors file cut short), and
+settles in its tokenizer after (right padding, a pad token): docs/guide.md, "Backbones".
 """
 
 from __future__ import annotations
@@ -57,10 +54,9 @@ def _safetensors_problem(file: Path) -> str | None:
 
 
 def settle_tokenizer(model: object, config: dict, spec: str) -> dict[str, object]:
-    """Right padding and a pad token, whatever the tokenizer folder said; returns the record.
-    Right: absolute positions (BERT, the packed path) count from the first column, so left
-    padding would change the embeddings. A missing pad token (some BPE tokenizers) takes the
-    config's pad_token_id, else eos, sep or unk: padding is masked out, so any token serves."""
+    """Right padding (absolute positions count from the first column) and a pad token (the
+    config's pad_token_id, else eos, sep or unk: padding is masked out), whatever the folder
+    said; returns the record."""
     tokenizer = model[0].tokenizer
     if tokenizer is None:
         raise NeobenchError(f"--model {spec}: it has no text tokenizer; neobench embeds text.")

@@ -12,10 +12,9 @@ from typing import Any
 
 
 def build_from_config(values: dict[str, Any], tokenizer: str, target: Path, seed: int) -> None:
-    """Write ``target``: the backbone of the config ``values`` (``model_type`` and its fields)
-    with weights drawn under ``seed``, and the tokenizer of the folder ``tokenizer``; built in a
-    sibling folder and moved into place (an interrupted build leaves no complete-looking folder).
-    """
+    """Write ``target``: the backbone of the config ``values`` with weights drawn under ``seed``,
+    and the tokenizer of the folder ``tokenizer``; built in a sibling folder and moved into place
+    (an interrupted build leaves no complete-looking folder)."""
     import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 

@@ -1,12 +1,9 @@
-"""A local model folder's content hash, remembered while its files are unchanged.
+"""A local model folder's content hash (sha256 of every weight, config and tokenizer file),
+remembered while its files are unchanged; user-facing behaviour: docs/guide.md, "`neobench eval`".
 
-The hash (sha256 of every weight, config and tokenizer file) names the weights in the run card
-and in the embedding cache's keys. Hashing is most of loading a small model (MiniLM's 91 MB:
-~0.6 of 1.4 s of `load_model` on 2 busy cores), paid again by every run, so the result is kept
-in ``<$NEOBENCH_CACHE or ~/.cache/neobench>/fingerprints/`` (one file per model folder, named by a
-hash of its resolved path; the model folder is never written) with each file's size, mtime,
-ctime and inode: git's test of a file unchanged (no tool can set a ctime back, so a rewritten
-file is hashed again). Where the memo cannot be written the folder is hashed every time.
+Hashing is most of loading a small model (MiniLM: ~0.6 of 1.4 s), hence the memo, one file per
+folder (named by a hash of its path), holding each file's size, mtime, ctime and inode: git's test
+of a file unchanged (no tool can set a ctime back).
 """
 
 from __future__ import annotations

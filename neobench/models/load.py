@@ -192,10 +192,7 @@ def load_model(
     unpadded: str = "auto",
 ) -> LoadedModel:
     """Load ``spec`` as a SentenceTransformer with mean pooling and a fixed max length.
-
-    ``attn_implementation``: ``auto`` takes the fastest implementation the backbone's class
-    supports (attention.py); ``half``: the forward runs in fp16/bf16 (flash kernels need it).
-    """
+    ``half``: the forward runs in fp16/bf16 (flash kernels need it)."""
     if max_seq_length is None:
         max_seq_length = standard().max_seq_length
     folder, source, resolved_revision = locate(spec, revision)
@@ -250,9 +247,7 @@ def _check_length(config: dict, max_seq_length: int | str, spec: str) -> None:
 
 def _packs(auto_model: object, unpadded: str, device: str) -> bool:
     """Whether neobench's encoder packs batches for this backbone (unpad.py). "auto": on CUDA
-    only (on the CPU the per-sequence reference is slower than padded SDPA). "on": where the
-    architecture allows; elsewhere it runs padded, so a benchmark over many backbones does not
-    stop at one that cannot pack, and the run card says what ran."""
+    only (the CPU reference is slower than padded SDPA); "on": where the architecture allows."""
     from neobench.models import unpad
 
     if hasattr(auto_model.config, "unpadded_attention"):  # native NeoBERT unpads itself

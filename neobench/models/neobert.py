@@ -1,4 +1,5 @@
 """Native NeoBERT (chandar-lab/NeoBERT): no remote code, no xformers, same checkpoint layout.
+Architecture and attention paths: docs/guide.md, "Native NeoBERT".
 
 Weight names and shapes are the hub checkpoint's, loaded strictly:
   model.encoder.weight                                  (V, H)    token embedding
@@ -10,14 +11,8 @@ Weight names and shapes are the hub checkpoint's, loaded strictly:
   model.transformer_encoder.{i}.ffn.w3.weight           (H, F)
   model.layer_norm.weight                               (H,)      final RMSNorm
   decoder.weight / decoder.bias                         (V, H)/(V,) MLM head (not tied)
-No biases in the encoder, no token-type or absolute position embeddings; RoPE is interleaved
-(complex pairs (2i, 2i+1)), theta 10000, computed on the fly in float32 (never a buffer, so
-nothing is left uninitialised on meta devices).
-
-Attention: torch SDPA with the key-padding mask (the explicit softmax when loaded with
-attn_implementation="eager"), or unpadded: the real tokens of every row packed, variable-length
-attention by torch's varlen_attn / flash-attn on CUDA, a per-sequence SDPA loop elsewhere (the
-reference the CUDA path is tested against).
+RoPE is interleaved (complex pairs (2i, 2i+1)); never a buffer, so nothing is left uninitialised
+on meta devices. The per-sequence SDPA loop is the reference the CUDA varlen path is tested against.
 """
 
 from __future__ import annotations

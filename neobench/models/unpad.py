@@ -1,15 +1,11 @@
 """Unpadded (variable-length) encoding for transformers' own encoders: BERT, RoBERTa, ...
 
-A padded batch spends the embedding, projections and feed-forward on pad tokens too. Here the
-real tokens of a batch are packed into one row of T tokens with per-sequence position ids, and
-attention stays within each sequence through the cumulative sequence lengths (``cu_seq_lens``)
-that transformers passes down to its attention functions; the function registered below runs
-neobert.varlen_attention. The last hidden state is scattered back to (batch, length, hidden) with
-zeros at padding, the shapes sentence-transformers' pooling expects.
-
-Only model types whose transformers implementation forwards position ids and attention kwargs
-are listed in ``POSITIONS``; anything else (remote code included, and NeoBERT, which unpads
-itself) runs padded, also under ``--unpadded on``: the run card then records the padded kernel.
+The real tokens of a batch are packed into one row of T tokens with per-sequence position ids;
+attention stays within each sequence through the ``cu_seq_lens`` transformers passes down to its
+attention functions (the one registered below runs neobert.varlen_attention). The last hidden
+state is scattered back to (batch, length, hidden), zeros at padding, as sentence-transformers'
+pooling expects. Only model types in ``POSITIONS`` (their implementation forwards position ids and
+attention kwargs) are packed; see docs/guide.md, "Backbones".
 """
 
 from __future__ import annotations
@@ -106,10 +102,8 @@ def packed_forward(
 
 
 def patch_changes(owner: Any, forward: Any = None) -> list[tuple[Any, str, Any]]:
-    """The "unpadded-attention" patch (neobench/core/patches.py): with ``forward``, the backbone
-    ``owner``'s forward replaced by the packed one; without, per packed call, the config
-    ``owner``'s attention implementation set to the varlen kernel (transformers reads it from the
-    config in every attention layer, with no per-call argument)."""
+    """The "unpadded-attention" patch: with ``forward``, the backbone ``owner``'s forward; else,
+    per packed call, the config ``owner``'s attention implementation (no per-call argument)."""
     if forward is not None:
         return [(owner, "forward", forward)]  # an instance attribute shadows the class method
     return [(owner, "_attn_implementation", KERNEL)]

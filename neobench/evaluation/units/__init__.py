@@ -1,23 +1,19 @@
-"""Per-item evaluation data: what a task's main score is a function of, stored beside its result
-so the score can be recomputed on resampled items (bootstrap intervals) and compared item by item
-between two models (paired tests). One file per task, ``<results>/predictions/<Task>.units.json``
-(a name no tool looking for ``<Task>.json`` result files mistakes for one)::
+"""Per-item units: what a task's main score is a function of, one file per task beside its result
+(``<results>/predictions/<Task>.units.json``), for bootstrap intervals and paired tests. Per type,
+what a unit is and stores: docs/uncertainty.md, "What each evaluation keeps: per-item units".
+
+The file format (one module per type below, each a `TypeSpec`)::
 
     {"format": 1, "task": "STSBenchmark", "type": "STS", "main_score": "cosine_spearman",
      "unit": "pair", "parts": [{"subset": "default", "split": "test", "n": 1379,
                                 "ids": [...], "data": {"pred": [...], "gold": [...]}}]}
 
-A part is one (hf_subset, split) of the task; the task's main score is the mean of the parts'
-scores, as mteb averages them. ``ids`` name the units (pair index, query id, text id...), so two
-models' files can be checked to cover the same items. ``data`` holds arrays with one entry (or
-row) per unit, which the type's ``score`` (one module per type, a `TypeSpec`) turns, restricted
-to a resample of unit indices, into the main score.
-
-An aggregate task (mteb's AbsTaskAggregate: CQADupstackRetrieval averages 12 forum tasks) holds
-the parts of its subtasks, each naming its ``subtask``; its main score is, as mteb combines them,
-the mean over subtasks of each subtask's main score. A part of a type whose evaluation drops
-units per model (SummEval) records ``rows``, the units it could hold. Both keys are written only
-where they apply.
+A part is one (hf_subset, split); the main score is the mean of the parts' scores. ``ids`` name
+the units, so two models' files can be checked to cover the same items; ``data`` holds arrays with
+one entry (or row) per unit, which the type's ``score`` turns, on a resample of unit indices, into
+the main score. Only where they apply: ``subtask`` (a part of an aggregate task; its score is the
+mean over subtasks) and ``rows`` (the units a part could hold, where the evaluation drops units
+per model: SummEval).
 """
 
 from __future__ import annotations
@@ -50,8 +46,7 @@ class Part:
     ids: list[str]
     data: dict[str, np.ndarray]  # name -> array whose first axis is the unit
     subtask: str | None = None  # the part's task inside an aggregate (None: the task itself)
-    # Types whose evaluation may leave units out (`TypeSpec.rows`): how many the part could have
-    # held (two results with different counts saw different data); None when absent.
+    # `TypeSpec.rows`: the units the part could have held; None when absent.
     rows: int | None = None
 
     @property

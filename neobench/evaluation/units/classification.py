@@ -1,12 +1,8 @@
-"""Classification units: one test item each, with its gold label and every experiment's prediction.
-
-mteb (AbsTaskClassification) fits its classifier ``n_experiments`` times (10), each on a
-different undersampled train set, predicts every test item each time (its predictions file holds
-one list of labels per experiment, in test-split order), and reports the mean over experiments of
-each metric. So a unit carries ``gold`` (its label) and ``pred`` (one label per experiment,
-(n_items, n_experiments)); a resample's score is the mean over experiments of the metric on the
-resampled items. Cross-validated tasks (``is_cross_validation``: none in MTEB(eng, v1/v2))
-predict each item once, in its fold's experiment; there an item also carries its ``fold``.
+"""Classification units: one test item each, ``gold`` and ``pred`` (one label per experiment,
+(n_items, n_experiments), in test-split order as mteb's predictions file); a resample's score is
+the mean over experiments of the metric on the resampled items. Cross-validated tasks
+(``is_cross_validation``: none in MTEB(eng, v1/v2)) predict each item once, in its fold's
+experiment; there an item also carries its ``fold``.
 """
 
 from __future__ import annotations
@@ -27,8 +23,7 @@ Metric = Callable[[np.ndarray, np.ndarray], float]
 
 
 def _accuracy(gold: np.ndarray, pred: np.ndarray) -> float:
-    # sklearn's accuracy_score is np.average(gold == pred); numpy directly keeps 1,000 resamples
-    # of 10 experiments quick.
+    # sklearn's accuracy_score is np.average(gold == pred): numpy directly is quicker.
     return float(np.mean(gold == pred))
 
 

@@ -1,16 +1,11 @@
 """Clustering units: what mteb averages over, in each of its two clustering task families.
 
-- Legacy (AbsTaskClusteringLegacy: every Clustering task of MTEB(eng, v1)): the test split holds
-  several clustering sets (TwentyNewsgroups: 10 sets of ~5,950 titles); mteb runs k-means once
-  per set and reports the mean V-measure over sets. Unit = set, storing its V-measure
-  (``score``), recomputed from the saved assignment and the set's gold labels. With a single set
-  (one text set, or a non-text task: one flat assignment) unit = item, storing ``gold`` and
-  ``pred`` (cluster id); the score is the metric on the resampled items.
-- Fast (AbsTaskClustering: the ``.v2`` tasks of MTEB(eng, v2)): mteb draws ``n_clusters`` (10)
-  samples of ``max_documents_per_cluster`` documents with replacement, clusters each, and
-  reports the mean over runs (and hierarchy levels) of the metric. Unit = run, storing one score
-  per level (``score``, (n_runs, n_levels)). The predictions hold only the assignments, so the
-  draws are replayed from the task's seed (`_replay_fast`).
+- Legacy (AbsTaskClusteringLegacy, MTEB(eng, v1)): unit = clustering set, storing its V-measure
+  (``score``) recomputed from the saved assignment and gold labels. With a single set (or a
+  non-text task: one flat assignment) unit = item, storing ``gold`` and ``pred`` (cluster id).
+- Fast (AbsTaskClustering, the ``.v2`` tasks): unit = k-means run over one of mteb's
+  ``n_clusters`` draws, storing one score per level (``score``, (n_runs, n_levels)). The
+  predictions hold only the assignments, so the draws are replayed from the seed (`_replay_fast`).
 """
 
 from __future__ import annotations
@@ -51,9 +46,8 @@ def _metric(task: AbsTask, gold: Any, pred: Any) -> float:
 
 
 def _legacy_sets(task: AbsTask, sets: Any, predictions: list[list[int]]) -> list[float]:
-    """One score per set, in set order. mteb skips the k-means of a set with a single label
-    (scoring it 1.0) and saves no assignment for it, so assignments are matched by walking the
-    sets in order."""
+    """One score per set, in set order; a set with a single label scores 1.0 and has no saved
+    assignment (mteb skips its k-means), hence the walk in order."""
     assignments = iter(predictions)
     scores = []
     for cluster_set in sets:
@@ -121,17 +115,14 @@ def _replay_part(task: AbsTaskClustering, rows: Any, rng: random.Random) -> list
 
 
 def reset_draws(task: AbsTask) -> None:
-    """Re-seed the task's draws as a freshly made task's (mteb seeds them once, at creation, so
-    a task object evaluated twice draws differently the second time). Call before mteb.evaluate
-    on a task object that may have been evaluated before; `build` needs one evaluation's draws."""
+    """Re-seed the task's draws as at its creation (mteb seeds them once), before mteb.evaluate
+    of a task object that may have run before: `build` replays one evaluation's draws."""
     task.rng_state = random.Random(task.seed)
 
 
 def _replay_fast(task: AbsTaskClustering, hf_subset: str, split: str) -> list[list[Any]]:
-    """Replay mteb's draws for this part. mteb draws from ``task.rng_state``, seeded with
-    ``task.seed`` and shared by every part in evaluation order (split, then subset), so a fresh
-    Random(seed) walked through all parts reproduces them; it must then be in the very state the
-    task's own is in, which proves the replay (a Mersenne Twister state is 2.5 KB)."""
+    """Replay mteb's draws for this part: a fresh Random(task.seed) walked through every part in
+    mteb's order (split, then subset); ending in the task's own rng_state proves the replay."""
     rng = random.Random(task.seed)
     parts = {}
     for s in task.eval_splits:

@@ -1,17 +1,9 @@
 """PairClassification units: one labelled pair each; the main score ranks all pairs at once.
 
-mteb (AbsTaskPairClassification._compute_metrics) scores the pairs with five functions (the
-model's own similarity, cosine, Manhattan and Euclidean distances, dot product) and reports, per
-function, average precision (sklearn's) and the best accuracy / F1 (with its precision and recall)
-over thresholds; ``max_<metric>`` is the maximum over the five (the v1 main score: ``max_ap``). A
-part stores each pair's label and the score of each function the main score needs, in mteb's
-orientation (for distances a lower score means more similar). Every metric depends only on the
-order of the scores, so `sts.compact` keeps them exact.
-
-AP draws (`score_many`): one sklearn call per function and resample costs ~20 ms on
-TwitterURLCorpus's 51,534 pairs (~95 s per 1,000 resamples). A resample only changes how many
-times each pair counts, so each function's scores are sorted once, and the cumulative counts of a
-block of resamples along that order give sklearn's precision-recall curve for the whole block.
+A part stores each pair's label and the score of each of mteb's five functions the main score
+needs (``max_<metric>`` is the maximum over them; v1: ``max_ap``), in mteb's orientation (for
+distances lower means more similar). Every metric depends only on the order of the scores, so
+`sts.compact` keeps them exact. AP draws (`score_many`): docs/uncertainty.md, "What it costs".
 """
 
 from __future__ import annotations
@@ -37,8 +29,7 @@ FUNCTIONS = {
     "dot": ("dot_scores", True),
 }
 METRICS = ("accuracy", "f1", "precision", "recall", "ap")
-# Resamples x pairs per block of `score_many`: its few int64/float64 arrays of that size stay
-# under ~100 MB, still large enough for numpy to run at full speed.
+# Resamples x pairs per block of `score_many`: its arrays stay under ~100 MB, numpy at full speed.
 BLOCK = 2_000_000
 
 
@@ -96,9 +87,8 @@ def score(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> floa
 
 def _ranking(scores: np.ndarray, higher_similar: bool, labels: np.ndarray) -> tuple:
     """What `_ap_block` needs of one function: the pair order by decreasing similarity (as
-    sklearn's _binary_clf_curve sorts), the positions of the positive pairs in that order, and
-    the last position of each run of tied scores that holds a positive pair. sklearn puts a
-    threshold at every distinct score, but only those can raise the recall: the others add 0."""
+    sklearn sorts), the positives' positions in it, and the end of each tie run holding a positive
+    (the only thresholds of sklearn's that raise the recall)."""
     oriented = scores if higher_similar else -scores
     order = np.argsort(oriented, kind="mergesort")[::-1]
     ends = np.r_[np.flatnonzero(np.diff(oriented[order])), len(order) - 1]

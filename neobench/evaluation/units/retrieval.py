@@ -1,20 +1,13 @@
-"""Retrieval and reranking units: one per query, holding that query's value of the main metric.
+"""Retrieval and reranking units: one per query (``ids``), storing its main-metric ``value``
+(float64); a resample's score is the mean of the values it draws (mteb 2 scores reranking as
+retrieval over each query's ``top_ranked``).
 
-mteb 2 scores both types the same way (reranking is retrieval restricted to each query's
-``top_ranked`` candidates): pytrec_eval computes every metric per query on the saved ranking and
-the task's number is the mean over the evaluated queries. So a part stores only ``ids`` (query
-ids) and ``value`` (the query's main-metric value, float64), and a resample's score is the mean
-of the values it draws.
-
-To equal mteb's number exactly, ``build`` takes mteb's own steps on the saved results: queries
-without relevant documents dropped, a query's own id dropped from its results under
-``ignore_identical_ids`` (ArguAna, Quora...: the predictions are saved before mteb removes it),
-``skip_first_result``, then the value of pytrec_eval (which drops no query: one with no hit
-scores 0) or of mteb's ``mrr``, for the one metric only (`per_query`). ``score`` sums with the
-builtin ``sum`` in query order and rounds as mteb does: pytrec_eval metrics to 5 decimals, MRR not
-at all. ``max_over_subqueries_*`` (MindSmallReranking) first merges each query's subqueries, as
-mteb does; its unit is the merged query. An aggregate (CQADupstackRetrieval: 12 forum tasks)
-holds its subtasks' parts, each built as any retrieval task (`neobench.evaluation.units`).
+``build`` takes mteb's own steps on the saved results, to equal its number exactly: queries
+without relevant documents dropped, a query's own id dropped under ``ignore_identical_ids`` (the
+predictions are saved before mteb removes it), ``skip_first_result``, then pytrec_eval's value
+(one with no hit scores 0) or mteb's ``mrr`` (`per_query`). ``score`` sums in query order with the
+builtin ``sum`` and rounds as mteb does (pytrec_eval metrics to 5 decimals, MRR not at all).
+``max_over_subqueries_*`` (MindSmallReranking) merges each query's subqueries first.
 """
 
 from __future__ import annotations
@@ -79,11 +72,8 @@ def _run(task: AbsTask, predictions: Run) -> Run:
 
 
 def _skip_first(run: Run) -> Run:
-    """mteb's calculate_retrieval_scores with skip_first_result: each query's results sorted by
-    score (a stable sort, descending), the first dropped. That is the first-listed document of
-    the highest score, which numpy's argmax names without sorting; the order of what is left
-    counts for no metric (pytrec_eval and mteb's mrr sort by score and id themselves). A query
-    with a NaN score, where a sort and argmax may disagree, takes mteb's sort."""
+    """mteb's skip_first_result: the first of a stable descending sort dropped, which argmax
+    names without sorting (the metrics re-sort what is left). A NaN score takes mteb's sort."""
     skipped: Run = {}
     for qid, docs in run.items():
         scores = np.fromiter(docs.values(), np.float64, len(docs))
@@ -114,14 +104,9 @@ def _merge_subqueries(qrels: Qrels, run: Run) -> tuple[Qrels, Run]:
 
 
 def per_query(run: Run, qrels: Qrels, metric: str, k: int, k_values: list[int]) -> Run:
-    """{query id: value} of ``metric@k``, in mteb's order (the order of its results).
-
-    mteb's calculate_retrieval_scores computes 5 metrics at every k, MRR and nAUC curves: ~2 s
-    for ArguAna's 1,406 queries x 1,000 results. Here each query keeps only its top-k candidates
-    (`_top`) and pytrec_eval computes the one measure at the one cutoff: the same floats, since
-    trec_eval computes each cutoff on its own and a metric at k reads only the k first documents
-    of the ranking (by score, then id). ``k_values`` is kept for the callers.
-    """
+    """{query id: value} of ``metric@k``, in mteb's order. Only the top-k candidates (`_top`) and
+    the one measure (mteb computes all, ~2 s for ArguAna): the same floats, as a metric at k reads
+    only the k first documents. ``k_values`` is kept for the callers."""
     import pytrec_eval
 
     top = _tops(run, k)
@@ -133,11 +118,9 @@ def per_query(run: Run, qrels: Qrels, metric: str, k: int, k_values: list[int]) 
 
 
 def _top(docs: dict[str, float], k: int) -> dict[str, float]:
-    """The documents whose score, as float32, is at least the k-th highest (ties at it kept,
-    whatever their ids), in their first order. pytrec_eval ranks by float32 score (scores equal
-    there are ordered by id), mteb's MRR by float64: float32 rounding keeps order, so these hold
-    the k first of either ranking. A query with k or fewer results, or a NaN score (no order to
-    cut by), is kept whole."""
+    """The documents scoring, as float32, at least the k-th highest (ties kept), in first order:
+    the k first of pytrec_eval's float32 ranking and of mteb's float64 MRR alike. A query with k
+    or fewer results, or a NaN score, is kept whole."""
     if len(docs) <= k:
         return docs
     values = np.fromiter(docs.values(), np.float64, len(docs)).astype(np.float32)

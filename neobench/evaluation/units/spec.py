@@ -27,9 +27,8 @@ class TypeSpec:
     # Optional: ``score`` of each row of [resamples, n] indices at once -> [resamples], for types
     # whose per-resample Python call is slow (51k-pair PairClassification).
     score_many: Callable[[dict[str, np.ndarray], np.ndarray, str], np.ndarray] | None = None
-    # Only for types where mteb leaves out, per model, units it cannot score (SummEval's texts
-    # whose summaries all get one score): (task, hf_subset, split) -> the units the part could
-    # hold. Two models' files then list different units, and paired tests use those both kept.
+    # Types where mteb leaves out units per model (SummEval): (task, hf_subset, split) -> the
+    # units the part could hold; paired tests use the units both models kept.
     rows: Callable[[AbsTask, str, str], int] | None = None
 
 

@@ -1,14 +1,8 @@
-"""STS units: one sentence pair each; the main score is a correlation over the pairs.
-
-mteb (AbsTaskSTS._calculate_scores) correlates the gold scores, normalised to [0, 1] by the task's
-``min_score``/``max_score``, with one similarity per pair: ``cosine_*`` with cosine similarity,
-``manhattan_*``/``euclidean_*`` with the negated distances, and plain ``pearson``/``spearman``
-with the model's own similarity (cosine when the model has none). A part stores, per pair, the
-similarity of the task's main score (``pred``) and the normalised gold score (``gold``).
-
-Spearman draws (`score_many`): a resample only changes how many times each pair counts, so each
-side is sorted once and, for a block of resamples, the midrank of every run of tied values comes
-from cumulative counts; Spearman is the count-weighted Pearson correlation of the two midranks.
+"""STS units: one sentence pair each, storing the similarity of the main score (``pred``) and the
+gold score normalised to [0, 1] by ``min_score``/``max_score`` (``gold``), as
+AbsTaskSTS._calculate_scores: ``cosine_*`` cosine, ``manhattan_*``/``euclidean_*`` negated
+distances, plain ``pearson``/``spearman`` the model's own similarity (cosine when it has none).
+Spearman draws (`score_many`): docs/uncertainty.md, "What it costs".
 """
 
 from __future__ import annotations
@@ -34,14 +28,9 @@ BLOCK = 2_000_000  # resamples x pairs per block of `score_many` (a few float64 
 
 
 def compact(values: Any) -> list[float]:
-    """Floats as short as exactness allows.
-
-    mteb's similarities come from float32 embeddings, so each is a float32 value held in a
-    float64 (17 digits in JSON). When all are, they are rewritten as the shortest decimal that
-    reads back as the same float32 (about 9 digits): distinct values stay distinct and in the same
-    order, ties stay ties, so rank statistics (Spearman, AP, best thresholds) are unchanged and
-    value statistics (Pearson) move by ~1e-8. Anything else is kept at full precision.
-    """
+    """Floats as short as exactness allows: when all are float32 values (mteb's similarities of
+    float32 embeddings), the shortest decimal of each float32 (~9 digits, not 17). Order and ties
+    are kept, so rank statistics are unchanged and Pearson moves by ~1e-8; else full precision."""
     full = np.asarray(values, dtype=np.float64)
     single = full.astype(np.float32)
     if not np.array_equal(single.astype(np.float64), full, equal_nan=True):

@@ -1,17 +1,10 @@
-"""Summarization units: one source text each; the main score is a mean over texts.
+"""Summarization units: one source text each; the main score is the mean of the texts' ``term``.
 
-mteb's SummarizationEvaluator gives every machine summary of a text its maximum similarity to the
-text's human summaries, correlates those with the text's human relevance scores (normalised to
-[0, 1]) and averages the per-text correlations. Texts whose human, cosine or dot scores are all
-equal are dropped before anything is saved (their correlation is undefined), so `build` matches
-the kept texts back to dataset rows by their human scores. Which texts are dropped depends on the
-model, so a part also records ``rows`` (the split's texts): two models are paired on the texts
-both kept (`neobench.report.bootstrap.shared`).
-
-SummEval (v1) uses DeprecatedSummarizationEvaluator, which keeps mteb issue 1156: it averages
-each text's scipy result, (statistic, p-value), so a text contributes the mean of the two. That
-per-text term is computed here once, as the evaluator computes it, and stored as ``term``: the
-main score of any resample is the mean of its texts' terms.
+mteb drops texts whose human, cosine or dot scores are all equal before saving (undefined
+correlation), so `build` matches kept texts back to rows by their human scores; which are dropped
+depends on the model, so a part records ``rows`` and two models are paired on the texts both kept
+(`neobench.report.bootstrap.shared`). SummEval's DeprecatedSummarizationEvaluator keeps mteb issue
+1156 (it averages scipy's (statistic, p-value)); ``term`` is the per-text value as it computes it.
 """
 
 from __future__ import annotations
