@@ -50,19 +50,6 @@ GROUPS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="neobench",
-        description="Fine-tune and evaluate text encoders under one recorded protocol.",
-        epilog=EXAMPLES["main"],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"neobench {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log library details")
-    flags.add_commands(parser, COMMANDS, GROUPS)
-    return parser
-
-
 class _PlainFormatter(logging.Formatter):
     """``warning: message``: one line a log file keeps whole (no time or level columns)."""
 
@@ -85,7 +72,15 @@ def _quiet_libraries(verbose: bool) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the command line. ``finetune`` takes key=value overrides anywhere after the
     command word, also between options (argparse alone stops at the first option)."""
-    parser = build_parser()
+    parser = argparse.ArgumentParser(
+        prog="neobench",
+        description="Fine-tune and evaluate text encoders under one recorded protocol.",
+        epilog=EXAMPLES["main"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"neobench {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log library details")
+    flags.add_commands(parser, COMMANDS, GROUPS)
     args, extra = parser.parse_known_args(argv)
     if args.command == "finetune":
         stray = [item for item in extra if item.startswith("-") or "=" not in item]

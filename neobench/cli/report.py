@@ -35,19 +35,15 @@ def cmd_table(cfg: commands.TableCommand) -> int:
     return 0
 
 
-def _rows(cfg: commands.TableCommand) -> dict[str, object]:
-    """The flags the table and its page share: which rows, and how they are resampled."""
-    keys = ("models", "reference", "baseline", "resamples", "seed", "over")
-    return {k: getattr(cfg, k) for k in keys}
-
-
 def _write_page(cfg: commands.TableCommand) -> None:
     """The leaderboard page: the table's rows with every view and pair computed for it."""
     from neobench.core.card_io import write_text_atomic
     from neobench.report.page import page_data
     from neobench.report.render import html
 
-    text = html.to_html(page_data(cfg.results, cfg.benchmark, **_rows(cfg)))
+    # The flags the table and its page share: which rows, and how they are resampled.
+    keys = ("models", "reference", "baseline", "resamples", "seed", "over")
+    text = html.to_html(page_data(cfg.results, cfg.benchmark, **{k: getattr(cfg, k) for k in keys}))
     write_text_atomic(Path(cfg.html), text)
     say(f"wrote {cfg.html} ({len(text.encode()) / 1024:,.0f} KiB)", markup=False)
 

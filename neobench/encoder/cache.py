@@ -183,10 +183,6 @@ def is_damage(error: BaseException) -> bool:
     return _code(error) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
-def is_full(error: BaseException) -> bool:
-    return _code(error) == sqlite3.SQLITE_FULL or getattr(error, "errno", None) == errno.ENOSPC
-
-
 def read_schema(db: sqlite3.Connection, path: Path, migrate: bool = False) -> bool:
     """True for a cache of this schema, False for an empty file; else Damaged, or a NeobenchError
     for a newer schema (a newer neobench still uses it). A version 2 cache is migrated when
@@ -285,21 +281,6 @@ def open_db(path: Path, full_check: bool, timeout: float) -> sqlite3.Connection:
             raise NeobenchError(
                 f"embedding cache {path} cannot be opened ({error}). {LOCATION_FIX}"
             ) from None
-        raise
-
-
-def open_read_only(path: Path) -> sqlite3.Connection:
-    """A connection that cannot write ``path`` nor create a -wal/-shm beside it; raises
-    Damaged, NeobenchError or sqlite3.DatabaseError for a file that is not a usable cache."""
-    # immutable: no locks and no WAL index, so a file on a read-only or foreign disk opens too;
-    # it does not see later writes, hence only caches whose writer has finished.
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
-    try:
-        if not read_schema(db, path):
-            raise Damaged("an empty file, not a neobench embedding cache")
-        return db
-    except BaseException:
-        db.close()
         raise
 
 
@@ -453,7 +434,12 @@ class OtherCaches:
         try:
             if not path.is_file():
                 raise FileNotFoundError("no such file")
-            self._open[path] = open_read_only(path)
+            # immutable: no locks, no -wal/-shm, so a file on a read-only or foreign disk opens
+            # too; it does not see later writes, hence only caches whose writer has finished.
+            uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+            db = self._open[path] = sqlite3.connect(uri, uri=True)
+            if not read_schema(db, path):
+                raise Damaged("an empty file, not a neobench embedding cache")
         except (Damaged, NeobenchError, sqlite3.DatabaseError, OSError) as error:
             self._skip(path, str(error))
 
@@ -639,7 +625,7 @@ class EmbeddingCache:
         self._identity = file_identity(self.path)
 
     def _trouble(self, error: BaseException, action: str) -> None:
-        if is_full(error):
+        if _code(error) == sqlite3.SQLITE_FULL or getattr(error, "errno", None) == errno.ENOSPC:
             self.writable = False
             self._warn(
                 f"embedding cache {self.path}: the disk is full ({error}); this run stores no "

@@ -70,7 +70,7 @@ class FastEncoder:
         self.tokenize_workers = resolve_workers(tokenize_workers)
         self._pool: TokenizePool | None = None
         self._writer: CacheWriter | None = None  # cache.CacheWriter: stores new vectors
-        self._feeder: ThreadPoolExecutor | None = None  # the feed's thread (feed.py), kept
+        self._feeder: ThreadPoolExecutor | None = None
         self.store = True  # new embeddings go into the cache (set per task by the cache policy)
         self.texts_encoded = 0  # texts that went through the network (not served by the cache)
         self.texts_requested = 0
@@ -167,10 +167,12 @@ class FastEncoder:
         pin = model.device.type == "cuda"
         pool = self._tokenize_pool()
         writer = self._cache_writer() if keys is not None else None
+        if self._feeder is None:  # the thread preparing batches (feed.py), kept across requests
+            self._feeder = ThreadPoolExecutor(1, thread_name_prefix="neobench-feed")
         try:
             with unpadded(model, self.packed):
                 for item in feed(
-                    model, pieces, prompt or None, self.token_budget, pool, pin, self._feed_thread()
+                    model, pieces, prompt or None, self.token_budget, pool, pin, self._feeder
                 ):
                     if isinstance(item, ChunkEnd):
                         self.tokens_encoded += item.tokens
@@ -218,12 +220,6 @@ class FastEncoder:
             self._pool = TokenizePool(self.model, self.tokenize_workers)
             weakref.finalize(self, self._pool.close)  # an encoder nobody closed
         return self._pool
-
-    def _feed_thread(self) -> ThreadPoolExecutor:
-        """The thread preparing batches (started at the first request, kept)."""
-        if self._feeder is None:
-            self._feeder = ThreadPoolExecutor(1, thread_name_prefix="neobench-feed")
-        return self._feeder
 
     def _cache_writer(self) -> CacheWriter:
         """The thread storing new vectors (started at the first store, kept)."""
