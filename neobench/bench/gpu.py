@@ -16,12 +16,12 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-from neobench.bench.config import GPU_SCALES, GPU_SECTIONS, GpuScale
+from neobench.bench.config import GPU_SCALES, GPU_SECTIONS, BenchGpuCommand, GpuScale
 from neobench.core.errors import NeobenchError, check_choice, collect, unknown
 from neobench.encoder.encode import DTYPES, FastEncoder, resolve_dtype
 from neobench.encoder.search import exact_float32, top_k
@@ -34,9 +34,6 @@ from neobench.protocol.config import (
     default_token_budget,
 )
 from neobench.protocol.tasks import load_benchmark, select_tasks
-
-if TYPE_CHECKING:
-    from neobench.bench.config import BenchGpuCommand
 
 logger = logging.getLogger(__name__)
 
@@ -60,20 +57,14 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
         "schema": SCHEMA,
         "device": describe_device(device),
         "settings": {
-            "size": cmd.size,
-            "device": device,
-            "dtype": dtype,
-            "models": list(cmd.models),
-            "sections": list(cmd.sections),
-            "score_tasks": list(cmd.score_tasks),
-            "data_dir": str(data_dir) if data_dir else None,
-            "seed": cmd.seed,
-            "budgets_s": budgets or None,
-            "scale": dict(vars(scale)),
+            "size": cmd.size, "device": device, "dtype": dtype, "models": list(cmd.models),
+            "sections": list(cmd.sections), "score_tasks": list(cmd.score_tasks),
+            "data_dir": str(data_dir) if data_dir else None, "seed": cmd.seed,
+            "budgets_s": budgets or None, "scale": dict(vars(scale)),
         },
         "texts": None,
         "sections": out,
-    }
+    }  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="neobench-bench-gpu-") as tmp:
         models: Models = []
         texts: list[str] = []
@@ -87,7 +78,16 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
             "topk": lambda b: topk_section(scale, device, cmd.seed, b),
         }
         for name in (n for n in work if n in wanted):
-            found, seconds = _guarded(name, work[name], Budget(budgets.get(name, math.inf)))
+            start_section = time.perf_counter()
+            try:
+                found = work[name](Budget(budgets.get(name, math.inf)))
+            except NeobenchError:
+                raise  # bad input found late is the command's error, reported as such
+            except Exception as error:
+                logger.warning("bench gpu: section %s stopped: %s", name, error)
+                logger.debug("section %s", name, exc_info=True)
+                found = Section("error", f"{type(error).__name__}: {str(error).strip()[:300]}")
+            seconds = time.perf_counter() - start_section
             if name == "encode":  # (encode, unpadded); the second did no work of its own
                 found, unpadded = found if isinstance(found, tuple) else (found, found)
                 out["unpadded"] = _entry(unpadded, budgets.get("unpadded"))
@@ -139,20 +139,6 @@ def describe_device(device: str) -> dict[str, Any]:
     )
 
 
-def _guarded(name: str, work: Any, budget: Budget) -> tuple[Any, float]:
-    """The section's result and seconds; an unexpected exception becomes an error, logged."""
-    start = time.perf_counter()
-    try:
-        found = work(budget)
-    except NeobenchError:
-        raise  # bad input found late is the command's error, reported as such
-    except Exception as error:
-        logger.warning("bench gpu: section %s stopped: %s", name, error)
-        logger.debug("section %s", name, exc_info=True)
-        found = Section("error", f"{type(error).__name__}: {str(error).strip()[:300]}")
-    return found, time.perf_counter() - start
-
-
 def _entry(section: Section, budget: int | None, seconds: float = 0.0) -> dict[str, Any]:
     return asdict(replace(section, budget_s=budget, seconds=round(seconds, 2)))
 
@@ -162,13 +148,11 @@ def failed(record: dict[str, Any]) -> list[str]:
     return [n for n, s in record["sections"].items() if s["status"] in ("failed", "error")]
 
 
-# Measuring: the texts of mteb tasks, the FLOPs of a forward pass, peak memory, one timed run.
-
-# Columns that hold the texts mteb encodes (retrieval corpus/queries, STS pairs, classification).
+# Measuring tools (benchmarks/ imports them). The columns holding the texts mteb encodes
+# (retrieval corpus and queries, STS pairs, classification).
 TEXT_COLUMNS = ("text", "sentence1", "sentence2", "sentences", "query")
 # Nominal dense bf16/fp16 tensor-core peaks (spec sheets, without sparsity), FLOP/s, matched
-# against the device name in this order: the more specific names first ("A100" before "A10",
-# the H100 PCIe and NVL cards before the SXM part's plain "H100").
+# against the device name in this order: "A100" before "A10", H100 PCIe and NVL before "H100".
 PEAK_FLOPS = (
     ("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H100", 989e12), ("H200", 989e12),
     ("A100", 312e12), ("L40S", 362e12), ("A10", 125e12),
@@ -193,9 +177,9 @@ class Rate:
 
 
 def task_texts(names: list[str], benchmark: str, data_dir: str | None, limit: int) -> list[str]:
-    """Unique strings of the tasks' eval data (corpus, queries, sentences), an equal share of
-    ``limit`` from each task, read through the mirror (or the hub). Unique: every encoder then
-    does the same work (deduplication is the cache's gain)."""
+    """Unique strings of the tasks' eval data, an equal share of ``limit`` from each task, read
+    through the mirror (or the hub). Unique: every encoder does the same work (deduplication is
+    the cache's gain)."""
     tasks = [copy.deepcopy(t) for t in select_tasks(load_benchmark(benchmark), names)]
     folder = mirror.resolve_data_dir(data_dir)
     if folder:
@@ -212,6 +196,7 @@ def task_texts(names: list[str], benchmark: str, data_dir: str | None, limit: in
 
 
 def _collect_strings(node: Any, out: list[str], limit: int) -> None:
+    """Append the text columns' strings of every Dataset under ``node``, until ``limit``."""
     from datasets import Dataset
 
     if len(out) >= limit:
@@ -296,8 +281,8 @@ def measure(
     label: str, run: Any, texts: list[str], lengths: list[int], model: Any, device: str
 ) -> Rate:
     """Time ``run()`` (device work included), with its peak memory and, on a GPU whose peak is
-    known, the fraction of that peak the forward FLOPs of ``lengths`` (a SentenceTransformer
-    ``model`` on texts of those token lengths) reached."""
+    known, the fraction of it reached by the forward FLOPs of SentenceTransformer ``model`` on
+    texts of ``lengths`` tokens."""
     cuda = device.startswith("cuda")
     reset_peak_memory(device)
     start = time.perf_counter()
@@ -315,13 +300,8 @@ def measure(
 
 
 # The inputs. Models built from configs have seeded random weights and MiniLM's WordPiece
-# tokenizer: nothing comes from the hub, and throughput does not depend on the weights' values.
-
-# all-MiniLM-L6-v2's WordPiece ids ([PAD], [CLS], [SEP]): ModernBERT's own config names its BPE
-# tokenizer's, which the built model would never see.
-_MINILM_IDS = {"pad_token_id": 0, "bos_token_id": 101, "cls_token_id": 101}
-_MINILM_IDS |= {"eos_token_id": 102, "sep_token_id": 102}
-
+# tokenizer (nothing from the hub; throughput does not depend on the weights' values), so
+# ModernBERT gets MiniLM's [PAD], [CLS] and [SEP] ids instead of its BPE tokenizer's.
 # The shapes of the released base models, and a 2-layer x 64 version of each for plumbing runs.
 SHAPES: dict[str, dict[str, dict]] = {
     "base": {
@@ -334,7 +314,8 @@ SHAPES: dict[str, dict[str, dict]] = {
             "model_type": "modernbert", "hidden_size": 768, "num_hidden_layers": 22,
             "num_attention_heads": 12, "intermediate_size": 1152, "vocab_size": 50368,
             "max_position_embeddings": 8192, "global_attn_every_n_layers": 3,
-            "local_attention": 128, **_MINILM_IDS,
+            "local_attention": 128, "pad_token_id": 0, "bos_token_id": 101, "cls_token_id": 101,
+            "eos_token_id": 102, "sep_token_id": 102,
         },
         "neobert": {
             "model_type": "neobert", "hidden_size": 768, "num_hidden_layers": 28,
@@ -364,9 +345,8 @@ def bench_texts(
     data_dir: Path | None, tasks: list[str], scale: GpuScale, seed: int
 ) -> tuple[list[str], dict[str, Any]]:
     """The mirror's texts of ``tasks`` (an equal share of scale.texts from each), else synthetic
-    ones: whole words of MiniLM's vocabulary, words per text log-normal with median 40 (a short
-    passage), from 3 (a query) to 400 (beyond 512 tokens: truncated). And their summary for the
-    record (tokens under MiniLM's tokenizer)."""
+    ones: words of MiniLM's vocabulary, words per text log-normal with median 40 (a passage),
+    from 3 (a query) to 400 (truncated); and their summary (tokens under MiniLM's tokenizer)."""
     from transformers import AutoTokenizer
 
     if data_dir is not None:
@@ -380,13 +360,10 @@ def bench_texts(
     tokenizer = AutoTokenizer.from_pretrained(default_model())
     tokens = sum(token_lengths(tokenizer, texts, scale.max_seq_length))
     return texts, {
-        "source": "synthetic" if data_dir is None else "mirror",
-        "tasks": tasks,
-        "count": len(texts),
-        "tokens": tokens,
-        "mean_tokens": round(tokens / max(1, len(texts)), 1),
+        "source": "synthetic" if data_dir is None else "mirror", "tasks": tasks,
+        "count": len(texts), "tokens": tokens, "mean_tokens": round(tokens / max(1, len(texts)), 1),
         "max_seq_length": scale.max_seq_length,
-    }
+    }  # fmt: skip
 
 
 # A section's outcome, worst last: a check that fails or an error outranks a budget cut short.
@@ -427,15 +404,13 @@ class Budget:
         """True (and the section marked partial) when the budget is spent before ``what``."""
         if time.perf_counter() - self.start < self.seconds:
             return False
-        section.mark(
-            "partial", f"{what}: not started, the section's {self.seconds:.0f} s were spent"
-        )
+        why = f"{what}: not started, the section's {self.seconds:.0f} s were spent"
+        section.mark("partial", why)
         return True
 
 
 # Section train (docs/performance.md): `finetune()` on a one-row manifest over the pairs against
 # the stock trainer at the recipe's values, dropout off in both: only the training path differs.
-
 MANIFEST = "bench-manifest.yaml"
 PAIRS = "bench-pairs.parquet"
 # One local row over the pairs file; "none" instructions keep both trainers' inputs identical.
@@ -468,9 +443,8 @@ def train_section(
         pd.DataFrame(pairs).to_parquet(folder / PAIRS)
         (folder / MANIFEST).write_text(_ROW.format(pairs=PAIRS))
         if models and device.startswith("cuda"):
-            # The first trainer in a process pays the device's one-time costs (CUDA context,
-            # kernels chosen per shape): on an H200 BERT-base's first timed run was 0.44x a warm
-            # one. One untimed pass of each trainer on the first model, so every row runs warm.
+            # One untimed pass of each trainer first: the first run in a process pays the CUDA
+            # context and per-shape kernel choice (on an H200, BERT-base's ran at 0.44x warm).
             for steps in trainers:
                 steps("warm", models[0][1], folder, pairs, scale, device)
         for name, path in models:
@@ -478,8 +452,7 @@ def train_section(
                 break
             for steps in trainers:
                 row = steps(name, path, folder, pairs, scale, device)
-                why = f"{name}, {row['trainer']}: non-finite loss"
-                section.check(row, row["loss_finite"], why)
+                section.check(row, row["loss_finite"], f"{name}, {row['trainer']}: non-finite loss")
     return section
 
 
@@ -505,7 +478,7 @@ def neobench_steps(
         finetune(cfg, on_step=steps.record)
     except NeobenchError as stopped:  # the recipe's guard: a non-finite loss stops the run
         error = " ".join(stopped.problems)
-    return _row(name, "neobench", steps, device, error)
+    return steps.row(name, "neobench", device, error)
 
 
 def stock_steps(
@@ -541,65 +514,51 @@ def stock_steps(
     output = folder / f"stock-{name}"
     curve = LossCurve(output / "curve.jsonl", ["BENCH"] * count, collator, 1, on_step=steps.record)
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(output),
-        max_steps=count,
-        per_device_train_batch_size=scale.train_batch,
+        output_dir=str(output), max_steps=count, per_device_train_batch_size=scale.train_batch,
         **optimiser_arguments(values, count, device),  # the recipe's optimiser and precision
         seed=values.seed,
         logging_steps=1,  # the loss of every step (and a device sync per step, as neobench's)
-        logging_nan_inf_filter=False,
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-    )
+        logging_nan_inf_filter=False, save_strategy="no", report_to="none", disable_tqdm=True,
+    )  # fmt: skip
     trainer = SentenceTransformerTrainer(
-        model=network,
-        args=args,
-        train_dataset=Dataset.from_dict(pairs),
+        model=network, args=args, train_dataset=Dataset.from_dict(pairs),
         loss=MultipleNegativesRankingLoss(network, scale=1.0 / values.temperature),
-        data_collator=collator,
-        callbacks=[curve],
-    )
+        data_collator=collator, callbacks=[curve],
+    )  # fmt: skip
     trainer.remove_callback(PrinterCallback)  # the figures go to the JSON, not to stdout
     error = None
     try:
         trainer.train()
     except NonFiniteLoss as stopped:  # the loss curve's guard, as in neobench's recipe
         error = str(stopped)
-    return _row(name, "stock", steps, device, error)
+    return steps.row(name, "stock", device, error)
 
 
 class _Steps(list):
-    """(seconds since step 1 began, tokens, loss) of each step, as the loss curve's on_step
-    (neobench/train/telemetry.py) reports them: both trainers are timed by one clock."""
+    """(seconds since step 1 began, tokens, loss) of each step, from the loss curve's on_step
+    (train/telemetry.py): both trainers are timed by one clock."""
 
     def record(self, entry: dict[str, Any]) -> None:
         tokens = (entry["tokens_per_s"] or 0.0) * entry["elapsed_s"]
         self.append((entry["elapsed_s"], tokens, entry["loss"]))
 
-
-def _row(
-    name: str, trainer: str, steps: list[tuple[float, float, float]], device: str, error: str | None
-) -> dict:
-    """One trainer's figures: tokens/s over steps 2..N, peak memory, the loss and its finiteness."""
-    timed = len(steps) >= 2 and steps[-1][0] > steps[0][0]
-    tokens = steps[-1][1] - steps[0][1] if timed else 0.0
-    seconds = steps[-1][0] - steps[0][0] if timed else 0.0
-    losses = [loss for _, _, loss in steps]
-    return {
-        "model": name,
-        "trainer": trainer,
-        "steps_timed": max(0, len(steps) - 1),
-        "tokens": round(tokens),
-        "seconds": round(seconds, 4),
-        "tokens_per_s": round(tokens / seconds, 1) if timed else None,
-        "peak_memory_mb": round(peak_memory_mb(device), 1),
-        "first_loss": losses[0] if losses else None,
-        "final_loss": losses[-1] if losses else None,
-        "loss_finite": bool(losses) and error is None and all(map(math.isfinite, losses)),
-        "precision": "bf16 autocast" if device.startswith("cuda") else "float32",
-        "error": error,
-    }
+    def row(self, name: str, trainer: str, device: str, error: str | None) -> dict:
+        """The row: tokens/s over steps 2..N, peak memory, the loss and its finiteness."""
+        timed = len(self) >= 2 and self[-1][0] > self[0][0]
+        tokens = self[-1][1] - self[0][1] if timed else 0.0
+        seconds = self[-1][0] - self[0][0] if timed else 0.0
+        losses = [loss for _, _, loss in self]
+        return {
+            "model": name, "trainer": trainer, "steps_timed": max(0, len(self) - 1),
+            "tokens": round(tokens), "seconds": round(seconds, 4),
+            "tokens_per_s": round(tokens / seconds, 1) if timed else None,
+            "peak_memory_mb": round(peak_memory_mb(device), 1),
+            "first_loss": losses[0] if losses else None,
+            "final_loss": losses[-1] if losses else None,
+            "loss_finite": bool(losses) and error is None and all(map(math.isfinite, losses)),
+            "precision": "bf16 autocast" if device.startswith("cuda") else "float32",
+            "error": error,
+        }  # fmt: skip
 
 
 # Sections encode and unpadded (docs/performance.md): padded, unpadded and stock paths on the same
@@ -635,7 +594,12 @@ def encode_sections(
         for kind, run in _paths(network, device, dtype, loaded.packed or native).items():
             if native:  # stock and padded run NeoBERT padded, as a stock user would
                 backbone.config.unpadded_attention = "on" if kind == "unpadded" else "off"
-            kernel = loaded.attn_implementation if kind == "unpadded" else _padded_kernel(loaded)
+            describe = getattr(backbone, "attention_kernel", None)  # NeoBERT's, as switched
+            kernel = loaded.forward_attn_implementation
+            if kind == "unpadded":
+                kernel = loaded.attn_implementation
+            elif callable(describe):
+                kernel = describe(str(network.device))
             run(texts[: min(WARM_UP, max(1, len(texts) // 4))])
             best: Rate | None = None
             for _ in range(scale.repeats):
@@ -647,19 +611,13 @@ def encode_sections(
                 if best is None or rate.seconds < best.seconds:
                     best, vectors[kind] = rate, out["v"]
             fraction = best.flop_fraction
-            encode.rows.append(
-                {
-                    "model": name,
-                    "path": kind,
-                    "attention": kernel,
-                    "texts": best.texts,
-                    "tokens": best.tokens,
-                    "seconds": round(best.seconds, 4),
-                    "tokens_per_s": round(best.tokens_per_s, 1),
-                    "peak_fraction": round(fraction, 4) if fraction is not None else None,
-                    "peak_memory_mb": round(best.peak_memory_mb, 1),
-                }
-            )
+            encode.rows.append({
+                "model": name, "path": kind, "attention": kernel, "texts": best.texts,
+                "tokens": best.tokens, "seconds": round(best.seconds, 4),
+                "tokens_per_s": round(best.tokens_per_s, 1),
+                "peak_fraction": round(fraction, 4) if fraction is not None else None,
+                "peak_memory_mb": round(best.peak_memory_mb, 1),
+            })  # fmt: skip
         if "unpadded" not in vectors:
             unpadded.mark("skipped", f"{name}: its architecture cannot run unpadded")
             continue
@@ -689,14 +647,6 @@ def _paths(network: Any, device: str, dtype: str, can_unpad: bool) -> dict[str, 
     return {p: r for p, r in runs.items() if p != "unpadded" or can_unpad}
 
 
-def _padded_kernel(loaded: Any) -> str:
-    """The attention the backbone's own padded forward runs (NeoBERT's with its packing off)."""
-    describe = getattr(loaded.model[0].auto_model, "attention_kernel", None)
-    if callable(describe):
-        return describe(str(loaded.model.device))
-    return loaded.forward_attn_implementation
-
-
 def difference(model: str, architecture: str, vectors: dict[str, np.ndarray], dtype: str) -> dict:
     """Padded against unpadded embeddings of the same texts (and padded against stock)."""
     padded, unpadded, stock = vectors["padded"], vectors["unpadded"], vectors["stock"]
@@ -704,24 +654,18 @@ def difference(model: str, architecture: str, vectors: dict[str, np.ndarray], dt
     cosine = (padded * unpadded).sum(axis=1) / np.maximum(norms, 1e-12)
     floor = COSINE_FLOOR[dtype]
     return {
-        "model": model,
-        "architecture": architecture,
-        "dtype": dtype,
+        "model": model, "architecture": architecture, "dtype": dtype,
         "max_abs_diff": float(np.abs(padded - unpadded).max()),
-        "max_abs_value": float(np.abs(padded).max()),
-        "min_cosine": float(cosine.min()),
+        "max_abs_value": float(np.abs(padded).max()), "min_cosine": float(cosine.min()),
         "stock_max_abs_diff": float(np.abs(padded - stock).max()),
-        "cosine_floor": floor,
-        "within": bool(cosine.min() >= floor),
-    }
+        "cosine_floor": floor, "within": bool(cosine.min() >= floor),
+    }  # fmt: skip
 
 
 # Sections scores and topk: the fast path gives the numbers the slow one does.
 SCORE_TOLERANCE = 0.001  # main scores are 0-1: 0.1 point on the leaderboard's 0-100 scale
 TIE_TOLERANCE = 1e-5  # cosine: two float32 sums of 384 products in another order differ ~1e-7
 REFERENCE_BLOCK = 256  # queries scored against the whole corpus at once by the CPU reference
-# The mirror's folders of the default score tasks (what to copy to a machine without it).
-SCORE_DATA = "mteb/biosses-sts, mteb/sts16-sts and mteb/scifact"
 
 
 def scores_section(
@@ -734,7 +678,8 @@ def scores_section(
         return Section(
             "skipped",
             "no --data-dir: the tasks' data is not on this machine. Copy the mirror's "
-            f"{SCORE_DATA} (3.2 MB) to it and pass that folder as --data-dir",
+            "mteb/biosses-sts, mteb/sts16-sts and mteb/scifact (3.2 MB) to it and pass that "
+            "folder as --data-dir",
         )
     if not device.startswith("cuda") and dtype == "float32":
         return Section(
@@ -754,14 +699,10 @@ def scores_section(
                 continue
             diff = abs(on_device - on_cpu)
             row = {
-                "task": task,
-                "model": "minilm",
-                "device_score": on_device,
-                "cpu_float32_score": on_cpu,
-                "abs_diff": diff,
-                "tolerance": SCORE_TOLERANCE,
+                "task": task, "model": "minilm", "device_score": on_device,
+                "cpu_float32_score": on_cpu, "abs_diff": diff, "tolerance": SCORE_TOLERANCE,
                 "within": diff <= SCORE_TOLERANCE,
-            }
+            }  # fmt: skip
             section.check(row, row["within"], f"{task}: scores differ by {diff:.5f}")
     return section
 
@@ -771,18 +712,11 @@ def _main_score(task: str, data_dir: Path, device: str, dtype: str, results: Pat
     from neobench.evaluation.runner import run_eval
     from neobench.protocol.config import EvalConfig
 
-    summary = run_eval(
-        EvalConfig(
-            model=default_model(),
-            tasks=[task],
-            data_dir=str(data_dir),
-            device=device,
-            dtype=dtype,
-            results=str(results),
-            no_cache=True,
-            no_predictions=True,
-        )
-    )
+    config = EvalConfig(
+        model=default_model(), tasks=[task], data_dir=str(data_dir), device=device, dtype=dtype,
+        results=str(results), no_cache=True, no_predictions=True,
+    )  # fmt: skip
+    summary = run_eval(config)
     outcome = next((o for o in summary.outcomes if o.task == task), None)
     return outcome.main_score if outcome and outcome.status != "failed" else None
 
@@ -809,18 +743,11 @@ def topk_section(scale: GpuScale, device: str, seed: int, budget: Budget) -> Sec
     near_ties = ~identical & (gap <= TIE_TOLERANCE)
     differing = int((~identical & ~near_ties).sum())
     row = {
-        "queries": scale.queries,
-        "docs": scale.docs,
-        "dim": scale.dim,
-        "k": scale.k,
-        "device_seconds": round(device_seconds, 4),
-        "cpu_seconds": round(cpu_seconds, 4),
-        "identical": int(identical.sum()),
-        "near_ties": int(near_ties.sum()),
-        "differing": differing,
-        "max_score_diff": float(gap.max()),
-        "tie_tolerance": TIE_TOLERANCE,
-    }
+        "queries": scale.queries, "docs": scale.docs, "dim": scale.dim, "k": scale.k,
+        "device_seconds": round(device_seconds, 4), "cpu_seconds": round(cpu_seconds, 4),
+        "identical": int(identical.sum()), "near_ties": int(near_ties.sum()),
+        "differing": differing, "max_score_diff": float(gap.max()), "tie_tolerance": TIE_TOLERANCE,
+    }  # fmt: skip
     section.check(row, not differing, f"{differing} of {scale.queries} queries got other documents")
     return section
 
@@ -832,11 +759,9 @@ def reference_top_k(
     corpus in one product and one topk (no running merge)."""
     from sentence_transformers.util import cos_sim
 
-    values, indices = [], []
     with torch.inference_mode(), exact_float32():
-        for start in range(0, queries.shape[0], REFERENCE_BLOCK):
-            scores = cos_sim(queries[start : start + REFERENCE_BLOCK], docs)
-            best = scores.topk(min(k, docs.shape[0]), dim=1)
-            values.append(best.values)
-            indices.append(best.indices)
-    return torch.cat(values), torch.cat(indices)
+        best = [
+            cos_sim(queries[start : start + REFERENCE_BLOCK], docs).topk(min(k, len(docs)), dim=1)
+            for start in range(0, len(queries), REFERENCE_BLOCK)
+        ]
+    return torch.cat([b.values for b in best]), torch.cat([b.indices for b in best])
