@@ -95,10 +95,9 @@ def point_tasks_at_mirror(tasks: list[AbsTask], data_dir: Path, benchmark: str) 
             f"{data_dir / m.repo_id})."
             for m in missing
         ]
-        names = sorted({m.benchmark_task for m in missing})
         lines.append(
             "Fix: on a machine with hub access run `"
-            + prefetch_command(benchmark, names, data_dir)
+            + prefetch_command(benchmark, sorted({m.benchmark_task for m in missing}), data_dir)
             + "` and copy the folder here, or drop these tasks with --tasks/--types."
         )
         raise NeobenchError(lines)
@@ -177,8 +176,7 @@ def prefetch(needs: list[RepoNeed], out: Path) -> dict[str, dict]:
             + " Run it on a connected machine and copy the --out folder to this one."
         )
     out.mkdir(parents=True, exist_ok=True)
-    lock = read_lock(out)
-    api = HfApi()
+    lock, api = read_lock(out), HfApi()
     for need in needs:
         entry = lock.get(need.repo_id)
         fetched = entry and entry.get("pinned_revision") == need.revision
@@ -211,76 +209,70 @@ class VerifyRow:
     benchmark_task: str
     repo_id: str
     pinned_revision: str | None
-    status: str  # present | missing | other-revision | load-failed | ok
+    status: str = "present"  # present | missing | other-revision | load-failed | ok
     detail: str = ""
+
+    def place(self, entry: dict | None, gone: str, pins: str, unrecorded: str) -> bool:
+        """Mark the row missing (``gone`` says how) or at a revision other than ``pins`` pins;
+        else give the lock's revision (or ``unrecorded``) and return True: it can be loaded."""
+        pinned = self.pinned_revision
+        if gone:
+            self.status, self.detail = "missing", gone
+        elif entry and pinned and entry.get("pinned_revision") != pinned:
+            self.status = "other-revision"
+            self.detail = f"mirror has {entry.get('pinned_revision')}, {pins} pins {pinned}"
+        else:
+            self.detail = f"lock: {entry['resolved_revision']}" if entry else unrecorded
+            return True
+        return False
 
 
 def verify(tasks: list[AbsTask], data_dir: Path, load: bool = True) -> list[VerifyRow]:
     """Offline report: which repos are present, at which revision, and whether each task loads."""
-    lock = read_lock(data_dir)
-    rows = []
+    lock, rows = read_lock(data_dir), []
     leaves = {t.metadata.name: t for t in expand(tasks)}
     for need in repo_needs(tasks):
-        task, repo, pinned = leaves[need.task], need.repo_id, need.revision
-        row = VerifyRow(need.task, need.benchmark_task, repo, pinned, "present")
-        entry = lock.get(repo)
-        if not (data_dir / repo).is_dir():
-            row.status, row.detail = "missing", "no folder"
-        elif entry and entry.get("pinned_revision") != pinned:
-            row.status = "other-revision"
-            row.detail = f"mirror has {entry.get('pinned_revision')}, mteb pins {pinned}"
-        else:
-            unrecorded = "revision not recorded (no lock entry)"
-            row.detail = f"lock: {entry['resolved_revision']}" if entry else unrecorded
-            if load:
-                row.status, error = _try_load(task, data_dir)
-                if error:
-                    row.detail = error
+        row = VerifyRow(need.task, need.benchmark_task, need.repo_id, need.revision)
+        gone = "" if (data_dir / need.repo_id).is_dir() else "no folder"
+        unrecorded = "revision not recorded (no lock entry)"
+        if row.place(lock.get(need.repo_id), gone, "mteb", unrecorded) and load:
+            probe = copy.deepcopy(leaves[need.task])
+            _at_mirror(probe, data_dir)
+            try:
+                probe.load_data()
+                row.status = "ok"
+            except Exception as error:
+                row.status, row.detail = "load-failed", f"{type(error).__name__}: {_first(error)}"
+            finally:
+                if probe.data_loaded:
+                    probe.unload_data()
         rows.append(row)
     return rows
 
 
-def verify_manifest(
-    rows: list, data_dir: Path, max_negatives: int, load: bool = True
-) -> list[VerifyRow]:
-    """Offline report for training datasets: present, missing, other revision, and buildable."""
+def verify_manifest(recipe: Recipe, data_dir: Path, load: bool = True) -> list[VerifyRow]:
+    """The recipe's training datasets: present, missing, other revision, and buildable (offline)."""
     from neobench.protocol.data import build_dataset
 
-    lock = read_lock(data_dir)
-    out = []
-    for r in rows:
-        where = data_dir / r.hf_id if r.hf_id else None
-        row = VerifyRow(r.key, r.key, r.repo_id, r.revision, "present")
-        entry = lock.get(r.hf_id) if r.hf_id else None
+    lock, out = read_lock(data_dir), []
+    for r in recipe_rows(recipe):
+        row = VerifyRow(r.key, r.key, r.repo_id, r.revision)
         files = [r.data_files] if isinstance(r.data_files, str) else (r.data_files or [])
-        if (where and not where.is_dir()) or any(not (data_dir / f).is_file() for f in files):
-            row.status, row.detail = "missing", "no folder" if where else "missing file"
-        elif entry and r.revision and entry.get("pinned_revision") != r.revision:
-            row.status = "other-revision"
-            row.detail = f"mirror has {entry.get('pinned_revision')}, manifest pins {r.revision}"
-        else:
-            row.detail = f"lock: {entry['resolved_revision']}" if entry else "revision not recorded"
-            if load:
-                try:
-                    built = build_dataset(r, data_dir, max_negatives)
-                    row.status, row.detail = "ok", f"{len(built.dataset)} rows; {row.detail}"
-                except Exception as error:
-                    row.status, row.detail = "load-failed", str(error).splitlines()[0][:200]
+        folder = data_dir / r.hf_id if r.hf_id else data_dir
+        held = folder.is_dir() and all((data_dir / f).is_file() for f in files)
+        gone = "" if held else "no folder" if r.hf_id else "missing file"
+        if row.place(lock.get(r.repo_id), gone, "manifest", "revision not recorded") and load:
+            try:
+                built = build_dataset(r, data_dir, recipe.values.max_hard_negatives)
+                row.status, row.detail = "ok", f"{len(built.dataset)} rows; {row.detail}"
+            except Exception as error:
+                row.status, row.detail = "load-failed", _first(error)
         out.append(row)
     return out
 
 
-def _try_load(task: AbsTask, data_dir: Path) -> tuple[str, str]:
-    probe = copy.deepcopy(task)
-    _at_mirror(probe, data_dir)
-    try:
-        probe.load_data()
-    except Exception as error:
-        return "load-failed", f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
-    finally:
-        if probe.data_loaded:
-            probe.unload_data()
-    return "ok", ""
+def _first(error: Exception) -> str:
+    return str(error).splitlines()[0][:200]
 
 
 def benchmark_tasks(benchmark: str, names: list[str] | None) -> list[AbsTask]:
@@ -348,8 +340,7 @@ def verify_mirror(
     if not data_dir.is_dir():
         raise NeobenchError(f"{data_dir}: no such mirror folder.")
     if found is not None:
-        negatives = found.values.max_hard_negatives
-        checked = verify_manifest(recipe_rows(found), data_dir, negatives, load)
+        checked = verify_manifest(found, data_dir, load)
         fix = f"neobench data prefetch --recipe {found.name} --out {data_dir}"
         return VerifyReport(f"mirror {data_dir} vs recipe {found.name}", checked, fix)
     checked = verify(benchmark_tasks(benchmark, tasks), data_dir, load=load)

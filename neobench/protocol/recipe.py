@@ -134,7 +134,11 @@ def load_recipe(name_or_path: str) -> Recipe:
     problems = recipe_problems(data, path.name)
     if problems:
         raise NeobenchError(problems)
-    specs = data["values"]
+    specs, evaluation = data["values"], data.get("evaluation")
+    if evaluation is not None:
+        tasks = evaluation.get("tasks")  # [] stays empty: validate reports it
+        tasks = None if tasks is None else list(tasks)
+        evaluation = Evaluation(str(evaluation["benchmark"]), tasks, evaluation.get("note", ""))
     values = RecipeValues(**{k: spec["value"] for k, spec in specs.items()})
     # A key the file leaves out takes the dataclass default: a neobench decision.
     sources = {k: specs[k]["source"] if k in specs else "neobench" for k in KEYS}
@@ -148,16 +152,7 @@ def load_recipe(name_or_path: str) -> Recipe:
         defaults=dataclasses.asdict(values),
         notes={k: str(spec["note"]) for k, spec in specs.items() if spec.get("note")},
         purpose=str(data.get("purpose", "")),
-        evaluation=_evaluation(data.get("evaluation")),
-    )
-
-
-def _evaluation(spec: dict[str, Any] | None) -> Evaluation | None:
-    if spec is None:
-        return None
-    tasks = spec.get("tasks")  # [] stays empty: validate reports it
-    return Evaluation(
-        str(spec["benchmark"]), None if tasks is None else list(tasks), spec.get("note", "")
+        evaluation=evaluation,
     )
 
 
@@ -167,30 +162,19 @@ def recipe_problems(data: object, where: str) -> list[str]:
     if not isinstance(data, dict):
         return [f"{where}: a recipe is a mapping with name, version, manifest and values."]
     problems = [
-        f"{where}: missing '{k}'."
-        for k in ("name", "version", "manifest", "values")
-        if k not in data
+        f"missing '{k}'." for k in ("name", "version", "manifest", "values") if k not in data
     ]
     specs = data.get("values") or {}
     if not isinstance(specs, dict):
-        return [*problems, f"{where}: 'values' maps each key to {{value: ..., source: ...}}."]
+        problems.append("'values' maps each key to {value: ..., source: ...}.")
+        return [f"{where}: {p}" for p in problems]
     for key, spec in specs.items():
         if not isinstance(spec, dict) or "value" not in spec:
-            problems.append(f"{where}: {key}: write it as {{value: ..., source: ...}}.")
+            problems.append(f"{key}: write it as {{value: ..., source: ...}}.")
         elif spec.get("source") not in SOURCES:
-            problems.append(
-                f"{where}: {key}: source must be one of {sorted(SOURCES)}, "
-                f"not {spec.get('source')!r}."
-            )
-    return problems + [
-        f"{where}: {p}" for p in _description_problems(data) + _values_problems(specs)
-    ]
-
-
-def _description_problems(data: dict[str, Any]) -> list[str]:
-    """`purpose` and `evaluation` are optional here; `neobench validate` requires them of shipped
-    recipes."""
-    problems = []
+            source = spec.get("source")
+            problems.append(f"{key}: source must be one of {sorted(SOURCES)}, not {source!r}.")
+    # `purpose`, `evaluation`: optional here; `neobench validate` requires them of shipped recipes.
     if "purpose" in data and not isinstance(data["purpose"], str):
         problems.append("'purpose' is one sentence saying what the recipe is for.")
     if "evaluation" in data and not _evaluation_ok(data["evaluation"]):
@@ -198,19 +182,7 @@ def _description_problems(data: dict[str, Any]) -> list[str]:
             "'evaluation' is {benchmark: an mteb benchmark, tasks: [mteb task names] (optional, "
             "default all), note: text (optional)}."
         )
-    return problems
-
-
-def _evaluation_ok(spec: object) -> bool:
-    if not isinstance(spec, dict) or not set(spec) <= {"benchmark", "tasks", "note"}:
-        return False
-    tasks = spec.get("tasks")
-    names_ok = tasks is None or (isinstance(tasks, list) and all(isinstance(t, str) for t in tasks))
-    return isinstance(spec.get("benchmark"), str) and names_ok
-
-
-def _values_problems(specs: dict[str, Any]) -> list[str]:
-    problems = [
+    problems += [
         f"missing recipe key {key!r} ({f.metadata['help']})."
         for key, f in KEYS.items()
         if key not in specs and f.default is dataclasses.MISSING
@@ -220,7 +192,15 @@ def _values_problems(specs: dict[str, Any]) -> list[str]:
             problems.append(_unknown_key(key, list(KEYS), "`neobench ls keys`"))
         elif isinstance(spec, dict) and "value" in spec:
             problems += value_problems(key, spec["value"])
-    return problems
+    return [f"{where}: {p}" for p in problems]
+
+
+def _evaluation_ok(spec: object) -> bool:
+    if not isinstance(spec, dict) or not set(spec) <= {"benchmark", "tasks", "note"}:
+        return False
+    tasks = spec.get("tasks")
+    names_ok = tasks is None or (isinstance(tasks, list) and all(isinstance(t, str) for t in tasks))
+    return isinstance(spec.get("benchmark"), str) and names_ok
 
 
 def value_problems(key: str, value: Any) -> list[str]:
@@ -266,17 +246,15 @@ def _type_name(hint: Any) -> str:
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    problems = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            problems.append(f"override {item!r}: expected key=value, e.g. max_steps=40.")
-            continue
-        out[key.strip()] = value.strip()
+    pairs = [item.partition("=") for item in items]
+    problems = [
+        f"override {item!r}: expected key=value, e.g. max_steps=40."
+        for item, (key, sep, _) in zip(items, pairs, strict=True)
+        if not sep or not key.strip()
+    ]
     if problems:
         raise NeobenchError(problems)
-    return out
+    return {key.strip(): value.strip() for key, _, value in pairs}
 
 
 def apply_overrides(recipe: Recipe, overrides: dict[str, str]) -> Recipe:
@@ -322,8 +300,14 @@ def _unknown_key(key: str, keys: list[str], listing: str) -> str:
 def _coerce(text: str, key: str, current: Any) -> Any:
     """An override's text as a value of the key's declared type (not of the current value's)."""
     hint = TYPES[key]
-    if hint == str | list[str]:
-        return _keys_or_all(text, key)
+    if hint == str | list[str]:  # `all`, or a comma-separated list of manifest keys
+        keys = [part.strip() for part in text.split(",") if part.strip()]
+        if text != "all" and not keys:
+            raise ValueError(
+                f"override {key}={text}: names no dataset. Give manifest keys "
+                "(datasets=STSBENCHMARK,ALLNLI; `neobench ls datasets` lists them) or all."
+            )
+        return "all" if text == "all" else keys
     if hint is bool:
         if text.lower() not in {"true", "false"}:
             raise ValueError(f"override {key}={text}: expected true or false.")
@@ -336,16 +320,3 @@ def _coerce(text: str, key: str, current: Any) -> Any:
                 f"override {key}={text}: expected a {hint.__name__} like {current!r}."
             ) from None
     return text
-
-
-def _keys_or_all(text: str, key: str) -> str | list[str]:
-    """`all`, or a comma-separated list of manifest keys (the one key typed this way)."""
-    if text == "all":
-        return "all"
-    keys = [part.strip() for part in text.split(",") if part.strip()]
-    if not keys:
-        raise ValueError(
-            f"override {key}={text}: names no dataset. Give manifest keys "
-            "(datasets=STSBENCHMARK,ALLNLI; `neobench ls datasets` lists them) or all."
-        )
-    return keys

@@ -78,7 +78,9 @@ def panels(table: LeaderTable) -> list[Panel]:
                 continue  # no point, never a zero
             low_high = None if row.quoted else row.ci.get(column)
             low, high = low_high if low_high else (None, None)
-            panel.points[i] = Point(value, low, high, _style(row, column, i == base), partial)
+            mark = MARK_WORDS.get(row.marks.get(column, ""), "computed")
+            style = "paper" if row.quoted else "baseline" if i == base else mark
+            panel.points[i] = Point(value, low, high, style, partial)
         if base is not None and base in panel.points:
             panel.baseline = panel.points[base].value
         out.append(panel)
@@ -117,20 +119,7 @@ def _cell(table: LeaderTable, row: Row, column: str) -> tuple[float | None, str]
     return cell.value, f"{cell.present}/{cell.total}" if cell.present < cell.total else ""
 
 
-def _style(row: Row, column: str, is_baseline: bool) -> str:
-    if row.quoted:
-        return "paper"
-    if is_baseline:
-        return "baseline"
-    return MARK_WORDS.get(row.marks.get(column, ""), "computed")
-
-
-# Layout, in inches and points.
-_ROW_IN = 0.22
-_PANEL_W_IN = 2.9
-_LABEL_CHARS = 40  # a row label wraps onto more lines beyond this
-_FONT = 7
-_NOTE_FONT = 6
+_FONT, _NOTE_FONT = 7, 6  # points
 
 
 @dataclass
@@ -145,7 +134,7 @@ class _Rows:
 
     @classmethod
     def of(cls, table: LeaderTable) -> _Rows:
-        labels = [textwrap.fill(row.name, _LABEL_CHARS) for row in table.rows]
+        labels = [textwrap.fill(row.name, 40) for row in table.rows]
         heights = [1 + 0.75 * label.count("\n") for label in labels]
         ys, y = [], 0.0
         for i, h in enumerate(heights):
@@ -155,10 +144,6 @@ class _Rows:
         rule = ys[first_quoted] - heights[first_quoted] / 2 if first_quoted else None
         bottom = ys[-1] + heights[-1] / 2 if ys else 0.5
         return cls(labels, ys, (bottom, -heights[0] / 2 if ys else -0.5), rule)
-
-    @property
-    def units(self) -> float:
-        return self.span[0] - self.span[1]
 
 
 def draw(table: LeaderTable, path: Path) -> None:
@@ -171,17 +156,16 @@ def draw(table: LeaderTable, path: Path) -> None:
     found, rows = panels(table), _Rows.of(table)
     ncols = min(len(found), 4 if len(found) <= 16 else 5)
     nrows = -(-len(found) // ncols)
-    width = 2.6 + ncols * _PANEL_W_IN
+    width = 2.6 + ncols * 2.9  # inches, as every size here
     notes = _footnote(table, width)
     head, foot = 0.75, 0.15 + len(notes) * _NOTE_FONT * 1.4 / 72
-    height = head + nrows * (0.75 + _ROW_IN * max(rows.units, 3)) + foot
+    height = head + nrows * (0.75 + 0.22 * max(rows.span[0] - rows.span[1], 3)) + foot
     fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)
     for k, ax in enumerate(axes.flat):
         if k >= len(found):
             ax.set_axis_off()
             continue
-        _draw_panel(ax, found[k], rows)
-        _frame(ax, found[k], rows.labels if k % ncols == 0 else [])
+        _draw_panel(ax, found[k], rows, rows.labels if k % ncols == 0 else [])
         if k + ncols >= len(found):
             ax.set_xlabel("score x100", fontsize=_FONT)
     # Laid out first, so the title, legend and footnote sit in the margins kept for them.
@@ -193,7 +177,10 @@ def draw(table: LeaderTable, path: Path) -> None:
     plt.close(fig)
 
 
-def _draw_panel(ax: Axes, panel: Panel, rows: _Rows) -> None:
+def _draw_panel(ax: Axes, panel: Panel, rows: _Rows, labels: list[str]) -> None:
+    """One panel: points, then title, ticks, grid, x range; row labels only where ``labels``."""
+    from matplotlib.ticker import MaxNLocator
+
     ax.set_ylim(*rows.span)
     ax.set_yticks(rows.ys)
     if rows.rule is not None:  # between the computed rows and the paper's
@@ -227,12 +214,6 @@ def _draw_panel(ax: Axes, panel: Panel, rows: _Rows) -> None:
                 va="center",
                 color=style.color,
             )
-
-
-def _frame(ax: Axes, panel: Panel, labels: list[str]) -> None:
-    """Title, ticks, grid and x range of one panel; row labels only where ``labels``."""
-    from matplotlib.ticker import MaxNLocator
-
     ax.set_yticklabels(labels, fontsize=_FONT)
     ax.tick_params(axis="y", length=0)
     ax.tick_params(axis="x", labelsize=_FONT)
@@ -298,19 +279,14 @@ def _footnote(table: LeaderTable, width_in: float) -> list[str]:
     notes.append("No point: no score in that cell.")
     chars = int(width_in * 72 / (0.58 * _NOTE_FONT))
     lines = [line for note in notes for line in textwrap.wrap(note, chars)]
-    return lines + ["Sources:"] + [_cut(s, chars) for s in _sources(table)]
-
-
-def _sources(table: LeaderTable) -> list[str]:
-    """One line per distinct source (the paper's rows share one)."""
-    groups: dict[str, list[str]] = {}
+    groups: dict[str, list[str]] = {}  # one line per distinct source (the paper's rows share one)
     for row in table.rows:
         groups.setdefault(row.source, []).append(row.label)
-    return [
-        (names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more rows")
-        + f": {source}"
-        for source, names in groups.items()
-    ]
+    lines.append("Sources:")
+    for source, names in groups.items():
+        more = f" and {len(names) - 1} more rows" if len(names) > 1 else ""
+        lines.append(_cut(f"{names[0]}{more}: {source}", chars))
+    return lines
 
 
 def _cut(text: str, chars: int) -> str:
