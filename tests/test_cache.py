@@ -223,7 +223,7 @@ def test_a_cache_deleted_between_two_encode_calls_is_recreated(minilm, tmp_path,
         f"embedding cache {path} was deleted or replaced during this run: the 20 embeddings "
         "this run stored are no longer in it"
     ) in cache_warnings(caplog)
-    keys = [EmbeddingCache.key("fp", "", text) for text in texts]
+    keys = EmbeddingCache.keys("fp", "", texts)
     assert set(EmbeddingCache(path).get_many(keys)) == set(keys[20:])  # stored in the new file
 
 
@@ -379,7 +379,7 @@ def test_a_damaged_or_missing_cache_of_another_job_is_skipped_with_one_warning(
 
 def test_a_vector_failing_its_checksum_in_another_jobs_cache(tmp_path, caplog):
     """The verified vectors are used and copied; the file is read no further, and not changed."""
-    keys = [EmbeddingCache.key("fingerprint", "", str(i)) for i in range(4)]
+    keys = EmbeddingCache.keys("fingerprint", "", [str(i) for i in range(4)])
     job_a = EmbeddingCache(tmp_path / "a" / CACHE_FILE, read_from=[])
     job_a.put_many((key, np.full(8, i + 1, dtype=np.float32)) for i, key in enumerate(keys))
     job_a.close()

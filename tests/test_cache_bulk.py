@@ -55,7 +55,6 @@ def test_bulk_keys_are_the_per_text_keys(texts):
     for prompt in ("", "query: ", "Retrieve semantically similar text: "):
         expected = [per_row_key(FINGERPRINT, prompt, t) for t in texts]
         assert EmbeddingCache.keys(FINGERPRINT, prompt, texts) == expected
-        assert [EmbeddingCache.key(FINGERPRINT, prompt, t) for t in texts] == expected
 
 
 def test_bulk_rows_on_disk_are_the_per_row_rows(texts, tmp_path):

@@ -36,9 +36,6 @@ from neobench.core.stages import stage
 
 logger = logging.getLogger(__name__)
 
-
-# Where the cache lives, and the check that its folder can hold one before any work starts.
-
 READ_ENV = "NEOBENCH_CACHE_READ"  # other jobs' finished caches, read-only
 CACHE_FILE = "embeddings.sqlite"
 LOCATION_FIX = (
@@ -81,19 +78,12 @@ def check_folder(folder: Path) -> None:
         )
 
 
-# A row: ``(key, vec, digest)``, the key naming (model fingerprint, prompt, text), the vector as
-# float32 bytes, the digest a checksum over both. Blocks of rows go to and from one (n, dim)
-# float32 matrix without a numpy call per vector.
-
-
-def text_key(fingerprint: str, prompt: str, text: str) -> bytes:
-    """SHA-256 of fingerprint, prompt and text joined by NUL characters: one text's key."""
-    return hashlib.sha256("\x00".join((fingerprint, prompt, text)).encode()).digest()
-
-
+# A row: ``(key, vec, digest)``: the key names (model fingerprint, prompt, text), vec is the
+# vector's float32 bytes, digest a checksum over both.
 def text_keys(fingerprint: str, prompt: str, texts: Iterable[str]) -> list[bytes]:
-    """`text_key` of each text: the hash state of fingerprint NUL prompt NUL, copied and fed each
-    text (UTF-8 of a concatenation is the parts' UTF-8 joined), ~0.55 instead of ~0.8 µs a text."""
+    """Each text's key: SHA-256 of fingerprint, prompt and text joined by NUL characters. The hash
+    state of fingerprint NUL prompt NUL is copied and fed each text (UTF-8 of a concatenation is
+    the parts' UTF-8 joined): ~0.55 instead of ~0.8 µs a text."""
     prefix = hashlib.sha256(f"{fingerprint}\x00{prompt}\x00".encode())
     out = []
     for text in texts:
@@ -123,8 +113,7 @@ def block_rows(keys: list[bytes], vectors: np.ndarray) -> list[tuple[bytes, byte
 
 def blobs_block(blobs: list[bytes], n: int, places: Iterable[int]) -> np.ndarray:
     """An (n, dim) float32 matrix of the equal-length blobs, the i-th at row ``places[i]``, zeros
-    elsewhere. Each blob is copied once into its row through a memoryview: ~3x faster than
-    joining them into one bytes object and copying that to make it writable."""
+    elsewhere; one copy per blob, ~3x faster than joining them and copying to make it writable."""
     size = len(blobs[0]) if blobs else 0
     out = np.zeros((n, size // 4), dtype=np.float32)
     if size:
@@ -136,25 +125,18 @@ def blobs_block(blobs: list[bytes], n: int, places: Iterable[int]) -> np.ndarray
 
 def verify_rows(rows: list[tuple]) -> tuple[list[tuple], list[bytes]]:
     """The rows whose vector passes its checksum, and the keys of those that fail it."""
-    good: list[tuple] = []
-    bad: list[bytes] = []
-    for row in rows:
-        key, vec, digest = row
-        if isinstance(vec, bytes) and digest == vector_digest(key, vec):
-            good.append(row)
-        else:
-            bad.append(key)
-    return good, bad
+    checked = [
+        (row, isinstance(row[1], bytes) and row[2] == vector_digest(*row[:2])) for row in rows
+    ]
+    return [row for row, ok in checked if ok], [row[0] for row, ok in checked if not ok]
 
 
 # The SQLite file: ``emb(key, vec, digest, used)`` (``used``: last stored or read, in ms, indexed
 # for eviction) and ``meta(name, value)`` (the last run's policy and cap). Nothing here warns or
 # degrades: trouble is raised (Damaged: not a healthy cache of this schema); the store decides.
-
 SCHEMA_VERSION = 3  # 1: emb(key, vec) without checksums (neobench 0.1.0); 2: no `used`, no meta
 COLUMNS = ["key", "vec", "digest", "used"]
 V2_COLUMNS = ["key", "vec", "digest"]
-TABLES = ["emb", "meta"]
 SIDE_FILES = ("-wal", "-shm")
 ASIDE_TAGS = {"corrupt": "damaged", "v1": "outdated"}
 # Page size of a new file: 16 KiB pages hold 10 rows of a 384-dim vector (4 KiB pages hold 2,
@@ -164,6 +146,10 @@ PAGE_SIZE = 16384
 # Keys per SELECT ... IN (...): bounded by the connection's own variable limit (999 before
 # SQLite 3.32, 32766 after); larger lists mean fewer statements, and SQLite sorts each list.
 SELECT_CHUNK = 16384
+# quick_check reads the whole file: ~1 s per GB warm, far more on a cold network disk.
+QUICK_CHECK_MAX_BYTES = 2 * 1024**3
+# Shards of one job share the cache and each holds the write lock for one batch at a time.
+BUSY_TIMEOUT_S = 60.0
 
 
 class Damaged(Exception):
@@ -196,11 +182,16 @@ def read_schema(db: sqlite3.Connection, path: Path, migrate: bool = False) -> bo
         )
     if not tables and version == 0:
         return False
-    if tables == TABLES and columns == COLUMNS and version == SCHEMA_VERSION:
+    if tables == ["emb", "meta"] and columns == COLUMNS and version == SCHEMA_VERSION:
         return True
     if tables == ["emb"] and columns == V2_COLUMNS and version == 2:
         if migrate:
-            migrate_v2(db)
+            # One write transaction; the version is read again under the lock (another shard may
+            # have migrated first). The index is built by one scan of the table.
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                if _schema(db)[0] == 2:
+                    _create_v3(db)
         return True
     if tables == ["emb"] and columns == ["key", "vec"] and version == 0:
         raise Damaged("written by neobench 0.1.0, without checksums to verify it", tag="v1")
@@ -224,19 +215,6 @@ def _create_v3(db: sqlite3.Connection) -> None:
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
-def migrate_v2(db: sqlite3.Connection) -> None:
-    """Version 2 -> 3 in one write transaction; another shard that migrated first wins (the
-    version is read again under the lock). The index is built by one scan of the table."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        if _schema(db)[0] == 2:
-            _create_v3(db)
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-
-
 def quick_check(db: sqlite3.Connection) -> None:
     found = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
     if found != ["ok"]:
@@ -245,15 +223,14 @@ def quick_check(db: sqlite3.Connection) -> None:
         raise Damaged("; ".join(lines[:3]))
 
 
-def open_db(path: Path, full_check: bool, timeout: float) -> sqlite3.Connection:
-    """A connection to a healthy cache at ``path``, created when the file is new or empty;
-    ``timeout``: how long a write waits for another writer's lock. Raises Damaged for a damaged
-    or outdated file, NeobenchError where the path cannot be opened, and sqlite3.DatabaseError
-    for any other trouble (busy, I/O, disk full)."""
+def open_db(path: Path, full_check: bool) -> sqlite3.Connection:
+    """A connection to a healthy cache at ``path``, created when the file is new or empty. Raises
+    Damaged for a damaged or outdated file, NeobenchError where the path cannot be opened, and
+    sqlite3.DatabaseError for any other trouble (busy, I/O, disk full)."""
     try:
         # check_same_thread off: the cache writer (CacheWriter) stores from its own thread,
         # never while another thread uses the connection.
-        db = sqlite3.connect(path, timeout=timeout, check_same_thread=False)
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
     except sqlite3.DatabaseError as error:
         raise NeobenchError(
             f"embedding cache {path} cannot be opened ({error}). {LOCATION_FIX}"
@@ -345,18 +322,12 @@ def moved_aside(path: Path) -> list[Path]:
 # Least recently used out first (docs/performance.md, "The cap"). A read restamps a row only when
 # its stamp is older than RESTAMP_MS (one UPDATE per lookup block), so shards sharing the file
 # (WAL: one writer at a time) rarely wait on each other for stamps.
-
 RESTAMP_MS = 60_000  # tests lower it
 EVICT_TO = 0.9  # room for about a tenth of the cap before the next eviction
-# Rounds of deletes per eviction; the size is read again after each.
-MAX_ROUNDS = 64
+MAX_ROUNDS = 64  # rounds of deletes per eviction; the size is read again after each
 # Bytes a row takes beyond key, vector and checksum, at least: its used stamp, the record and
 # cell headers, and its entries in the key and used indexes.
 ROW_OVERHEAD = 64
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def evict(db: sqlite3.Connection, max_bytes: int) -> int:
@@ -388,78 +359,6 @@ def evict(db: sqlite3.Connection, max_bytes: int) -> int:
     return deleted
 
 
-class OtherCaches:
-    """The other jobs' caches of one EmbeddingCache, in the order listed, each opened read-only at
-    first use and skipped for the run at its first trouble; ``warn`` is the store's warning."""
-
-    def __init__(self, paths: list[Path], own: Path, warn: Callable[[str], None]) -> None:
-        self.paths = paths
-        self.own = own  # the job's own cache file, never read as another's
-        self._warn = warn
-        # Those still read; None until first use, and again after close.
-        self._open: dict[Path, sqlite3.Connection] | None = None
-
-    def read(self, keys: list[bytes]) -> list[tuple]:
-        """The verified rows of ``keys`` in the other jobs' caches, the first listed first."""
-        if self._open is None:
-            self._open = {}
-            for path in self.paths:
-                self._open_one(path)
-        found: dict[bytes, tuple] = {}
-        for path, db in list(self._open.items()):
-            wanted = [key for key in keys if key not in found]
-            if not wanted:
-                break
-            try:
-                got, bad = verify_rows(select_rows(db, wanted))
-            except (sqlite3.DatabaseError, OSError) as error:
-                self._skip(path, str(error))
-                continue
-            found |= {row[0]: row for row in got}
-            if bad:  # its verified vectors are still right; the file is not to be trusted further
-                self._skip(path, f"{len(bad)} cached embeddings failed their checksum")
-        return list(found.values())
-
-    def close(self) -> None:
-        for other in (self._open or {}).values():
-            with contextlib.suppress(sqlite3.Error):
-                other.close()
-        self._open = None
-
-    def _open_one(self, path: Path) -> None:
-        # Told apart at first use, not at start: this job's own folder is created meanwhile.
-        path = path / CACHE_FILE if path.is_dir() else path
-        if path.resolve() == self.own.resolve() or path in self._open:
-            return  # this job's own cache, read already (or listed twice)
-        try:
-            if not path.is_file():
-                raise FileNotFoundError("no such file")
-            # immutable: no locks, no -wal/-shm, so a file on a read-only or foreign disk opens
-            # too; it does not see later writes, hence only caches whose writer has finished.
-            uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
-            db = self._open[path] = sqlite3.connect(uri, uri=True)
-            if not read_schema(db, path):
-                raise Damaged("an empty file, not a neobench embedding cache")
-        except (Damaged, NeobenchError, sqlite3.DatabaseError, OSError) as error:
-            self._skip(path, str(error))
-
-    def _skip(self, path: Path, problem: str) -> None:
-        """Stop reading another job's cache for this run; it is left as it is."""
-        other = (self._open or {}).pop(path, None)
-        with contextlib.suppress(sqlite3.Error):
-            if other is not None:
-                other.close()
-        self._warn(
-            f"embedding cache {path} (listed in ${READ_ENV}, read-only): {problem}; not read "
-            f"again in this run, and left unchanged ({NO_EFFECT})."
-        )
-
-
-# quick_check reads the whole file: ~1 s per GB warm, far more on a cold network disk.
-QUICK_CHECK_MAX_BYTES = 2 * 1024**3
-# Shards of one job share the cache and each holds the write lock for one batch at a time.
-BUSY_TIMEOUT_S = 60.0
-
 T = TypeVar("T")
 
 
@@ -469,17 +368,15 @@ class EmbeddingCache:
     (`keys`, `lookup`, `put`: no numpy call per vector) and per item (`get_many`, `put_many`)."""
 
     def __init__(
-        self,
-        path: Path,
-        read_from: Iterable[Path] | None = None,
-        max_bytes: int | None = None,
+        self, path: Path, read_from: Iterable[Path] | None = None, max_bytes: int | None = None
     ) -> None:
         self.path = Path(path)
         self.max_bytes = max_bytes  # the cap on used_bytes(); None: no cap
         self.evicted = 0  # rows this process deleted to keep under the cap
-        # Other jobs' caches, read on a miss (None: $NEOBENCH_CACHE_READ); opened at first use.
+        # Other jobs' caches, read on a miss in the order listed (None: $NEOBENCH_CACHE_READ),
+        # each opened read-only at first use and skipped for the run at its first trouble.
         self.read_from = read_paths() if read_from is None else [Path(p) for p in read_from]
-        self._others = OtherCaches(self.read_from, self.path, self._warn)
+        self._others: dict[Path, sqlite3.Connection] | None = None  # still read; None: not opened
         self.events: list[str] = []  # the warnings given, for the run card
         self.bad_entries = 0  # cached vectors that failed their checksum
         self.stored = 0  # embeddings this process stored in the current file
@@ -487,7 +384,6 @@ class EmbeddingCache:
         self.db = self._open_or_replace()
         self._identity = file_identity(self.path)
 
-    key = staticmethod(text_key)
     keys = staticmethod(text_keys)
 
     def lookup(self, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -539,7 +435,7 @@ class EmbeddingCache:
         (copied into this one); damaged entries are dropped and counted. Rows found here are
         stamped as used (in one block, only those with a stale stamp)."""
         read = self._guard("reading", lambda: select_rows(self.db, keys, used=True), [])
-        now = now_ms()
+        now = time.time_ns() // 1_000_000  # ms
         stale = [(now, row[0]) for row in read if row[3] < now - RESTAMP_MS]
         if stale and self.writable:
             sql = "UPDATE emb SET used = ? WHERE key = ?"
@@ -558,25 +454,74 @@ class EmbeddingCache:
         found = {key: vec for key, vec, _ in good}
         missing = [key for key in dict.fromkeys(keys) if key not in found]
         if missing and self.read_from:
-            copied = self._others.read(missing)
+            copied = self._read_others(missing)
             self._store(copied)  # verified rows, checksums included: stored as they are
             found |= {key: vec for key, vec, _ in copied}
         return found
 
     def close(self) -> None:
-        """Close the connection; the last one to close folds the WAL into the file."""
-        if self.db is not None:
+        """Close the connections; the last one to close this file folds the WAL into it."""
+        for db in [self.db, *(self._others or {}).values()]:
             with contextlib.suppress(sqlite3.Error):
-                self.db.close()
-            self.db = None
-        self._others.close()
+                if db is not None:
+                    db.close()
+        self.db = self._others = None
+
+    def _read_others(self, keys: list[bytes]) -> list[tuple]:
+        """The verified rows of ``keys`` in the other jobs' caches, the first listed first."""
+        if self._others is None:
+            self._others = {}
+            for path in self.read_from:
+                self._open_other(path)
+        found: dict[bytes, tuple] = {}
+        for path, db in list(self._others.items()):
+            wanted = [key for key in keys if key not in found]
+            if not wanted:
+                break
+            try:
+                got, bad = verify_rows(select_rows(db, wanted))
+            except (sqlite3.DatabaseError, OSError) as error:
+                self._skip_other(path, str(error))
+                continue
+            found |= {row[0]: row for row in got}
+            if bad:  # its verified vectors are still right; the file is not to be trusted further
+                self._skip_other(path, f"{len(bad)} cached embeddings failed their checksum")
+        return list(found.values())
+
+    def _open_other(self, path: Path) -> None:
+        # Told apart at first use, not at start: this job's own folder is created meanwhile.
+        path = path / CACHE_FILE if path.is_dir() else path
+        if path.resolve() == self.path.resolve() or path in self._others:
+            return  # this job's own cache, never read as another's (or listed twice)
+        try:
+            if not path.is_file():
+                raise FileNotFoundError("no such file")
+            # immutable: no locks, no -wal/-shm, so a file on a read-only or foreign disk opens
+            # too; it does not see later writes, hence only caches whose writer has finished.
+            uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+            db = self._others[path] = sqlite3.connect(uri, uri=True)
+            if not read_schema(db, path):
+                raise Damaged("an empty file, not a neobench embedding cache")
+        except (Damaged, NeobenchError, sqlite3.DatabaseError, OSError) as error:
+            self._skip_other(path, str(error))
+
+    def _skip_other(self, path: Path, problem: str) -> None:
+        """Stop reading another job's cache for this run; it is left as it is."""
+        other = (self._others or {}).pop(path, None)
+        with contextlib.suppress(sqlite3.Error):
+            if other is not None:
+                other.close()
+        self._warn(
+            f"embedding cache {path} (listed in ${READ_ENV}, read-only): {problem}; not read "
+            f"again in this run, and left unchanged ({NO_EFFECT})."
+        )
 
     def _store(self, rows: list[tuple[bytes, bytes, bytes]]) -> None:
         if rows and self.db is not None and self.writable:
             self._guard("storing", lambda: self._insert(rows), None)
 
     def _insert(self, rows: list[tuple[bytes, bytes, bytes]]) -> None:
-        now = now_ms()
+        now = time.time_ns() // 1_000_000  # ms
         with self.db:  # one transaction
             self.db.executemany(
                 "INSERT OR REPLACE INTO emb (key, vec, digest, used) VALUES (?, ?, ?, ?)",
@@ -657,7 +602,7 @@ class EmbeddingCache:
         check_folder(self.path.parent)
         full_check = cache_size(self.path) <= QUICK_CHECK_MAX_BYTES
         try:
-            return open_db(self.path, full_check=full_check, timeout=BUSY_TIMEOUT_S)
+            return open_db(self.path, full_check)
         except Damaged as damage:
             try:
                 aside = move_aside(self.path, damage.tag)
@@ -675,7 +620,7 @@ class EmbeddingCache:
         except sqlite3.DatabaseError as error:
             return self._without_cache(error)
         try:
-            return open_db(self.path, full_check=False, timeout=BUSY_TIMEOUT_S)
+            return open_db(self.path, full_check=False)
         except (Damaged, sqlite3.DatabaseError) as error:  # another process got there first
             return self._without_cache(error)
 
@@ -696,7 +641,6 @@ class EmbeddingCache:
 # flushes before it returns: a request's vectors are in the cache before the next lookup, and one
 # thread at a time uses the connection. An exception in the thread (the cache's own warn and
 # degrade) is raised again by the next `submit` or `flush`.
-
 PENDING = 2  # chunks submitted and not yet stored, at most (2 x 8,192 x dim floats)
 _STOP = object()
 
@@ -729,7 +673,6 @@ class CacheWriter:
         self._raise()
 
     def close(self) -> None:
-        """Flush, then end the thread."""
         try:
             self.flush()
         finally:
@@ -786,23 +729,16 @@ class CacheReport:
 
 
 def cache_command(cache_dir: str | None, action: str) -> CacheReport:
-    """`neobench cache info|clear`: clear first when asked, then the full check."""
+    """`neobench cache info|clear`: clear first when asked, then the state of the cache, read
+    only (creates, moves and repairs nothing), with the full quick_check whatever the size."""
     path = cache_path(cache_dir)
     cleared = clear_cache(path) if action == "clear" else []
-    report = inspect_cache(path)
-    report.cleared = cleared
-    return report
-
-
-def inspect_cache(path: Path) -> CacheReport:
-    """The state of the cache at ``path``, read-only (creates, moves and repairs nothing), with
-    the full quick_check (every page) whatever the size."""
     if path.parent.exists() and not path.parent.is_dir():
         raise NeobenchError(
             f"embedding cache folder {path.parent} is a file, not a folder. Pass --cache-dir "
             "with the folder that holds embeddings.sqlite."
         )
-    report = CacheReport(path, bytes=cache_size(path), aside=moved_aside(path))
+    report = CacheReport(path, bytes=cache_size(path), aside=moved_aside(path), cleared=cleared)
     if not path.exists():
         return report
     clear = f"neobench cache clear --cache-dir {path.parent}"
@@ -812,7 +748,7 @@ def inspect_cache(path: Path) -> CacheReport:
                 quick_check(db)
                 (report.embeddings,) = db.execute("SELECT COUNT(*) FROM emb").fetchone()
                 report.held = used_bytes(db)
-                if "meta" in {n for (n,) in db.execute("SELECT name FROM sqlite_master")}:  # v3
+                if "meta" in _schema(db)[1]:  # v3
                     report.settings = dict(db.execute("SELECT name, value FROM meta").fetchall())
         report.state = "ok"
     except Damaged as damage:
