@@ -57,14 +57,20 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
         "schema": SCHEMA,
         "device": describe_device(device),
         "settings": {
-            "size": cmd.size, "device": device, "dtype": dtype, "models": list(cmd.models),
-            "sections": list(cmd.sections), "score_tasks": list(cmd.score_tasks),
-            "data_dir": str(data_dir) if data_dir else None, "seed": cmd.seed,
-            "budgets_s": budgets or None, "scale": dict(vars(scale)),
+            "size": cmd.size,
+            "device": device,
+            "dtype": dtype,
+            "models": list(cmd.models),
+            "sections": list(cmd.sections),
+            "score_tasks": list(cmd.score_tasks),
+            "data_dir": str(data_dir) if data_dir else None,
+            "seed": cmd.seed,
+            "budgets_s": budgets or None,
+            "scale": dict(vars(scale)),
         },
         "texts": None,
         "sections": out,
-    }  # fmt: skip
+    }
     with tempfile.TemporaryDirectory(prefix="neobench-bench-gpu-") as tmp:
         models: Models = []
         texts: list[str] = []
@@ -360,10 +366,13 @@ def bench_texts(
     tokenizer = AutoTokenizer.from_pretrained(default_model())
     tokens = sum(token_lengths(tokenizer, texts, scale.max_seq_length))
     return texts, {
-        "source": "synthetic" if data_dir is None else "mirror", "tasks": tasks,
-        "count": len(texts), "tokens": tokens, "mean_tokens": round(tokens / max(1, len(texts)), 1),
+        "source": "synthetic" if data_dir is None else "mirror",
+        "tasks": tasks,
+        "count": len(texts),
+        "tokens": tokens,
+        "mean_tokens": round(tokens / max(1, len(texts)), 1),
         "max_seq_length": scale.max_seq_length,
-    }  # fmt: skip
+    }
 
 
 # A section's outcome, worst last: a check that fails or an error outranks a budget cut short.
@@ -514,17 +523,25 @@ def stock_steps(
     output = folder / f"stock-{name}"
     curve = LossCurve(output / "curve.jsonl", ["BENCH"] * count, collator, 1, on_step=steps.record)
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(output), max_steps=count, per_device_train_batch_size=scale.train_batch,
+        output_dir=str(output),
+        max_steps=count,
+        per_device_train_batch_size=scale.train_batch,
         **optimiser_arguments(values, count, device),  # the recipe's optimiser and precision
         seed=values.seed,
         logging_steps=1,  # the loss of every step (and a device sync per step, as neobench's)
-        logging_nan_inf_filter=False, save_strategy="no", report_to="none", disable_tqdm=True,
-    )  # fmt: skip
+        logging_nan_inf_filter=False,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+    )
     trainer = SentenceTransformerTrainer(
-        model=network, args=args, train_dataset=Dataset.from_dict(pairs),
+        model=network,
+        args=args,
+        train_dataset=Dataset.from_dict(pairs),
         loss=MultipleNegativesRankingLoss(network, scale=1.0 / values.temperature),
-        data_collator=collator, callbacks=[curve],
-    )  # fmt: skip
+        data_collator=collator,
+        callbacks=[curve],
+    )
     trainer.remove_callback(PrinterCallback)  # the figures go to the JSON, not to stdout
     error = None
     try:
@@ -549,8 +566,11 @@ class _Steps(list):
         seconds = self[-1][0] - self[0][0] if timed else 0.0
         losses = [loss for _, _, loss in self]
         return {
-            "model": name, "trainer": trainer, "steps_timed": max(0, len(self) - 1),
-            "tokens": round(tokens), "seconds": round(seconds, 4),
+            "model": name,
+            "trainer": trainer,
+            "steps_timed": max(0, len(self) - 1),
+            "tokens": round(tokens),
+            "seconds": round(seconds, 4),
             "tokens_per_s": round(tokens / seconds, 1) if timed else None,
             "peak_memory_mb": round(peak_memory_mb(device), 1),
             "first_loss": losses[0] if losses else None,
@@ -558,7 +578,7 @@ class _Steps(list):
             "loss_finite": bool(losses) and error is None and all(map(math.isfinite, losses)),
             "precision": "bf16 autocast" if device.startswith("cuda") else "float32",
             "error": error,
-        }  # fmt: skip
+        }
 
 
 # Sections encode and unpadded (docs/performance.md): padded, unpadded and stock paths on the same
@@ -611,13 +631,19 @@ def encode_sections(
                 if best is None or rate.seconds < best.seconds:
                     best, vectors[kind] = rate, out["v"]
             fraction = best.flop_fraction
-            encode.rows.append({
-                "model": name, "path": kind, "attention": kernel, "texts": best.texts,
-                "tokens": best.tokens, "seconds": round(best.seconds, 4),
-                "tokens_per_s": round(best.tokens_per_s, 1),
-                "peak_fraction": round(fraction, 4) if fraction is not None else None,
-                "peak_memory_mb": round(best.peak_memory_mb, 1),
-            })  # fmt: skip
+            encode.rows.append(
+                {
+                    "model": name,
+                    "path": kind,
+                    "attention": kernel,
+                    "texts": best.texts,
+                    "tokens": best.tokens,
+                    "seconds": round(best.seconds, 4),
+                    "tokens_per_s": round(best.tokens_per_s, 1),
+                    "peak_fraction": round(fraction, 4) if fraction is not None else None,
+                    "peak_memory_mb": round(best.peak_memory_mb, 1),
+                }
+            )
         if "unpadded" not in vectors:
             unpadded.mark("skipped", f"{name}: its architecture cannot run unpadded")
             continue
@@ -654,12 +680,16 @@ def difference(model: str, architecture: str, vectors: dict[str, np.ndarray], dt
     cosine = (padded * unpadded).sum(axis=1) / np.maximum(norms, 1e-12)
     floor = COSINE_FLOOR[dtype]
     return {
-        "model": model, "architecture": architecture, "dtype": dtype,
+        "model": model,
+        "architecture": architecture,
+        "dtype": dtype,
         "max_abs_diff": float(np.abs(padded - unpadded).max()),
-        "max_abs_value": float(np.abs(padded).max()), "min_cosine": float(cosine.min()),
+        "max_abs_value": float(np.abs(padded).max()),
+        "min_cosine": float(cosine.min()),
         "stock_max_abs_diff": float(np.abs(padded - stock).max()),
-        "cosine_floor": floor, "within": bool(cosine.min() >= floor),
-    }  # fmt: skip
+        "cosine_floor": floor,
+        "within": bool(cosine.min() >= floor),
+    }
 
 
 # Sections scores and topk: the fast path gives the numbers the slow one does.
@@ -699,10 +729,14 @@ def scores_section(
                 continue
             diff = abs(on_device - on_cpu)
             row = {
-                "task": task, "model": "minilm", "device_score": on_device,
-                "cpu_float32_score": on_cpu, "abs_diff": diff, "tolerance": SCORE_TOLERANCE,
+                "task": task,
+                "model": "minilm",
+                "device_score": on_device,
+                "cpu_float32_score": on_cpu,
+                "abs_diff": diff,
+                "tolerance": SCORE_TOLERANCE,
                 "within": diff <= SCORE_TOLERANCE,
-            }  # fmt: skip
+            }
             section.check(row, row["within"], f"{task}: scores differ by {diff:.5f}")
     return section
 
@@ -713,9 +747,15 @@ def _main_score(task: str, data_dir: Path, device: str, dtype: str, results: Pat
     from neobench.protocol.config import EvalConfig
 
     config = EvalConfig(
-        model=default_model(), tasks=[task], data_dir=str(data_dir), device=device, dtype=dtype,
-        results=str(results), no_cache=True, no_predictions=True,
-    )  # fmt: skip
+        model=default_model(),
+        tasks=[task],
+        data_dir=str(data_dir),
+        device=device,
+        dtype=dtype,
+        results=str(results),
+        no_cache=True,
+        no_predictions=True,
+    )
     summary = run_eval(config)
     outcome = next((o for o in summary.outcomes if o.task == task), None)
     return outcome.main_score if outcome and outcome.status != "failed" else None
@@ -743,11 +783,18 @@ def topk_section(scale: GpuScale, device: str, seed: int, budget: Budget) -> Sec
     near_ties = ~identical & (gap <= TIE_TOLERANCE)
     differing = int((~identical & ~near_ties).sum())
     row = {
-        "queries": scale.queries, "docs": scale.docs, "dim": scale.dim, "k": scale.k,
-        "device_seconds": round(device_seconds, 4), "cpu_seconds": round(cpu_seconds, 4),
-        "identical": int(identical.sum()), "near_ties": int(near_ties.sum()),
-        "differing": differing, "max_score_diff": float(gap.max()), "tie_tolerance": TIE_TOLERANCE,
-    }  # fmt: skip
+        "queries": scale.queries,
+        "docs": scale.docs,
+        "dim": scale.dim,
+        "k": scale.k,
+        "device_seconds": round(device_seconds, 4),
+        "cpu_seconds": round(cpu_seconds, 4),
+        "identical": int(identical.sum()),
+        "near_ties": int(near_ties.sum()),
+        "differing": differing,
+        "max_score_diff": float(gap.max()),
+        "tie_tolerance": TIE_TOLERANCE,
+    }
     section.check(row, not differing, f"{differing} of {scale.queries} queries got other documents")
     return section
 
