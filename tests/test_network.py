@@ -27,7 +27,7 @@ def test_prefetch_then_verify_offline(online, tmp_path):
     from neobench.protocol.tasks import load_benchmark, select_tasks
 
     tasks = select_tasks(load_benchmark("MTEB(eng, v1)"), ["BIOSSES"])
-    lock = mirror.prefetch(tasks, tmp_path)
+    lock = mirror.prefetch(mirror.repo_needs(tasks), tmp_path)
     assert lock["mteb/biosses-sts"]["pinned_revision"] == tasks[0].metadata.dataset["revision"]
     rows = mirror.verify(tasks, tmp_path)
     assert [r.status for r in rows] == ["ok"]
