@@ -126,8 +126,6 @@ _TIME = re.compile(r"(?:(\d+)-)?(\d+):(\d\d)(?::(\d\d))?")
 
 def parse_minutes(text: str | int) -> int:
     """Slurm's time limit ([D-]H:MM[:SS] or minutes) in whole minutes."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text
     if str(text).strip().isdigit():
         return int(str(text).strip())
     match = _TIME.fullmatch(str(text).strip())
@@ -171,6 +169,8 @@ def parse_study(path: str | Path, output: str | None = None) -> tuple[Study, lis
     name = str(data.get("name") or "")
     if name and not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         problems.append(f"name {name!r}: use letters, digits, '.', '_' or '-'.")
+    # Written into every job: a cluster job should not depend on the submitting shell's environment.
+    data_dir = data.get("data_dir") or os.environ.get("NEOBENCH_DATA_DIR")
     study = Study(
         name=name,
         output=Path(output or str(data.get("output") or ".")).expanduser().resolve(),
@@ -178,19 +178,12 @@ def parse_study(path: str | Path, output: str | None = None) -> tuple[Study, lis
         finetune=_finetune(data.get("finetune"), problems),
         eval=_eval(data.get("eval"), problems),
         file=path.resolve(),
-        data_dir=_data_dir(data.get("data_dir")),
+        data_dir=str(Path(str(data_dir)).expanduser().resolve()) if data_dir else None,
         reference=_reference(data.get("reference"), problems),
         baseline=data.get("baseline"),
         slurm=_slurm(data.get("slurm"), problems) if data.get("slurm") is not None else None,
     )
     return study, problems
-
-
-def _data_dir(value: Any) -> str | None:
-    """The file's data_dir, else $NEOBENCH_DATA_DIR (written into every job: a cluster job
-    should not depend on the environment of the shell that submitted it)."""
-    found = value or os.environ.get("NEOBENCH_DATA_DIR") or None
-    return str(Path(str(found)).expanduser().resolve()) if found else None
 
 
 def _reference(value: Any, problems: list[str]) -> str | None:
@@ -252,13 +245,12 @@ def _finetune(value: Any, problems: list[str]) -> Finetune | None:
     if len(set(map(str, seeds))) != len(seeds):
         problems.append(f"finetune.seeds: {seeds} repeats a seed.")
     overrides = _overrides(data.get("overrides"), problems)
-    recipe = str(data.get("recipe", config.STANDARD_RECIPE))
-    report_to = str(data.get("report_to", "none"))
     grid = parse_sweep(data.get("sweep"), overrides, problems)
     sweep_eval = str(data.get("sweep_eval", "selected"))
     collect(problems, check_choice, "finetune.sweep_eval", sweep_eval, SWEEP_EVAL)
     kept = [s for s in seeds if _is_seed(s)]
-    return Finetune(recipe, overrides, kept, report_to, grid, sweep_eval)
+    recipe = str(data.get("recipe", config.STANDARD_RECIPE))
+    return Finetune(recipe, overrides, kept, str(data.get("report_to", "none")), grid, sweep_eval)
 
 
 SWEEP_EVAL = ("selected", "all")  # evaluate a sweep's selected point, or every point
@@ -362,11 +354,8 @@ def _resources(where: str, value: Any, problems: list[str]) -> Resources:
         if key in known and (not _is_int(known[key]) or known[key] < 0):
             problems.append(f"{where}.{key}: {known[key]!r}: a whole number >= 0.")
             known.pop(key)
-    if "time" in known:
-        known["time"] = str(known["time"])
-        found: list[str] = []
-        collect(found, parse_minutes, known["time"])
-        problems += [f"{where}.time: {p}" for p in found]
-    if "mem" in known:
-        known["mem"] = str(known["mem"])
+    known |= {key: str(known[key]) for key in ("time", "mem") if key in known}
+    found: list[str] = []
+    collect(found, parse_minutes, known.get("time", "0"))
+    problems += [f"{where}.time: {p}" for p in found]
     return Resources(**known)

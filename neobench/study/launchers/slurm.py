@@ -81,13 +81,9 @@ POINT = (
 )
 # What Slurm's commands print when they reach no configuration or no controller.
 UNREACHABLE = (
-    "configuration source",
-    "DNS SRV lookup failed",
-    "Unable to process configuration file",
-    "Unable to contact slurm controller",
-    "Connection refused",
-    "Socket timed out",
-)
+    "configuration source", "DNS SRV lookup failed", "Unable to process configuration file",
+    "Unable to contact slurm controller", "Connection refused", "Socket timed out",
+)  # fmt: skip
 
 
 def _slurm_command(argv: list[str]) -> str:
@@ -126,19 +122,6 @@ WORK_S = 30
 _GPU = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
 
 
-def check_partition(settings: Slurm | None) -> None:
-    """Before any submission: a study without a partition needs a cluster default one."""
-    if settings is not None and settings.partition:
-        return
-    listed = _slurm_command(["sinfo", "-h", "-o", "%P"]).split()
-    if not any(p.endswith("*") for p in listed):
-        raise NeobenchError(
-            "slurm.partition: the study names no partition and this cluster has no default "
-            f"one (sinfo lists: {', '.join(sorted(set(listed))) or 'none'}). Add `partition:` "
-            "to the study's slurm section."
-        )
-
-
 @dataclass
 class Offer:
     """What the best node of one partition offers a job."""
@@ -152,14 +135,15 @@ class Offer:
 
 
 def offers() -> dict[str, Offer]:
-    """Partition -> its offer, from `sinfo`."""
+    """Partition -> its offer, from `sinfo`; a line short of FORMAT's fields names its partition
+    and offers nothing."""
     found: dict[str, Offer] = {}
     for line in _slurm_command(["sinfo", "-h", "-o", FORMAT]).splitlines():
-        fields = line.strip().split("|")
-        if len(fields) != 5:
+        if not line.strip():
             continue
-        name, gres, cpus, mem, limit = fields
-        offer = Offer(name.rstrip("*"), name.endswith("*"), _gpus(gres), _int(cpus), _int(mem),
+        name, gres, cpus, mem, limit = (line.strip().split("|") + [""] * 4)[:5]
+        gpus = sum(int(n) for n in _GPU.findall(gres))
+        offer = Offer(name.rstrip("*"), name.endswith("*"), gpus, _int(cpus), _int(mem),
                       _limit(limit))  # fmt: skip
         if offer.name in found:  # node groups of one partition: the best of each
             seen = found[offer.name]
@@ -170,25 +154,30 @@ def offers() -> dict[str, Offer]:
 
 
 def check_resources(plan: Plan) -> None:
-    """Refuse, before any submission, the jobs still to run that the partition cannot hold."""
+    """Refuse, before any submission and all at once, a study without a partition on a cluster
+    without a default one, and the jobs still to run that the partition cannot hold."""
     settings = plan.study.slurm or Slurm()
     listed = offers()
     name = settings.partition or next((o.name for o in listed.values() if o.default), None)
-    # No partition to check against: check_partition or sbatch says so; the time floor holds.
-    offer = listed.get(name) if name else None
+    if name is None:
+        raise NeobenchError(
+            "slurm.partition: the study names no partition and this cluster has no default "
+            f"one (sinfo lists: {', '.join(sorted(listed)) or 'none'}). Add `partition:` "
+            "to the study's slurm section."
+        )
+    offer = listed.get(name)  # None: a partition sinfo does not list (sbatch says so)
     problems: list[str] = []
     for kind in sorted({job.kind for job in plan.pending}):
-        res = getattr(settings, kind, Resources())
-        key, given = f"slurm.{kind}", plan.study.slurm is not None
-        problems += _too_short(key, res, settings) + _misfits(key, res, offer, given=given)
+        res, key = getattr(settings, kind), f"slurm.{kind}"
+        problems += _too_short(key, res, settings)
+        if offer:
+            problems += _misfits(key, res, offer, given=plan.study.slurm is not None)
     if problems:
         raise NeobenchError(problems)
 
 
-def _misfits(key: str, res: Resources, offer: Offer | None, *, given: bool) -> list[str]:
+def _misfits(key: str, res: Resources, offer: Offer, *, given: bool) -> list[str]:
     out: list[str] = []
-    if offer is None:
-        return out
     where = f"partition {offer.name}"
     default = "" if given else " (the default: the study has no slurm section)"
     if res.gpus > offer.gpus:
@@ -208,8 +197,7 @@ def _misfits(key: str, res: Resources, offer: Offer | None, *, given: bool) -> l
 def _too_short(key: str, res: Resources, settings: Slurm) -> list[str]:
     """A time limit whose window cannot start the job and reach a checkpoint: every window
     would be lost, and the job requeued or failed without moving."""
-    limit_s = parse_minutes(res.time) * 60
-    work_s = limit_s - settings.signal_s - settings.startup_s
+    work_s = parse_minutes(res.time) * 60 - settings.signal_s - settings.startup_s
     if work_s >= WORK_S:
         return []
     least = -(-(settings.signal_s + settings.startup_s + WORK_S) // 60)  # whole minutes, up
@@ -220,10 +208,6 @@ def _too_short(key: str, res: Resources, settings: Slurm) -> list[str]:
         f"Give at least {least} minutes (e.g. {least // 60}:{least % 60:02d}:00), or lower "
         "slurm.signal_s / slurm.startup_s if your jobs start faster."
     ]
-
-
-def _gpus(gres: str) -> int:
-    return sum(int(n) for n in _GPU.findall(gres or ""))
 
 
 def _int(text: str) -> int:
@@ -244,10 +228,8 @@ def _limit(text: str) -> int | None:
 def _mb(mem: str) -> int:
     """Slurm's --mem (default unit MB): '32G' -> 32768."""
     match = re.fullmatch(r"(\d+)([KMGT]?)B?", str(mem).strip().upper())
-    if not match:
-        return 0
-    scale = {"K": 1 / 1024, "M": 1, "": 1, "G": 1024, "T": 1024 * 1024}[match.group(2)]
-    return int(int(match.group(1)) * scale)
+    scale = {"K": 1 / 1024, "M": 1, "": 1, "G": 1024, "T": 1024 * 1024}
+    return int(int(match.group(1)) * scale[match.group(2)]) if match else 0
 
 
 # Submitting.
@@ -257,8 +239,7 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None]) -> list[Job]:
     """Submit every pending job that Slurm does not already hold; the jobs submitted."""
     import submitit
 
-    check_partition(plan.study.slurm)
-    check_resources(plan)  # what each job asks for, against what sinfo offers
+    check_resources(plan)
     for model in plan.models:
         build(model)  # on the shared file system, before any job needs it
     plan.save()  # the sweeps' choices, which the eval jobs name
@@ -273,7 +254,18 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None]) -> list[Job]:
         executor = submitit.SlurmExecutor(folder=plan.study.output / "slurm" / "%j")
         executor.update_parameters(**_parameters(plan, jobs[0], ids))
         # One array for several jobs of a kind with the same dependencies (a model's shards).
-        handles = _submitted(plan, executor, jobs, finished, submitted)
+        try:
+            with executor.batch() if len(jobs) > 1 else contextlib.nullcontext():
+                handles = [executor.submit(_command(plan, job, finished)) for job in jobs]
+        except Exception as error:  # submitit's FailedJobError, sbatch's stderr, an OSError
+            cause = " ".join(str(error).split())[:600] or type(error).__name__
+            done = ", ".join(j.key for j in submitted)
+            done = f"; already submitted: {done}" if done else ""
+            raise NeobenchError(
+                f"{', '.join(j.key for j in jobs)}: Slurm refused the submission ({cause}){done}. "
+                "Fix the study's slurm section (or the cluster), then run again: submitted jobs "
+                "are not submitted twice."
+            ) from None
         for job, handle in zip(jobs, handles, strict=True):
             ids[job.key] = str(handle.job_id)
             rec = store.JobRecord(job.key, "queued", str(job.log), launcher=NAME, started=now())
@@ -284,36 +276,16 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None]) -> list[Job]:
     return submitted
 
 
-def _submitted(
-    plan: Plan, executor: Any, jobs: list[Job], finished: list[Path], before: list[Job]
-) -> list[Any]:
-    """The jobs of one group submitted (one array for several); sbatch's refusal or submitit's
-    failure is one message naming the jobs, the cause and what was already submitted."""
-    try:
-        with executor.batch() if len(jobs) > 1 else contextlib.nullcontext():
-            return [executor.submit(_command(plan, job, finished)) for job in jobs]
-    except Exception as error:  # submitit's FailedJobError, sbatch's stderr, an OSError
-        cause = " ".join(str(error).split())[:600] or type(error).__name__
-        done = f"; already submitted: {', '.join(j.key for j in before)}" if before else ""
-        raise NeobenchError(
-            f"{', '.join(j.key for j in jobs)}: Slurm refused the submission ({cause}){done}. "
-            "Fix the study's slurm section (or the cluster), then run again: submitted jobs "
-            "are not submitted twice."
-        ) from None
-
-
 def held(plan: Plan, job: Job, listed: dict[str, str]) -> store.JobRecord | None:
-    """The record of ``job`` when it was submitted to Slurm and Slurm still holds it (queued or
-    running in ``listed``, queue() read once); None otherwise."""
+    """``job``'s record while Slurm holds it (queued or running in ``listed``, from queue())."""
     rec = store.read_record(plan, job)
-    if rec is None or rec.launcher != NAME or slurm_state(rec, listed) is None:
-        return None
-    return rec
+    live = rec and rec.launcher == NAME and listed.get(str(rec.launcher_job_id)) in LIVE
+    return rec if live else None
 
 
 def _parameters(plan: Plan, job: Job, ids: dict[str, str]) -> dict[str, Any]:
     settings = plan.study.slurm or Slurm()
-    res = job.resources or getattr(settings, job.kind, Resources())
+    res = job.resources or getattr(settings, job.kind)
     extra: dict[str, Any] = {"requeue": True, "kill_on_invalid_dep": "yes"}
     extra |= dict(_sbatch_flag(line) for line in settings.sbatch)
     waits = [ids[k] for k in job.after if k in ids]
@@ -331,10 +303,8 @@ def _parameters(plan: Plan, job: Job, ids: dict[str, str]) -> dict[str, Any]:
         params["dependency"] = "afterok:" + ":".join(waits)
     if res.gpus:
         params["gpus_per_node"] = res.gpus
-    for key in ("partition", "account", "qos", "constraint"):
-        if getattr(settings, key):
-            params[key] = getattr(settings, key)
-    return params
+    keys = ("partition", "account", "qos", "constraint")
+    return params | {key: value for key in keys if (value := getattr(settings, key))}
 
 
 def _sbatch_flag(line: str) -> tuple[str, Any]:
@@ -406,21 +376,16 @@ _OURS = ("JobFailed: ", "UncompletedJobError: ")
 def queue() -> dict[str, str]:
     """Job id -> state of every job squeue lists (array elements one by one, as ID_K)."""
     done = _slurm_command(["squeue", "-h", "-r", "-o", "%i %T"])
-    pairs = (line.split() for line in done.splitlines() if line.strip())
+    pairs = (line.split() for line in done.splitlines())
     return {p[0]: p[1] for p in pairs if len(p) == 2}
 
 
 def job_state(rec: store.JobRecord, listed: dict[str, str]) -> str:
     """queued | running for a submitted job Slurm still holds; failed once it has ended (the
     job is not done: it ended without its output)."""
-    return slurm_state(rec, listed) or "failed"
-
-
-def slurm_state(rec: store.JobRecord, listed: dict[str, str]) -> str | None:
-    """queued | running for a submitted job Slurm still holds; None once it has ended."""
     found = listed.get(str(rec.launcher_job_id))
     if found not in LIVE:
-        return None
+        return "failed"
     return "running" if found in {"RUNNING", "COMPLETING"} else "queued"
 
 
@@ -429,7 +394,7 @@ def why(plan: Plan, job: Job, rec: store.JobRecord) -> str:
     its record. A fine-tune card it left marked running says interrupted."""
     if rec.ended_as is None or rec.why is None:
         state, line = _final_state(str(rec.launcher_job_id)), _line(plan, job, rec)
-        rec.ended_as = rec.ended_as or state or _state_of(line)
+        rec.ended_as = rec.ended_as or state or (_state_of(line) if line else None)
         rec.why = rec.why or line
         if rec.ended_as or rec.why:
             store.write_record(plan, job, rec)
@@ -450,7 +415,7 @@ def _final_state(job_id: str) -> str | None:
             said = _slurm_command(argv)
         except NeobenchError:
             continue  # no accounting, or the controller has forgotten the job
-        found = re.search(r"JobState=(\S+)", said) if argv[0] == "scontrol" else None
+        found = re.search(r"JobState=(\S+)", said)  # scontrol's; sacct says the state alone
         word = found.group(1) if found else (said.split() or [""])[0]
         if word in ENDED:
             return word
@@ -467,28 +432,22 @@ def _line(plan: Plan, job: Job, rec: store.JobRecord) -> str | None:
             continue  # an earlier window, put back in the queue: not how the job ended
         if _STEPD.search(line) or any(mark in line for mark in _OOM):
             return line.strip()
-    for line in reversed(stderr):
-        for mark in _OURS:
-            if mark in line:
-                return line.split(mark, 1)[1].strip()
-    return store.last_error(job.log)
+    ours = (line.split(m, 1)[1].strip() for line in reversed(stderr) for m in _OURS if m in line)
+    found = next(ours, None)
+    return store.last_error(job.log) if found is None else found
 
 
-def _state_of(line: str | None) -> str | None:
-    if not line:
-        return None
+def _state_of(line: str) -> str | None:
     if any(mark in line for mark in _OOM):
         return "OUT_OF_MEMORY"
     found = _STEPD.search(line)
-    if found:
-        return _DUE.get(found.group(1) or "", "CANCELLED")
-    return None
+    return _DUE.get(found.group(1) or "", "CANCELLED") if found else None
 
 
-def wait_held(plan: Plan, jobs: list[Job], poll_s: float = 5.0) -> None:
+def wait_held(plan: Plan, jobs: list[Job]) -> None:
     """Block until Slurm holds none of ``jobs``."""
     while True:
         listed = queue()
         if not any(held(plan, j, listed) for j in jobs):
             return
-        time.sleep(poll_s)
+        time.sleep(5)
