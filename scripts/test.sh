@@ -26,5 +26,7 @@ lint-imports --no-cache
 # pytest exits 5 when it collected no test: that is a failure here like any non-zero code.
 # Three workers (pytest-xdist; NEOBENCH_TEST_WORKERS to change, 0 for none): much of the suite
 # waits on Slurm's scheduler, on subprocesses starting or on one Python thread, so two cores serve
-# three at once. tests/conftest.py groups the tests (modules, each Slurm cluster's, the golden runs').
-python -m pytest -q -n "${NEOBENCH_TEST_WORKERS:-3}" --dist loadgroup "$@"
+# three at once. tests/conftest.py groups the tests (modules, each Slurm cluster's, the golden runs')
+# and orders them longest first; --no-loadscope-reorder keeps that order (xdist would otherwise put
+# the groups with most tests first, and the one-test cluster rehearsal would start last).
+python -m pytest -q -n "${NEOBENCH_TEST_WORKERS:-3}" --dist loadgroup --no-loadscope-reorder "$@"

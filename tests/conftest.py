@@ -320,7 +320,9 @@ SLURM_GROUPS = {
 }
 SLURM_GROUP = "slurm-faults"  # every other module using Slurm: windows, cancel, caches, fit, job
 GOLDEN_GROUP = "golden"
-FIRST = ("slurm-study", "slurm-rehearsal", SLURM_GROUP, "slurm-sweep", GOLDEN_GROUP)
+# The longest groups first, in this order (scripts/test.sh keeps it: --no-loadscope-reorder).
+FIRST = ("slurm-study", "slurm-rehearsal", SLURM_GROUP, "slurm-sweep", "test_finetune_signals",
+         "test_finetune", "test_scores", GOLDEN_GROUP)  # fmt: skip
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
