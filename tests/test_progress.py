@@ -71,13 +71,22 @@ def test_finetune_writes_step_lines_to_a_log_while_it_runs(tiny_bert, tmp_path):
     assert all("elapsed 0:" in line and "ETA 0:" in line for line in lines)
 
 
-def test_eval_writes_task_lines_to_a_log_while_it_runs(tiny_bert, mirror, tmp_path):
+def test_eval_writes_task_lines_while_it_runs_and_ends_cleanly_on_sigterm(
+    tiny_bert, mirror, tmp_path
+):
     log = tmp_path / "eval.log"
     results = tmp_path / ("a-results-folder-with-a-long-name-" * 3) / "eval"
     child = start_eval(tiny_bert, mirror, tmp_path, results, log)
     try:
         content = wait_for(log, "started STS12 (2/2)", child)
-        assert child.poll() is None
+        assert child.poll() is None  # read while the run is going
+        # What Slurm sends before SIGKILL: the run ends like Ctrl-C, not as a dead process.
+        # Twice, as under Slurm (slurmstepd and the job's wrapper both pass a signal on): the
+        # second must not cut the first one's clean-up short with a traceback.
+        child.send_signal(signal.SIGTERM)
+        time.sleep(0.05)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=120) == 143
     finally:
         stop(child)
     assert "started BIOSSES (1/2)" in content
@@ -85,6 +94,12 @@ def test_eval_writes_task_lines_to_a_log_while_it_runs(tiny_bert, mirror, tmp_pa
     assert done.split()[2].startswith("0.")  # the score, on the same line
     # The results path is printed whole on one line, never cut at 80 columns.
     assert any(str(results) in line for line in content.splitlines())
+    said = log.read_text()
+    assert "terminated (SIGTERM): finished tasks are saved" in said and "Traceback" not in said
+    (card,) = results.rglob("run-*.yaml")
+    assert "status: interrupted" in card.read_text()
+    assert not list(results.rglob(".neobench-staging"))
+    assert list(results.rglob("BIOSSES.json")) and not list(results.rglob("STS12.json"))
 
 
 def test_plain_step_lines_are_bounded_and_end_at_the_last_step():
@@ -112,26 +127,3 @@ def test_eval_heartbeat_while_a_task_runs():
     text = stream.getvalue()
     assert "started ArguAna (1/1)" in text and "running ArguAna: 0:00:00" in text
     assert text.splitlines()[-1] == task_line(outcome) and "0.5000  (0s)" in text
-
-
-def test_sigterm_marks_the_card_interrupted_and_leaves_no_staging(tiny_bert, mirror, tmp_path):
-    # What Slurm sends before SIGKILL: the run ends like Ctrl-C, not as a dead process.
-    log = tmp_path / "eval.log"
-    results = tmp_path / "res"
-    child = start_eval(tiny_bert, mirror, tmp_path, results, log)
-    try:
-        wait_for(log, "started STS12 (2/2)", child)
-        # Twice, as under Slurm (slurmstepd and the job's wrapper both pass a signal on): the
-        # second must not cut the first one's clean-up short with a traceback.
-        child.send_signal(signal.SIGTERM)
-        time.sleep(0.05)
-        child.send_signal(signal.SIGTERM)
-        assert child.wait(timeout=120) == 143
-    finally:
-        stop(child)
-    said = log.read_text()
-    assert "terminated (SIGTERM): finished tasks are saved" in said and "Traceback" not in said
-    (card,) = results.rglob("run-*.yaml")
-    assert "status: interrupted" in card.read_text()
-    assert not list(results.rglob(".neobench-staging"))
-    assert list(results.rglob("BIOSSES.json")) and not list(results.rglob("STS12.json"))
