@@ -261,14 +261,20 @@ def test_eval_sweep_refuses_a_model_the_sweep_did_not_make(swept, minilm):
 
 @pytest.mark.slurm
 def test_tiny_sweep_on_slurm(capsys, swept, slurm_cluster, monkeypatch, tmp_path):
-    """Submitted with --wait: the three fine-tunes, then (once they ended) the selected point's
-    eval and the table; the same choice and scores as the local run; a second run submits
-    nothing."""
+    """Submitted with --wait, after a canary: the three fine-tunes, then (once they ended) the
+    selected point's eval and the table; the same choice and scores as the local run; a second
+    run submits nothing."""
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     out = tmp_path / "out"
     code, text = run(capsys, "study", "run", swept.path, "--output", out, "--launcher", "slurm",
-                     "--wait")  # fmt: skip
+                     "--wait", "--canary")  # fmt: skip
     assert code == 0, text
+    # The canary first (a short fine-tune per model: a sweep has no eval before its choice),
+    # submitted and waited for like the real jobs; the study after it.
+    assert "canary: 1 short job(s) first" in text and "canary: passed in" in text
+    assert "canary/finetune/tiny-bert" in text and ": submitted as Slurm job" in text
+    assert text.index("canary: passed in") < text.index("3 job(s) submitted")
+    assert (out / "canary" / "finetune").is_dir()  # its output kept apart from the study's
     assert "3 job(s) submitted" in text and "2 more job(s) submitted" in text
     assert text.index("3 job(s) submitted") < text.index("eval/tiny-bert-seed0/1of1: submitted")
     chosen = check_swept(out)
