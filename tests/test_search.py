@@ -51,8 +51,8 @@ def scifact(mirror):
     mirror_mod.point_tasks_at_mirror([task], mirror.resolve(), "MTEB(eng, v1)")
     task.load_data()
     split = task.dataset["default"]["test"]
-    # A slice keeps the test quick; 600 documents span three corpus chunks of 250.
-    return task, split["corpus"].select(range(600)), split["queries"].select(range(60))
+    # A slice keeps the test quick; 300 documents span three corpus chunks of 125.
+    return task, split["corpus"].select(range(300)), split["queries"].select(range(60))
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def _run(searcher, task, corpus, queries, top_ranked=None, k=100):
 
 def test_full_corpus_search_equals_mteb(scifact, encoder):
     task, corpus, queries = scifact
-    stock = _run(SearchEncoderWrapper(encoder, corpus_chunk_size=250), task, corpus, queries)
+    stock = _run(SearchEncoderWrapper(encoder, corpus_chunk_size=125), task, corpus, queries)
     fast = _run(encoder, task, corpus, queries)
     assert stock.keys() == fast.keys()
     for qid in stock:
@@ -109,7 +109,7 @@ def test_a_ranking_with_str_ids_is_copied_for_the_units_without_a_type_check(sci
 
 
 def test_a_corpus_in_chunks_reuses_the_first_chunks_memory(scifact, encoder, monkeypatch):
-    """600 documents in chunks of 250, 250 and 100: the later chunks are encoded into the first
+    """300 documents in chunks of 125, 125 and 50: the later chunks are encoded into the first
     one's matrix, and the lists equal stock mteb's (no cache: every vector encoded)."""
     import numpy as np
 
@@ -126,14 +126,14 @@ def test_a_corpus_in_chunks_reuses_the_first_chunks_memory(scifact, encoder, mon
         return result
 
     monkeypatch.setattr(fresh.fast, "embed", spied)
-    monkeypatch.setattr(adapter, "CORPUS_CHUNK", 250)
+    monkeypatch.setattr(adapter, "CORPUS_CHUNK", 125)
     fast = _run(fresh, task, corpus, queries)
     documents = [(out, result) for out, result in outs if len(result) != len(queries)]
-    assert [len(result) for _, result in documents] == [250, 250, 100]
+    assert [len(result) for _, result in documents] == [125, 125, 50]
     first = documents[0][1]
     assert documents[0][0] is None
     assert all(out is first and np.shares_memory(result, first) for out, result in documents[1:])
-    stock = _run(SearchEncoderWrapper(encoder, corpus_chunk_size=250), task, corpus, queries)
+    stock = _run(SearchEncoderWrapper(encoder, corpus_chunk_size=125), task, corpus, queries)
     assert stock.keys() == fast.keys()
     for qid in stock:
         boundary = min(stock[qid].values())
