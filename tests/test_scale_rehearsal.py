@@ -16,8 +16,8 @@ from neobench.core.errors import NeobenchError
 from neobench.protocol.config import DEFAULT_BENCHMARK
 from neobench.protocol.tasks import load_benchmark
 
-SIZES = [2000, 4000]
-QUERIES = 200
+SIZES = [500, 1000]  # the plumbing and the fits: two sizes are enough, their scale proves nothing
+QUERIES = 50
 PER_SIZE = (
     "seconds", "worker_busy_seconds", "tokens", "texts_requested", "texts_encoded", "documents",
     "queries", "document_chars", "query_chars", "generated_bytes", "generation_seconds",
@@ -141,10 +141,10 @@ def test_corpora_are_seeded_distinct_and_grow_by_prefix(pool, tmp_path):
             "text"
         ].to_pylist()
 
-    digest, texts = corpus("a", 3000, seed=0)
-    assert corpus("b", 3000, seed=0)[0] == digest  # same seed: the same bytes
-    assert corpus("c", 3000, seed=1)[1] != texts
-    assert corpus("d", 1000, seed=0)[1] == texts[:1000]  # a smaller corpus is a prefix
+    digest, texts = corpus("a", 600, seed=0)
+    assert corpus("b", 600, seed=0)[0] == digest  # same seed: the same bytes
+    assert corpus("c", 600, seed=1)[1] != texts
+    assert corpus("d", 200, seed=0)[1] == texts[:200]  # a smaller corpus is a prefix
     assert len(set(texts)) == len(texts)
 
 
