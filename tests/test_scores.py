@@ -12,30 +12,19 @@ from pathlib import Path
 
 import mteb
 import pytest
-from datasets import Dataset
 from sentence_transformers import SentenceTransformer
 
 from neobench.cli.main import main
 from neobench.evaluation import units
 from neobench.protocol import mirror as mirror_mod
+from tests.test_patches import SHORTENED
 
 BENCHMARK = "MTEB(eng, v1)"
-
-
-def _first_sets(task) -> None:
-    task.dataset["test"] = task.dataset["test"].select(range(2))  # 2 of 10 clustering sets
-
-
-def _first_pairs(task) -> None:
-    (row,) = task.dataset["test"]  # one row of lists, one item per pair
-    pairs = {k: v[:2000] if isinstance(v, list) else v for k, v in row.items()}
-    task.dataset["test"] = Dataset.from_dict({k: [v] for k, v in pairs.items()})
 
 
 # The two largest sets, cut after mteb loads them (as tests/test_patches.py cuts them), in the
 # neobench run and the stock one alike: the whole sets (59,545 subjects, 51,534 pairs) take
 # minutes of encoding and scoring and exercise no other code of either path.
-SHORTENED = {"TwentyNewsgroupsClustering": _first_sets, "TwitterURLCorpus": _first_pairs}
 
 
 @pytest.fixture(autouse=True)
