@@ -10,6 +10,9 @@ from neobench.cli.output import out, say
 
 def cmd_bench_gpu(cfg: BenchGpuCommand) -> int:
     """everything the GPU path claims (training, encoding, unpadding, scores, top-k) in one run"""
+    from neobench.protocol.tasks import build_registry
+
+    build_registry()
     from neobench.bench import gpu, gpu_report
     from neobench.core.card_io import write_text_atomic
 

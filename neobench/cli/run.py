@@ -9,6 +9,7 @@ from rich.markup import escape
 from neobench.cli.output import console, print_listing, say
 from neobench.cli.progress import EvalProgress, StepProgress
 from neobench.protocol import config, listing
+from neobench.protocol.tasks import build_registry
 
 if TYPE_CHECKING:
     from neobench.evaluation.outcomes import EvalSummary
@@ -16,12 +17,7 @@ if TYPE_CHECKING:
 
 def cmd_eval(cfg: config.EvalConfig) -> int:
     """evaluate an encoder on MTEB"""
-    import mteb
-
-    # mteb's benchmark registry is built before torch is imported: with torch loaded, each of its
-    # ~2,300 task objects seeds torch's lazy CUDA, XPU and MTIA generators, formatting a stack
-    # trace each time (2.6 s of every eval process instead of 0.4 s).
-    mteb.get_benchmarks()
+    build_registry()
     from neobench.evaluation.runner import run_eval
 
     reporter = EvalProgress(console)
@@ -53,6 +49,7 @@ def _texts_line(summary: EvalSummary) -> str:
 
 def cmd_finetune(cfg: config.FinetuneConfig) -> int:
     """fine-tune an encoder with the standard recipe"""
+    build_registry()  # the saved model's prompts name the benchmarks' tasks
     from neobench.train.finetune import finetune, seed_configs
 
     runs = seed_configs(cfg)  # --seeds: one run per seed, every folder checked first
