@@ -107,7 +107,7 @@ def test_chunked_tokenization_gives_the_same_embeddings(tiny, texts, monkeypatch
     re-tokenized per batch when the tokenizer pads on the left."""
     import neobench.encoder.encode as encode
 
-    monkeypatch.setattr(encode, "TOKENIZE_CHUNK", 48)  # several chunks per call
+    monkeypatch.setattr(encode, "TOKENIZE_CHUNK", 48)  # the right-padded call spans chunks
     monkeypatch.setattr(tiny.tokenizer, "padding_side", padding_side)
     some = texts if padding_side == "right" else texts[:40]
     # Left padding shifts BERT's positions, so stock output depends on the batch: compare
