@@ -49,6 +49,19 @@ def _first_pairs(task) -> None:
 SHORTENED = {"TwentyNewsgroupsClustering": _first_sets, "TwitterURLCorpus": _first_pairs}
 
 
+def cut_after_loading(monkeypatch, cuts: dict) -> None:
+    """Each task of ``cuts`` (name -> cut) is cut right after mteb loads it, in every run."""
+    for task in mteb.get_benchmark("MTEB(eng, v1)").tasks:  # the classes every run loads through
+        if task.metadata.name in cuts:
+            load, cut = type(task).load_data, cuts[task.metadata.name]
+
+            def shortened(self, *args, load=load, cut=cut, **kwargs):
+                load(self, *args, **kwargs)
+                cut(self)
+
+            monkeypatch.setattr(type(task), "load_data", shortened)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_log(monkeypatch):
     """Each test sees the gate's log line as a new process would (it is logged once)."""
@@ -228,15 +241,7 @@ def test_every_task_type_scores_the_same_with_patches_on_and_off(
     built and read, not the model: a 2-layer BERT with MiniLM's tokenizer encodes every text
     differently, as MiniLM does, at a fraction of its time."""
 
-    for task in mteb.get_benchmark("MTEB(eng, v1)").tasks:  # the objects the runs evaluate
-        if task.metadata.name in SHORTENED:
-            load, cut = type(task).load_data, SHORTENED[task.metadata.name]
-
-            def shortened(self, *args, load=load, cut=cut, **kwargs):
-                load(self, *args, **kwargs)
-                cut(self)
-
-            monkeypatch.setattr(type(task), "load_data", shortened)
+    cut_after_loading(monkeypatch, SHORTENED)
 
     def run(setting: str) -> tuple[dict, dict, list]:
         monkeypatch.setenv(patches.ENV, setting)

@@ -17,7 +17,7 @@ from sentence_transformers import SentenceTransformer
 from neobench.cli.main import main
 from neobench.evaluation import units
 from neobench.protocol import mirror as mirror_mod
-from tests.test_patches import SHORTENED
+from tests.test_patches import SHORTENED, cut_after_loading
 
 BENCHMARK = "MTEB(eng, v1)"
 
@@ -37,15 +37,7 @@ CUTS = {**SHORTENED, "Banking77Classification": _every_third_text}
 
 @pytest.fixture(autouse=True)
 def _shortened(monkeypatch):
-    for task in mteb.get_benchmark(BENCHMARK).tasks:  # the classes both runs load through
-        if task.metadata.name in CUTS:
-            load, cut = type(task).load_data, CUTS[task.metadata.name]
-
-            def shortened(self, *args, load=load, cut=cut, **kwargs):
-                load(self, *args, **kwargs)
-                cut(self)
-
-            monkeypatch.setattr(type(task), "load_data", shortened)
+    cut_after_loading(monkeypatch, CUTS)
 
 
 def _neobench_vs_stock(task_name: str, model_dir: Path, mirror: Path, tmp_path: Path) -> None:

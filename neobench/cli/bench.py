@@ -6,13 +6,12 @@ from pathlib import Path
 
 from neobench.bench.config import BenchGpuCommand
 from neobench.cli.output import out, say
+from neobench.protocol.tasks import build_registry
 
 
 def cmd_bench_gpu(cfg: BenchGpuCommand) -> int:
     """everything the GPU path claims (training, encoding, unpadding, scores, top-k) in one run"""
-    from neobench.protocol.tasks import build_registry
-
-    build_registry()
+    build_registry()  # before torch (protocol/tasks.py says why)
     from neobench.bench import gpu, gpu_report
     from neobench.core.card_io import write_text_atomic
 
