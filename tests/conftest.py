@@ -30,6 +30,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 import pytest
 
+from neobench.protocol.tasks import build_registry
+
+# Before any test module imports torch, as neobench's commands do (the reason: build_registry).
+build_registry()
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("NEOBENCH_SHARED", REPO.parent / "shared"))
 MIRROR = SHARED / "data" / "hub"

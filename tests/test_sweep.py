@@ -25,7 +25,7 @@ from neobench.study.plan import build_plan
 from neobench.study.sweep import points
 
 STUDY = REPO / "studies" / "tiny-sweep.yaml"
-GRID = {"learning_rate": ["1e-05", "0.0001", "0.001"]}
+GRID = {"learning_rate": ["1e-05", "0.001"]}
 POINTS = [f"learning_rate={v}" for v in GRID["learning_rate"]]
 
 
@@ -93,15 +93,15 @@ def test_the_plan_holds_no_eval_job_before_the_selection(capsys, tmp_path):
     data["slurm"]["eval"]["gpus"] = data["slurm"]["finetune"]["gpus"] = 1
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     plan = build_plan(path, str(tmp_path / "out"))
-    assert [j.kind for j in plan.jobs] == ["finetune"] * 3
+    assert [j.kind for j in plan.jobs] == ["finetune"] * 2
     assert plan.waiting == ["tiny-bert"] and plan.table is None
     code, text = run(capsys, "study", "run", path, "--output", tmp_path / "out", "--dry-run")
     assert code == 0
     for label in POINTS:
         assert f"tiny-bert {label} - - not yet" in text
-    assert "3 jobs (3 finetune)" in text
-    # 3 fine-tunes x 1 GPU x 20 min now; 1 eval x 1 GPU x 20 min after the selection
-    assert "1.3 GPU-hours requested in all" in text and "1.0 for the jobs still to run" in text
+    assert "2 jobs (2 finetune)" in text
+    # 2 fine-tunes x 1 GPU x 20 min now; 1 eval x 1 GPU x 20 min after the selection
+    assert "1.0 GPU-hours requested in all" in text and "0.7 for the jobs still to run" in text
     assert "and 0.3 for the evals planned after the sweep's selection" in text
 
 
@@ -128,7 +128,7 @@ def _dev(out: Path) -> dict[str, float]:
 
 
 def check_swept(out: Path) -> selection.Selection:
-    """Three fine-tunes, one selected by its dev metric, only it evaluated, the table names it."""
+    """Two fine-tunes, one selected by its dev metric, only it evaluated, the table names it."""
     dev = _dev(out)
     chosen = selection.read_selection(out / "sweeps" / "tiny-bert.json")
     assert chosen.selected == max(dev, key=dev.get)
@@ -144,7 +144,7 @@ def check_swept(out: Path) -> selection.Selection:
     assert sweep["sha256"] == chosen.sha256 and sweep["metric"] == "dev mrr@10"
     table = " ".join((out / "table.md").read_text().split())
     assert f"tiny-sweep/tiny-bert: {chosen.selected} selected by a sweep" in table
-    assert "learning_rate in 1e-05, 0.0001, 0.001" in table
+    assert "learning_rate in 1e-05, 0.001" in table
     return chosen
 
 
@@ -261,7 +261,7 @@ def test_eval_sweep_refuses_a_model_the_sweep_did_not_make(swept, minilm):
 
 @pytest.mark.slurm
 def test_tiny_sweep_on_slurm(capsys, swept, slurm_cluster, monkeypatch, tmp_path):
-    """Submitted with --wait, after a canary: the three fine-tunes, then (once they ended) the
+    """Submitted with --wait, after a canary: the two fine-tunes, then (once they ended) the
     selected point's eval and the table; the same choice and scores as the local run; a second
     run submits nothing."""
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
@@ -273,10 +273,10 @@ def test_tiny_sweep_on_slurm(capsys, swept, slurm_cluster, monkeypatch, tmp_path
     # submitted and waited for like the real jobs; the study after it.
     assert "canary: 1 short job(s) first" in text and "canary: passed in" in text
     assert "canary/finetune/tiny-bert" in text and ": submitted as Slurm job" in text
-    assert text.index("canary: passed in") < text.index("3 job(s) submitted")
+    assert text.index("canary: passed in") < text.index("2 job(s) submitted")
     assert (out / "canary" / "finetune").is_dir()  # its output kept apart from the study's
-    assert "3 job(s) submitted" in text and "2 more job(s) submitted" in text
-    assert text.index("3 job(s) submitted") < text.index("eval/tiny-bert-seed0/1of1: submitted")
+    assert "2 job(s) submitted" in text and "2 more job(s) submitted" in text
+    assert text.index("2 job(s) submitted") < text.index("eval/tiny-bert-seed0/1of1: submitted")
     chosen = check_swept(out)
     assert chosen.selected == selection.read_selection(swept.out / "sweeps/tiny-bert.json").selected
     assert scores(out) == pytest.approx(scores(swept.out), abs=1e-6)
