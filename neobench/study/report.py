@@ -2,29 +2,82 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections import Counter
 
 from neobench.protocol.listing import Listing
 from neobench.study import store
+from neobench.study.estimate import MARGIN, Estimate, hours_text
 from neobench.study.plan import Plan
 
 
-def plan_listing(plan: Plan, listed: store.Queues | None = None) -> Listing:
-    """Every job: its state, what it waits for, its resources and its command. ``listed``:
-    the launchers' queues (store.queues()), when there are some."""
-    rows = [
-        (
+def plan_listing(
+    plan: Plan, listed: store.Queues | None = None, estimate: Estimate | None = None
+) -> Listing:
+    """Every job: its state, what it waits for, its resources, its estimated hours (when there
+    is an estimate) and its command. ``listed``: the launchers' queues (store.queues())."""
+    rows = []
+    for job in plan.jobs:
+        hours = estimate.hours.get(job.key) if estimate else None
+        row = [
             job.key,
             store.state(plan, job, listed),
             f"{len(job.after)} eval jobs" if len(job.after) > 3 else ", ".join(job.after) or "-",
             job.resources.text() if job.resources else "-",
+            "-" if hours is None else hours_text(hours),
             "neobench " + shlex.join(job.argv),
-        )
-        for job in plan.jobs
-    ]
+        ]
+        rows.append(tuple(row if estimate else row[:4] + row[5:]))
     title = f"study {plan.study.name}: {plan.study.output}"
-    return Listing(title, ("job", "state", "after", "resources", "command"), rows)
+    columns = ("job", "state", "after", "resources", "estimate", "command")
+    return Listing(title, columns if estimate else columns[:4] + columns[5:], rows)
+
+
+def estimate_lines(plan: Plan, found: Estimate) -> list[str]:
+    """What the jobs will use on the calibrated card, per model and kind and in all, beside what
+    their time limits request; a warning per model and kind whose limit is under MARGIN x."""
+    calibration = found.calibration
+    lines = [f"Estimated on one {calibration.card}, from {calibration.source}:"]
+    lines += [f"  {name}: {how}" for name, how in found.models.items()]
+    for kind in ("finetune", "eval"):
+        hours = [found.hours[j.key] for j in plan.jobs if j.kind == kind and j.key in found.hours]
+        if hours:
+            low, high = hours_text(min(hours)), hours_text(max(hours))
+            each = low if low == high else f"{low} to {high}"
+            lines.append(f"  {len(hours)} {kind} jobs: {each} each, {sum(hours):,.1f} GPU-hours")
+    total = sum(found.hours.values())
+    pending = sum(found.hours.get(j.key, 0.0) for j in plan.pending)
+    requested = plan.gpu_hours()
+    beside = f"; the time limits request {requested:,.1f}" if requested is not None else ""
+    lines.append(
+        f"  in all: {total:,.1f} GPU-hours, {pending:,.1f} for the jobs still to run{beside}"
+    )
+    if found.unknown:
+        lines.append(f"  not estimated: {', '.join(found.unknown)} (their shapes are unknown)")
+    return lines + _short_limits(plan, found)
+
+
+def _short_limits(plan: Plan, found: Estimate) -> list[str]:
+    """One warning per (model, kind) whose time limit is below MARGIN x its longest estimate."""
+    short: dict[tuple[str, str], tuple[float, str]] = {}
+    for job in plan.jobs:
+        hours = found.hours.get(job.key)
+        if hours is None or job.resources is None:
+            continue
+        wall = hours / max(1, job.resources.gpus)
+        if job.resources.hours < MARGIN * wall:
+            key = (str(job.model), job.kind)
+            short[key] = max(short.get(key, (0.0, "")), (wall, job.resources.time))
+    lines = []
+    for (model, kind), (wall, limit) in short.items():
+        minutes = math.ceil(MARGIN * wall * 6) * 10  # rounded up to 10 minutes
+        lines.append(
+            f"warning: {kind} jobs of {model}: the time limit {limit} is below {MARGIN}x their "
+            f"estimate ({hours_text(wall)}); raise slurm.{kind}.time to "
+            f"{minutes // 60}:{minutes % 60:02d}:00 or more"
+        )
+    return lines
 
 
 def summary(plan: Plan) -> list[str]:

@@ -1,0 +1,330 @@
+"""GPU-hours a study's jobs will use, known before it starts (docs/studies.md, "GPU-hours before
+a study starts"): each job's FLOPs at the shapes it runs, over the FLOP/s a calibration (the JSON
+of `neobench bench gpu`) measured for that kind of work on one card.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neobench.core.errors import NeobenchError
+from neobench.core.home import neobench_home
+from neobench.models.flops import (
+    BENCH_RELEASED,
+    RELEASED,
+    TRAIN_FLOPS_FACTOR,
+    bench_model_type,
+    build_config,
+    config_parameters,
+    text_flops,
+)
+from neobench.protocol.tasks import CHARS_PER_TOKEN, task_size
+from neobench.study.jobs import Job
+from neobench.study.models import ResolvedModel
+from neobench.study.plan import Plan
+
+logger = logging.getLogger(__name__)
+
+SHIPPED = Path(__file__).with_name("calibration")  # H100 records, as docs/measurements holds them
+KNOWN_PLACE = "calibration"  # <neobench home>/calibration/*.json: the user's own records
+SCHEMA = "neobench-bench-gpu/1"
+# A time limit below this many times its job's estimate is warned of: the estimate counts the
+# encoder's work at the calibrated rate, not mteb's scoring on the CPU nor a slower node.
+MARGIN = 1.5
+# The recipe's texts, as long as MS MARCO's queries and passages (mteb's statistics of its dev
+# split: 33.3 and 335.8 characters), which `bench gpu`'s recipe-shape rows also generate.
+QUERY_CHARS, PASSAGE_CHARS = 33.3, 335.8
+
+
+@dataclass(frozen=True)
+class Rate:
+    """FLOP/s one calibrated model reached for one kind of work."""
+
+    model: str  # its name in the record
+    model_type: str
+    flops_per_s: float
+    rows: str  # which rows: "recipe-shape train rows", "corpus rows", ...
+
+
+@dataclass(frozen=True)
+class Calibration:
+    source: str  # where the figures come from, as the summary says it
+    card: str
+    rates: dict[str, list[Rate]]  # job kind (finetune, eval) -> the calibrated models' rates
+
+    def rate(self, kind: str, model_type: str) -> tuple[float, str]:
+        """(FLOP/s, why) for a model of ``model_type``: a calibrated model of that type, else the
+        median over the calibrated models."""
+        found = self.rates[kind]
+        same = [r for r in found if r.model_type == model_type]
+        if same:
+            return same[0].flops_per_s, f"{same[0].model}'s {same[0].rows}"
+        median = statistics.median(r.flops_per_s for r in found)
+        return median, f"the median of {', '.join(r.model for r in found)} ({found[0].rows})"
+
+
+def load_calibration(given: str | None) -> Calibration:
+    """From ``given`` (a `bench gpu` JSON, or a folder of them), else the known place, else the
+    shipped H100 figures."""
+    place = neobench_home() / KNOWN_PLACE
+    if given:
+        path = Path(given).expanduser()
+        if not path.exists():
+            raise NeobenchError(
+                f"--calibration {given}: no such file. Give the JSON `neobench bench gpu --json "
+                "FILE` wrote on the cluster's card, or leave it out for the shipped H100 figures."
+            )
+        files, source = _records_in(path), str(path)
+    elif list(place.glob("*.json")):
+        files, source = _records_in(place), f"{place} (the known place)"
+    else:
+        files = _records_in(SHIPPED)
+        source = f"the shipped H100 figures (no --calibration given, no record in {place})"
+    records = [_read(f) for f in files]
+    cards = sorted({str((r.get("device") or {}).get("name")) for r in records})
+    if len(cards) > 1:
+        raise NeobenchError(
+            f"--calibration {source}: records of {len(cards)} cards ({', '.join(cards)}); keep "
+            "the records of the card the study's jobs will run on."
+        )
+    rates = {"finetune": _train_rates(records), "eval": _eval_rates(records)}
+    missing = [kind for kind, found in rates.items() if not found]
+    if missing:
+        raise NeobenchError(
+            f"--calibration {source}: no rows to estimate {' and '.join(missing)} jobs from. Run "
+            "`neobench bench gpu --sections train,corpus --json FILE` on the card and give FILE."
+        )
+    return Calibration(source, cards[0], rates)
+
+
+def _records_in(path: Path) -> list[Path]:
+    return sorted(path.glob("*.json")) if path.is_dir() else [path]
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise NeobenchError(f"--calibration {path}: unreadable ({error}).") from None
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        raise NeobenchError(
+            f"--calibration {path}: not a `neobench bench gpu` JSON (its schema is not {SCHEMA})."
+        )
+    return record
+
+
+def _train_rates(records: list[dict]) -> list[Rate]:
+    """Rates of neobench's trainer: the recipe-shape rows where there are some, else the others."""
+    rows = [
+        (record, row)
+        for record in records
+        for row in _rows(record, "train")
+        if row.get("trainer") == "neobench" and row.get("tokens_per_s")
+    ]
+    recipe = [(rec, row) for rec, row in rows if row.get("shape") == "recipe"]
+    chosen, what = (
+        (recipe, "recipe-shape train rows") if recipe else (rows, "short-batch train rows")
+    )
+    return _rates(chosen, what, TRAIN_FLOPS_FACTOR)
+
+
+def _eval_rates(records: list[dict]) -> list[Rate]:
+    """Rates of neobench's eval path: the corpus rows (the whole path on a corpus) where there are
+    some, else the encode section's unpadded rows (short texts: the GPU's work only)."""
+    corpus = [(rec, row) for rec in records for row in _rows(rec, "corpus")]
+    if corpus:
+        return _rates(corpus, "corpus rows", 1)
+    encode = [
+        (rec, row)
+        for rec in records
+        for row in _rows(rec, "encode")
+        if row.get("path") == "unpadded"
+    ]
+    return _rates(encode, "encode rows (short texts)", 1)
+
+
+def _rows(record: dict, section: str) -> list[dict]:
+    """The section's rows that are measurements (dicts), none where it is missing."""
+    found = ((record.get("sections") or {}).get(section) or {}).get("rows") or []
+    return [row for row in found if isinstance(row, dict)]
+
+
+def _rates(rows: list[tuple[dict, dict]], what: str, factor: int) -> list[Rate]:
+    found: dict[str, Rate] = {}
+    for record, row in rows:
+        flops = _flops_per_s(record, row, factor)
+        model_type = bench_model_type(str(row.get("model")))
+        if flops and model_type and row["model"] not in found:
+            found[row["model"]] = Rate(row["model"], model_type, flops, what)
+    return list(found.values())
+
+
+def _flops_per_s(record: dict, row: dict, factor: int) -> float | None:
+    """A row's FLOP/s: its own figure, else (records written before rows carried one) from the
+    share of the card's peak, else from its tokens/s at the texts' mean length (base shapes)."""
+    if row.get("flops_per_s"):
+        return float(row["flops_per_s"])
+    peak = (record.get("device") or {}).get("peak_flops")
+    if row.get("peak_fraction") and peak:
+        return float(row["peak_fraction"]) * peak
+    scale = (record.get("settings") or {}).get("scale") or {}
+    if scale.get("shapes") != "base" or row.get("model") not in BENCH_RELEASED:
+        return None
+    try:
+        length = min(float(record["texts"]["mean_tokens"]), float(scale["train_length"]))
+        tokens_per_s = float(row["tokens_per_s"])
+    except (KeyError, TypeError, ValueError):  # not the figures this needs: the row is not used
+        return None
+    config = build_config(RELEASED[BENCH_RELEASED[row["model"]]])
+    per_token = text_flops(config_parameters(config), config, length) / length
+    return tokens_per_s * per_token * factor
+
+
+# ---------------------------------------------------------------------------- the estimates
+
+
+@dataclass
+class Shape:
+    """One study model's arithmetic, or why it is unknown."""
+
+    model_type: str | None = None
+    params: int = 0
+    config: Any = None
+    where: str = ""  # where its config was found, or why it was not
+
+    def flops(self, length: float) -> float:
+        return text_flops(self.params, self.config, length)
+
+
+@dataclass
+class Estimate:
+    """A plan's estimates: hours per job key (on one calibrated card), and per model its
+    shape's source and rates."""
+
+    calibration: Calibration
+    hours: dict[str, float] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)  # model name -> how it was estimated
+    unknown: list[str] = field(default_factory=list)  # models without a shape
+
+
+def estimate_plan(plan: Plan, calibration: Calibration) -> Estimate:
+    """Hours of each fine-tune and eval job, on one GPU of the calibrated card."""
+    from neobench.protocol.config import standard
+
+    found = Estimate(calibration)
+    startup_h = (plan.study.slurm.startup_s if plan.study.slurm else 60) / 3600
+    shapes = {model.name: model_shape(model, plan.study.data_dir) for model in plan.models}
+    for name, shape in shapes.items():
+        if shape.model_type is None:
+            found.unknown.append(name)
+            found.models[name] = f"not estimated: {shape.where}"
+            continue
+        _, train_why = calibration.rate("finetune", shape.model_type)
+        _, eval_why = calibration.rate("eval", shape.model_type)
+        found.models[name] = (
+            f"{shape.params / 1e6:,.0f}M weights per token ({shape.where}); fine-tune at "
+            f"{train_why}, eval at {eval_why}"
+        )
+    for job in plan.jobs:
+        shape = shapes.get(str(job.model))
+        if job.kind not in ("finetune", "eval") or shape is None or shape.model_type is None:
+            continue
+        if job.kind == "finetune":
+            flops = finetune_flops(job, shape)
+        else:
+            length = int(_flag(job, "--max-seq-length") or standard().max_seq_length)
+            flops = eval_flops([plan.tasks[t] for t in job.tasks], shape, length)
+        rate, _ = calibration.rate(job.kind, shape.model_type)
+        found.hours[job.key] = flops / rate / 3600 + startup_h
+    return found
+
+
+def finetune_flops(job: Job, shape: Shape) -> float:
+    """Training FLOPs of the fine-tune: every step's queries, positives and the recipe's most
+    hard negatives, at MS MARCO's lengths (cut at the recipe's max_seq_length)."""
+    from neobench.protocol.recipe import apply_overrides, load_recipe, parse_overrides
+
+    recipe = load_recipe(str(_flag(job, "--recipe")))
+    overrides = [a for a in job.argv if re.match(r"^[a-z_]+=", a)]
+    values = apply_overrides(recipe, parse_overrides(overrides)).values
+    query = min(QUERY_CHARS / CHARS_PER_TOKEN + 2, values.max_seq_length)  # + [CLS], [SEP]
+    passage = min(PASSAGE_CHARS / CHARS_PER_TOKEN + 2, values.max_seq_length)
+    texts = shape.flops(query) + (1 + values.max_hard_negatives) * shape.flops(passage)
+    return TRAIN_FLOPS_FACTOR * values.max_steps * values.batch_size * texts
+
+
+def eval_flops(tasks: list[Any], shape: Shape, max_length: int) -> float:
+    """Forward FLOPs of the tasks' eval splits: mteb's characters as tokens, each task's texts at
+    their mean length (cut at ``max_length``)."""
+    total = 0.0
+    for task in tasks:
+        chars, texts = task_size(task)
+        length = max(1.0, min(chars / texts / CHARS_PER_TOKEN + 2, max_length))
+        total += texts * shape.flops(length)
+    return total
+
+
+def _flag(job: Job, flag: str) -> str | None:
+    return job.argv[job.argv.index(flag) + 1] if flag in job.argv else None
+
+
+def model_shape(model: ResolvedModel, data_dir: str | None) -> Shape:
+    """The model's config: its file (config: models), its folder, the mirror's copy, the hub's
+    local cache; else the released shapes neobench knows; else unknown (said why)."""
+    fields, where = _config_fields(model, data_dir)
+    if fields is None:
+        return Shape(where=where)
+    try:
+        config = build_config(fields)
+        params = config_parameters(config)
+    except Exception as error:  # custom code or an unknown model_type: said, not estimated
+        return Shape(where=f"its config ({where}) cannot be built: {str(error).strip()[:120]}")
+    return Shape(fields["model_type"], params, config, where)
+
+
+def _config_fields(model: ResolvedModel, data_dir: str | None) -> tuple[dict | None, str]:
+    from neobench.models.load import transformer_folder
+
+    candidates: list[tuple[Path, str]] = []
+    if model.config_file is not None:
+        candidates.append((model.config_file, "its config file"))
+    folder = Path(model.path).expanduser()
+    if folder.is_dir():
+        candidates.append((transformer_folder(folder) / "config.json", "its folder"))
+    else:
+        if data_dir:
+            candidates.append((Path(data_dir) / model.path / "config.json", "the mirror"))
+        cached = _hub_cache(model.path)
+        if cached:
+            candidates.append((cached, "the hub's local cache"))
+    for path, where in candidates:
+        if path.is_file():
+            fields = json.loads(path.read_text(encoding="utf-8"))
+            if "model_type" in fields:
+                return fields, where
+    if model.path in RELEASED:
+        return dict(RELEASED[model.path]), "the released shape neobench knows"
+    return None, "its config is not on this machine (download the model or give its folder)"
+
+
+def _hub_cache(repo: str) -> Path | None:
+    """config.json of ``repo`` in the hub's local cache, if it was ever downloaded (no network)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo, "config.json")
+    except ValueError:  # not a repo id
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def hours_text(hours: float) -> str:
+    """0.4 h, 3.1 h; minutes under a tenth of an hour."""
+    return f"{hours:.1f} h" if hours >= 0.1 else f"{math.ceil(hours * 60)} min"
