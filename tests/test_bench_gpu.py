@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,7 +25,14 @@ SECTION = {"status", "reason", "budget_s", "seconds", "rows"}
 ROWS = {
     "train": {
         "model", "trainer", "steps_timed", "tokens", "seconds", "tokens_per_s", "peak_memory_mb",
-        "first_loss", "final_loss", "loss_finite", "precision", "error",
+        "first_loss", "final_loss", "loss_finite", "precision", "error", "shape",
+        "queries_per_step", "negatives", "max_length", "mean_tokens", "flops_per_s",
+        "peak_fraction",
+    },
+    "corpus": {
+        "model", "attention", "texts", "tokens", "mean_tokens", "seconds", "tokens_per_s",
+        "flops_per_s", "peak_fraction", "forward_share", "host_share", "peak_memory_mb",
+        "ranked", "listed", "expected_listed", "corpora", "documents", "queries", "v1_minutes",
     },
     "encode": {
         "model", "path", "attention", "texts", "tokens", "seconds", "tokens_per_s",
@@ -45,11 +53,12 @@ ROWS = {
 MODELS = ["bert-base", "neobert"]  # one packed by neobench/models/unpad.py, one native
 
 
-def run(*argv: str) -> tuple[int, dict]:
+def run(*argv: str, out: Path | None = None) -> tuple[int, dict]:
+    """`bench gpu` with ``argv``: its exit code and record (written to ``out``, else a temporary
+    file)."""
     import tempfile
-    from pathlib import Path
 
-    out = Path(tempfile.mkdtemp(prefix="bench-gpu-")) / "gpu.json"
+    out = out or Path(tempfile.mkdtemp(prefix="bench-gpu-")) / "gpu.json"
     code = main(["bench", "gpu", *argv, "--json", str(out)])
     return code, (json.loads(out.read_text()) if out.is_file() else {})
 
@@ -103,6 +112,23 @@ def test_figures_are_measured_on_the_models_and_texts_asked_for(quick):
         assert row["steps_timed"] == 2 and row["tokens_per_s"] > 0 and row["peak_memory_mb"] > 0
         assert row["loss_finite"] and math.isfinite(row["final_loss"])
         assert row["precision"] == "float32"  # the recipe's bf16 is for CUDA only
+        # The recipe's step shape at tiny size: 8 queries, each with a positive and 2 negatives.
+        assert (row["shape"], row["queries_per_step"], row["negatives"]) == ("recipe", 8, 2)
+        assert 1 < row["mean_tokens"] <= row["max_length"] == 32
+        assert row["flops_per_s"] > 0 and row["peak_fraction"] is None  # no peak for a CPU
+    corpus = sections["corpus"]["rows"]
+    assert [r["model"] for r in corpus] == MODELS
+    for row in corpus:
+        assert (row["documents"], row["queries"]) == (1_000, 40)
+        assert sum(c["documents"] for c in row["corpora"].values()) == 1_000
+        assert row["ranked"] == 40 and row["listed"] == row["expected_listed"] == 40 * 100
+        # Every distinct text through the network once (queries, and a corpus of about
+        # 1,000 distinct documents: a generated one may repeat), cache off.
+        assert 1_000 < row["texts"] <= 1_040 and row["tokens"] > row["texts"]
+        assert 0 < row["forward_share"] <= 1 and row["host_share"] == pytest.approx(
+            1 - row["forward_share"], abs=1e-4
+        )
+        assert row["v1_minutes"] > 0 and row["flops_per_s"] > 0
     encode = sections["encode"]["rows"]
     assert [(r["model"], r["path"]) for r in encode] == [
         (m, p) for m in MODELS for p in ("padded", "unpadded", "stock")
@@ -132,6 +158,23 @@ def test_markdown_has_one_line_per_row_and_every_status(quick):
     for name in GPU_SECTIONS:
         assert f"- {name}: ok" in table
     assert "FAIL" not in table and "the mirror's BIOSSES" in table
+
+
+def test_the_record_calibrates_a_study_estimate(quick, capsys, tmp_path):
+    """The JSON `bench gpu` writes is what `study run --dry-run --calibration` reads: its
+    recipe-shape train rows and corpus rows, matched by model type (tiny-bert: a BERT)."""
+    from conftest import REPO
+
+    _, record, _ = quick
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(record))
+    code = main(["study", "run", str(REPO / "studies/tiny.yaml"), "--dry-run",
+                 "--calibration", str(path), "--output", str(tmp_path / "out")])  # fmt: skip
+    captured = capsys.readouterr()
+    text = " ".join((captured.out + captured.err).split())
+    assert code == 0 and f"Estimated on one cpu, from {path}:" in text
+    assert "bert-base's recipe-shape train rows" in text and "bert-base's corpus rows" in text
+    assert "2 finetune jobs:" in text and "in all:" in text
 
 
 def test_scores_are_skipped_without_data_and_not_applicable_in_cpu_float32(mirror):
@@ -194,21 +237,30 @@ def test_bad_values_are_named_at_once_without_a_traceback(capsys):
 
 @pytest.mark.gpu
 def test_full_run_on_one_gpu(tmp_path):
-    """Opt-in (-m gpu): the whole command at --size full, under its 10 minutes; the scores when
-    the mirror is beside the checkout (else that section says why it was skipped)."""
+    """Opt-in (-m gpu): the whole command at --size full, under its 9 minutes; the scores when
+    the mirror is beside the checkout (else that section says why it was skipped). With
+    $NEOBENCH_GPU_RECORD (scripts/gpu-check.sh) the JSON and the table are kept there."""
+    import os
+
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     data = ["--data-dir", str(MIRROR)] if MIRROR.is_dir() else []
-    code, record = run(*data)
+    keep = os.environ.get("NEOBENCH_GPU_RECORD")
+    table = ["--markdown", str(Path(keep).with_suffix(".md"))] if keep else []
+    code, record = run(*data, *table, out=Path(keep) if keep else None)
     statuses = {n: s["status"] for n, s in record["sections"].items()}
     assert code == 0, statuses
-    assert record["device"]["type"] == "cuda" and record["seconds"] < 600
+    assert record["device"]["type"] == "cuda" and record["seconds"] < 540
     expected = dict.fromkeys(GPU_SECTIONS, "ok") | ({} if data else {"scores": "skipped"})
     assert statuses == expected
     train = record["sections"]["train"]["rows"]
     assert all(r["precision"] == "bf16 autocast" and r["loss_finite"] for r in train)
+    assert all(r["shape"] == "recipe" and r["queries_per_step"] == 128 for r in train)
+    corpus = record["sections"]["corpus"]["rows"]
+    assert corpus and all(r["documents"] >= 1_000_000 for r in corpus)
     if record["device"]["peak_flops"]:
-        assert all(r["peak_fraction"] > 0 for r in record["sections"]["encode"]["rows"])
+        for name in ("encode", "corpus", "train"):
+            assert all(r["peak_fraction"] > 0 for r in record["sections"][name]["rows"]), name
 
 
 def test_flags_are_the_config_fields_and_their_defaults(capsys):

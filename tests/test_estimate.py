@@ -13,7 +13,7 @@ from conftest import REPO
 from neobench.cli.main import main
 from neobench.models.flops import RELEASED, TRAIN_FLOPS_FACTOR, build_config, config_parameters
 from neobench.models.flops import text_flops as flops_of
-from neobench.protocol.tasks import CHARS_PER_TOKEN, task_size
+from neobench.protocol.tasks import CHARS_PER_TOKEN, retrieval_lengths, task_size
 from neobench.study import estimate
 from neobench.study.plan import build_plan
 
@@ -81,7 +81,9 @@ def test_each_job_is_its_flops_over_the_calibrated_rate(tmp_path):
     def flops(length: float) -> float:
         return flops_of(params, config, length)
 
-    query, passage = 33.3 / CHARS_PER_TOKEN + 2, 335.8 / CHARS_PER_TOKEN + 2
+    passages, queries = retrieval_lengths("MSMARCO")
+    assert (round(queries.mean, 1), round(passages.mean, 1)) == (33.3, 335.8)
+    query, passage = queries.mean / CHARS_PER_TOKEN + 2, passages.mean / CHARS_PER_TOKEN + 2
     step = 128 * (flops(query) + 8 * flops(passage))  # the recipe: 128 queries, 7 negatives
     startup = plan.study.slurm.startup_s / 3600
     tune = plan.job("finetune/BERT-base-seed0")

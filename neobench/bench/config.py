@@ -7,10 +7,12 @@ from dataclasses import dataclass
 
 from neobench.protocol.config import DTYPE_CHOICES, EvalConfig, like, opt
 
-# The sections in the order they run, with the seconds each may start new work in: 540 s, so that
-# with start-up and one item overrunning the whole stays under 10 minutes on one H100. "unpadded"
+# The sections in the order they run, with the seconds each may start new work in: 480 s, so that
+# with start-up and one item overrunning the whole stays under 9 minutes on one H100. "unpadded"
 # compares the encode section's embeddings: no work, and no budget, of its own.
-GPU_SECTIONS = {"train": 150, "encode": 180, "unpadded": 0, "scores": 150, "topk": 60}
+GPU_SECTIONS = {
+    "train": 120, "encode": 60, "unpadded": 0, "corpus": 180, "scores": 90, "topk": 30,
+}  # fmt: skip
 # The packaged all-MiniLM-L6-v2 and the models built from configs (gpu.py, SHAPES).
 GPU_MODELS = ["minilm", "bert-base", "modernbert-base", "neobert"]
 # The mteb tasks whose main scores are compared (half precision on the device against CPU
@@ -26,26 +28,29 @@ class GpuScale:
     texts: int  # texts encoded per model (and cut into training pairs)
     max_seq_length: int  # tokens per text, for encoding and training
     train_steps: int  # optimisation steps per trainer (after one untimed warm-up step)
-    train_batch: int  # pairs per step (in-batch negatives: the rest of the batch)
-    train_length: int  # max tokens per text in training
+    train_batch: int  # queries per step (the recipe's global batch at full size)
+    train_negatives: int  # hard negatives per query (the recipe's most at full size)
+    train_length: int  # max tokens per text in training (the recipe's at full size)
     repeats: int  # timed passes of each encode path; the best is kept
     queries: int  # top-k: query vectors
     docs: int  # top-k: document vectors
     k: int  # top-k: list length (mteb's retrieval default is 1,000)
     dim: int  # top-k: vector width (all-MiniLM-L6-v2's)
+    corpus_docs: int  # corpus: generated documents searched per model
+    corpus_queries: int  # corpus: generated queries
     budgeted: bool  # the budgets apply: a tiny run exercises every path, however slow the CPU
 
 
 GPU_SCALES = {
     "full": GpuScale(
-        shapes="base", texts=8_192, max_seq_length=512, train_steps=30, train_batch=64,
-        train_length=128, repeats=2, queries=4_096, docs=500_000, k=1_000, dim=384,
-        budgeted=True,
+        shapes="base", texts=8_192, max_seq_length=512, train_steps=10, train_batch=128,
+        train_negatives=7, train_length=512, repeats=2, queries=4_096, docs=500_000, k=1_000,
+        dim=384, corpus_docs=1_000_000, corpus_queries=8_000, budgeted=True,
     ),
     "tiny": GpuScale(
         shapes="tiny", texts=48, max_seq_length=128, train_steps=2, train_batch=8,
-        train_length=32, repeats=1, queries=64, docs=4_096, k=100, dim=384,
-        budgeted=False,
+        train_negatives=2, train_length=32, repeats=1, queries=64, docs=4_096, k=100, dim=384,
+        corpus_docs=1_000, corpus_queries=40, budgeted=False,
     ),
 }  # fmt: skip
 

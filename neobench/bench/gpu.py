@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from neobench.bench.config import GPU_SCALES, GPU_SECTIONS, BenchGpuCommand, GpuScale
+from neobench.bench.corpus import corpus_section
 from neobench.core.errors import NeobenchError, check_choice, collect, unknown
 from neobench.encoder.encode import DTYPES, FastEncoder, resolve_dtype
 from neobench.encoder.search import exact_float32, top_k
@@ -81,12 +82,13 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="neobench-bench-gpu-") as tmp:
         models: Models = []
         texts: list[str] = []
-        if wanted & {"train", "encode"}:
+        if wanted & {"train", "encode", "corpus"}:
             models = prepare_models(cmd.models, scale.shapes, Path(tmp), cmd.seed)
             texts, record["texts"] = bench_texts(data_dir, cmd.score_tasks, scale, cmd.seed)
         work = {
-            "train": lambda b: train_section(models, texts, scale, device, b),
+            "train": lambda b: train_section(models, scale, device, cmd.seed, b),
             "encode": lambda b: encode_sections(models, texts, scale, device, dtype, b),
+            "corpus": lambda b: corpus_section(models, scale, device, dtype, cmd.seed, b),
             "scores": lambda b: scores_section(cmd.score_tasks, data_dir, device, dtype, b),
             "topk": lambda b: topk_section(scale, device, cmd.seed, b),
         }
@@ -375,8 +377,9 @@ class Budget:
         return True
 
 
-# Section train (docs/performance.md): `finetune()` on a one-row manifest over the pairs against
-# the stock trainer at the recipe's values, dropout off in both: only the training path differs.
+# Section train (docs/performance.md): `finetune()` on a one-row manifest over generated pairs at
+# the recipe's step shape against the stock trainer at the recipe's values, dropout off in both:
+# only the training path differs.
 MANIFEST = "bench-manifest.yaml"
 PAIRS = "bench-pairs.parquet"
 # One local row over the pairs file; "none" instructions keep both trainers' inputs identical.
@@ -386,28 +389,49 @@ datasets:
     data_files: {pairs}
     query: query
     positive: positive
-    licence: the texts' own (see the JSON's texts.source)
+    negatives: [{negatives}]
+    licence: generated words of MiniLM's vocabulary
     instruction: STSBENCHMARK
     source: neobench
 """
-Pairs = dict[str, list[str]]  # {"query": [...], "positive": [...]}
+Pairs = dict[str, list[str]]  # {"query": [...], "positive": [...], "negative_1": [...], ...}
+
+
+def recipe_pairs(scale: GpuScale, seed: int) -> Pairs:
+    """A batch of rows per step (and one for the warm-up step): a query, its positive and
+    scale.train_negatives hard negatives, generated as long as MS MARCO's queries and passages."""
+    from neobench.bench.corpus import Words
+    from neobench.protocol.tasks import RECIPE_TEXT_LENGTHS, retrieval_lengths
+
+    words = Words(seed)
+    passages, queries = retrieval_lengths(RECIPE_TEXT_LENGTHS)
+    rows = scale.train_batch * (scale.train_steps + 1)
+    pairs = {"query": words.texts(queries, rows), "positive": words.texts(passages, rows)}
+    for n in range(1, scale.train_negatives + 1):
+        pairs[f"negative_{n}"] = words.texts(passages, rows)
+    return pairs
 
 
 def train_section(
-    models: Models, texts: list[str], scale: GpuScale, device: str, budget: Budget
+    models: Models, scale: GpuScale, device: str, seed: int, budget: Budget
 ) -> Section:
-    """Both trainers on every model, until the budget is spent. The pairs: each text's first
-    third of words as the query of the whole text (in-batch negatives: the other texts)."""
+    """Both trainers on every model at the recipe's step shape, until the budget is spent."""
     import pandas as pd
+    from transformers import AutoTokenizer
 
     section = Section()
-    words = [text.split() for text in texts]
-    pairs = {"query": [" ".join(w[: max(1, len(w) // 3)]) for w in words], "positive": texts}
+    pairs = recipe_pairs(scale, seed)
+    tokenizer = AutoTokenizer.from_pretrained(default_model())  # every model's (SHAPES)
+    lengths = [
+        n for texts in pairs.values() for n in token_lengths(tokenizer, texts, scale.train_length)
+    ]
+    mean_length = sum(lengths) / len(lengths)
     trainers = (neobench_steps, stock_steps)
     with tempfile.TemporaryDirectory(prefix="neobench-bench-gpu-") as tmp:
         folder = Path(tmp)
         pd.DataFrame(pairs).to_parquet(folder / PAIRS)
-        (folder / MANIFEST).write_text(_ROW.format(pairs=PAIRS))
+        negatives = ", ".join(c for c in pairs if c.startswith("negative_"))
+        (folder / MANIFEST).write_text(_ROW.format(pairs=PAIRS, negatives=negatives))
         if models and device.startswith("cuda"):
             # One untimed pass of each trainer first: the first run in a process pays the CUDA
             # context and per-shape kernel choice (on an H200, BERT-base's ran at 0.44x warm).
@@ -418,8 +442,40 @@ def train_section(
                 break
             for steps in trainers:
                 row = steps(name, path, folder, pairs, scale, device)
+                row.update(train_figures(row, path, scale, mean_length, device))
                 section.check(row, row["loss_finite"], f"{name}, {row['trainer']}: non-finite loss")
     return section
+
+
+def train_figures(
+    row: dict, path: str, scale: GpuScale, mean_length: float, device: str
+) -> dict[str, Any]:
+    """The step's shape, and the training FLOP/s of the row's tokens/s (3 x the forward's, every
+    text at the pairs' mean length) with their share of the card's peak (of the training
+    ceiling)."""
+    from neobench.models.flops import TRAIN_FLOPS_FACTOR, build_config, config_parameters
+    from neobench.models.load import transformer_folder
+
+    fields = json.loads((transformer_folder(Path(path)) / "config.json").read_text())
+    config = build_config({k: v for k, v in fields.items() if not k.startswith("_")})
+    texts = row["steps_timed"] * scale.train_batch * (2 + scale.train_negatives)
+    flops = None
+    if row["tokens_per_s"] and texts:
+        length = row["tokens"] / texts
+        per_second = texts / row["seconds"]
+        flops = (
+            TRAIN_FLOPS_FACTOR * per_second * text_flops(config_parameters(config), config, length)
+        )
+    peak = peak_flops(torch.cuda.get_device_name()) if device.startswith("cuda") else None
+    return {
+        "shape": "recipe",
+        "queries_per_step": scale.train_batch,
+        "negatives": scale.train_negatives,
+        "max_length": scale.train_length,
+        "mean_tokens": round(mean_length, 1),
+        "flops_per_s": round(flops, 1) if flops else None,
+        "peak_fraction": round(flops / peak, 4) if flops and peak else None,
+    }
 
 
 def neobench_steps(
@@ -433,6 +489,7 @@ def neobench_steps(
         f"manifest={folder / MANIFEST}", "datasets=BENCH", "instructions=none",
         f"max_steps={scale.train_steps + 1}", f"batch_size={scale.train_batch}",
         f"max_seq_length={scale.train_length}", f"checkpoint_every={10**9}",
+        f"max_hard_negatives={scale.train_negatives}",
     ]  # fmt: skip
     output = str(folder / f"neobench-{name}")
     cfg = FinetuneConfig(

@@ -25,6 +25,7 @@ def markdown(record: dict[str, Any]) -> str:
         "train": _train,
         "encode": _encode,
         "unpadded": _unpadded,
+        "corpus": _corpus,
         "scores": lambda r: _scores(r, record["settings"]),
         "topk": _topk,
     }
@@ -71,17 +72,47 @@ def _ok(flag: bool) -> str:
 def _train(row: dict) -> list[str]:
     loss = f"loss {_num(row['first_loss'], 3)} -> {_num(row['final_loss'], 3)}"
     result = f"{loss}, {'finite' if row['loss_finite'] else 'NOT finite'}, {row['precision']}"
-    figures = [_num(row["tokens_per_s"]), "–", _num(row["peak_memory_mb"])]
-    variant = f"{row['trainer']} ({row['steps_timed']} steps)"
+    fraction = row.get("peak_fraction")  # of the training ceiling; rows before it had none
+    figures = [_num(row["tokens_per_s"]), _percent(fraction), _num(row["peak_memory_mb"])]
+    shape = ""
+    if row.get("shape") == "recipe":
+        shape = (
+            f" of {row['queries_per_step']} queries x {2 + row['negatives']} texts, at most "
+            f"{row['max_length']} tokens"
+        )
+    variant = f"{row['trainer']} ({row['steps_timed']} steps{shape})"
     return [row["model"], variant, *figures, result + (f"; {row['error']}" if row["error"] else "")]
 
 
 def _encode(row: dict) -> list[str]:
-    fraction = row["peak_fraction"]
-    percent = "–" if fraction is None else f"{100 * fraction:.1f}%"
-    figures = [_num(row["tokens_per_s"]), percent, _num(row["peak_memory_mb"])]
+    figures = [
+        _num(row["tokens_per_s"]),
+        _percent(row["peak_fraction"]),
+        _num(row["peak_memory_mb"]),
+    ]
     result = f"{row['texts']:,} texts, {row['tokens']:,} tokens in {row['seconds']:.2f} s"
     return [row["model"], f"{row['path']} ({row['attention']})", *figures, result]
+
+
+def _corpus(row: dict) -> list[str]:
+    variant = f"search {row['documents']:,} docs x {row['queries']:,} queries ({row['attention']})"
+    figures = [
+        _num(row["tokens_per_s"]),
+        _percent(row["peak_fraction"]),
+        _num(row["peak_memory_mb"]),
+    ]
+    result = (
+        f"{row['tokens']:,} tokens in {row['seconds']:.2f} s; forward "
+        f"{_percent(row['forward_share'])}"
+        f" of the time, host {_percent(row['host_share'])}; MTEB(eng, v1) about "
+        f"{row['v1_minutes']:,.0f} min; {row['ranked']:,} queries ranked "
+        f"{_ok(row['listed'] == row['expected_listed'])}"
+    )
+    return [row["model"], variant, *figures, result]
+
+
+def _percent(fraction: float | None) -> str:
+    return "–" if fraction is None else f"{100 * fraction:.1f}%"
 
 
 def _unpadded(row: dict) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from neobench.core.errors import NeobenchError, did_you_mean, unknown
@@ -132,6 +133,48 @@ def task_size(task: AbsTask) -> tuple[int, int]:
         chars += int(split_stats.get("number_of_characters") or samples)
         texts += samples
     return max(chars, 1), max(texts, 1)
+
+
+def task_tokens(task: AbsTask, max_length: int) -> tuple[int, float]:
+    """(texts, mean tokens per text) of the task's eval splits: mteb's characters at
+    CHARS_PER_TOKEN, a text's two special tokens, cut at ``max_length``."""
+    chars, texts = task_size(task)
+    return texts, max(1.0, min(chars / texts / CHARS_PER_TOKEN + 2, max_length))
+
+
+@dataclass(frozen=True)
+class TextLengths:
+    """Characters of one side of a retrieval task's eval split, as mteb's statistics give them."""
+
+    count: int
+    mean: float
+    low: int
+    high: int
+
+
+# The retrieval task whose queries and passages stand for the fine-tuning recipe's texts (their
+# lengths: a study's estimate and `bench gpu`'s recipe-shape train rows).
+RECIPE_TEXT_LENGTHS = "MSMARCO"
+
+
+def retrieval_lengths(name: str) -> tuple[TextLengths, TextLengths]:
+    """(documents, queries) of the retrieval task ``name``'s first eval split."""
+    import mteb
+
+    task = mteb.get_task(name)
+    stats = (task.metadata.descriptive_stats or {})[task.eval_splits[0]]
+    sides = []
+    for side in ("documents", "queries"):
+        text = stats[f"{side}_text_statistics"]
+        sides.append(
+            TextLengths(
+                int(stats[f"num_{side}"]),
+                float(text["average_text_length"]),
+                int(text["min_text_length"]),
+                int(text["max_text_length"]),
+            )
+        )
+    return sides[0], sides[1]
 
 
 def shard(tasks: list[AbsTask], k: int, n: int) -> list[AbsTask]:

@@ -25,7 +25,12 @@ from neobench.models.flops import (
     config_parameters,
     text_flops,
 )
-from neobench.protocol.tasks import CHARS_PER_TOKEN, task_size
+from neobench.protocol.tasks import (
+    CHARS_PER_TOKEN,
+    RECIPE_TEXT_LENGTHS,
+    retrieval_lengths,
+    task_tokens,
+)
 from neobench.study.jobs import Job
 from neobench.study.models import ResolvedModel
 from neobench.study.plan import Plan
@@ -38,9 +43,6 @@ SCHEMA = "neobench-bench-gpu/1"
 # A time limit below this many times its job's estimate is warned of: the estimate counts the
 # encoder's work at the calibrated rate, not mteb's scoring on the CPU nor a slower node.
 MARGIN = 1.5
-# The recipe's texts, as long as MS MARCO's queries and passages (mteb's statistics of its dev
-# split: 33.3 and 335.8 characters), which `bench gpu`'s recipe-shape rows also generate.
-QUERY_CHARS, PASSAGE_CHARS = 33.3, 335.8
 
 
 @dataclass(frozen=True)
@@ -254,8 +256,9 @@ def finetune_flops(job: Job, shape: Shape) -> float:
     recipe = load_recipe(str(_flag(job, "--recipe")))
     overrides = [a for a in job.argv if re.match(r"^[a-z_]+=", a)]
     values = apply_overrides(recipe, parse_overrides(overrides)).values
-    query = min(QUERY_CHARS / CHARS_PER_TOKEN + 2, values.max_seq_length)  # + [CLS], [SEP]
-    passage = min(PASSAGE_CHARS / CHARS_PER_TOKEN + 2, values.max_seq_length)
+    passages, queries = retrieval_lengths(RECIPE_TEXT_LENGTHS)
+    query = min(queries.mean / CHARS_PER_TOKEN + 2, values.max_seq_length)  # + [CLS], [SEP]
+    passage = min(passages.mean / CHARS_PER_TOKEN + 2, values.max_seq_length)
     texts = shape.flops(query) + (1 + values.max_hard_negatives) * shape.flops(passage)
     return TRAIN_FLOPS_FACTOR * values.max_steps * values.batch_size * texts
 
@@ -265,8 +268,7 @@ def eval_flops(tasks: list[Any], shape: Shape, max_length: int) -> float:
     their mean length (cut at ``max_length``)."""
     total = 0.0
     for task in tasks:
-        chars, texts = task_size(task)
-        length = max(1.0, min(chars / texts / CHARS_PER_TOKEN + 2, max_length))
+        texts, length = task_tokens(task, max_length)
         total += texts * shape.flops(length)
     return total
 
