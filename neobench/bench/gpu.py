@@ -84,6 +84,7 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
         texts: list[str] = []
         if wanted & {"train", "encode", "corpus"}:
             models = prepare_models(cmd.models, scale.shapes, Path(tmp), cmd.seed)
+        if "encode" in wanted:  # the other sections generate their own texts
             texts, record["texts"] = bench_texts(data_dir, cmd.score_tasks, scale, cmd.seed)
         work = {
             "train": lambda b: train_section(models, scale, device, cmd.seed, b),

@@ -48,12 +48,12 @@ def _caption(record: dict[str, Any]) -> str:
     where = device["name"] if device["type"] == "cuda" else f"CPU, {device['threads']} threads"
     peak = device["peak_flops"]
     peak = f", nominal peak {peak / 1e12:.0f} TFLOP/s" if peak else ""
-    about = "no texts needed"
+    about = "train and corpus texts generated at MTEB's lengths"
     if texts:
         origin = f"the mirror's {', '.join(texts['tasks'])}" if texts["tasks"] else "synthetic"
-        about = (
-            f"{texts['count']:,} texts ({origin}), {texts['mean_tokens']:.0f} tokens each on "
-            f"average, at most {texts['max_seq_length']}"
+        about += (
+            f"; encode: {texts['count']:,} texts ({origin}), {texts['mean_tokens']:.0f} tokens "
+            f"each on average, at most {texts['max_seq_length']}"
         )
     return (
         f"`neobench bench gpu --size {settings['size']}` on {where}{peak}; encoding and scores "
