@@ -236,23 +236,25 @@ def test_bad_values_are_named_at_once_without_a_traceback(capsys):
 
 
 @pytest.mark.gpu
-def test_full_run_on_one_gpu(tmp_path):
-    """Opt-in (-m gpu): the whole command at --size full, under its 9 minutes; the scores when
-    the mirror is beside the checkout (else that section says why it was skipped). With
-    $NEOBENCH_GPU_RECORD (scripts/gpu-check.sh) the JSON and the table are kept there."""
+def test_full_run_on_one_gpu():
+    """Opt-in (-m gpu): the whole command at --size full within its budgets, or the record
+    scripts/gpu-check.sh just wrote with it ($NEOBENCH_GPU_RECORD): every section it ran passed,
+    the recipe-shape train rows, a corpus of a million documents, shares of the card's peak."""
     import os
+
+    from neobench.bench.gpu import failed
 
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    data = ["--data-dir", str(MIRROR)] if MIRROR.is_dir() else []
-    keep = os.environ.get("NEOBENCH_GPU_RECORD")
-    table = ["--markdown", str(Path(keep).with_suffix(".md"))] if keep else []
-    code, record = run(*data, *table, out=Path(keep) if keep else None)
+    kept = os.environ.get("NEOBENCH_GPU_RECORD")
+    if kept:
+        record = json.loads(Path(kept).read_text())
+    else:
+        _, record = run(*(["--data-dir", str(MIRROR)] if MIRROR.is_dir() else []))
     statuses = {n: s["status"] for n, s in record["sections"].items()}
-    assert code == 0, statuses
+    assert not failed(record), statuses
     assert record["device"]["type"] == "cuda" and record["seconds"] < 540
-    expected = dict.fromkeys(GPU_SECTIONS, "ok") | ({} if data else {"scores": "skipped"})
-    assert statuses == expected
+    assert {statuses[n] for n in ("train", "encode", "corpus")} <= {"ok", "partial"}
     train = record["sections"]["train"]["rows"]
     assert all(r["precision"] == "bf16 autocast" and r["loss_finite"] for r in train)
     assert all(r["shape"] == "recipe" and r["queries_per_step"] == 128 for r in train)

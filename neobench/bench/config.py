@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 from neobench.protocol.config import DTYPE_CHOICES, EvalConfig, like, opt
 
-# The sections in the order they run, with the seconds each may start new work in: 480 s, so that
-# with start-up and one item overrunning the whole stays under 9 minutes on one H100. "unpadded"
-# compares the encode section's embeddings: no work, and no budget, of its own.
+# The sections in the order they run, with the seconds each may start new work in: 405 s, so that
+# with start-up and one item of each overrunning the whole stays under 9 minutes on one H100.
+# "unpadded" compares the encode section's embeddings: no work, and no budget, of its own.
 GPU_SECTIONS = {
-    "train": 120, "encode": 60, "unpadded": 0, "corpus": 180, "scores": 90, "topk": 30,
+    "train": 100, "encode": 45, "unpadded": 0, "corpus": 150, "scores": 90, "topk": 20,
 }  # fmt: skip
 # The packaged all-MiniLM-L6-v2 and the models built from configs (gpu.py, SHAPES).
 GPU_MODELS = ["minilm", "bert-base", "modernbert-base", "neobert"]
@@ -43,7 +43,7 @@ class GpuScale:
 
 GPU_SCALES = {
     "full": GpuScale(
-        shapes="base", texts=8_192, max_seq_length=512, train_steps=10, train_batch=128,
+        shapes="base", texts=8_192, max_seq_length=512, train_steps=6, train_batch=128,
         train_negatives=7, train_length=512, repeats=2, queries=4_096, docs=500_000, k=1_000,
         dim=384, corpus_docs=1_000_000, corpus_queries=8_000, budgeted=True,
     ),

@@ -437,7 +437,7 @@ def train_section(
             # One untimed pass of each trainer first: the first run in a process pays the CUDA
             # context and per-shape kernel choice (on an H200, BERT-base's ran at 0.44x warm).
             for steps in trainers:
-                steps("warm", models[0][1], folder, pairs, scale, device)
+                steps("warm", models[0][1], folder, pairs, replace(scale, train_steps=1), device)
         for name, path in models:
             if budget.spent(section, f"training {name}"):
                 break
