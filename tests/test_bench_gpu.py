@@ -173,7 +173,8 @@ def test_the_record_calibrates_a_study_estimate(quick, capsys, tmp_path):
     captured = capsys.readouterr()
     text = " ".join((captured.out + captured.err).split())
     assert code == 0 and f"Estimated on one cpu, from {path}:" in text
-    assert "bert-base's recipe-shape train rows" in text and "bert-base's corpus rows" in text
+    assert "the rate of bert-base's recipe-shape train rows" in text
+    assert "the rate of bert-base's corpus rows" in text
     assert "2 finetune jobs:" in text and "in all:" in text
 
 

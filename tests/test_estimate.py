@@ -11,7 +11,12 @@ import yaml
 from conftest import REPO
 
 from neobench.cli.main import main
-from neobench.models.flops import RELEASED, TRAIN_FLOPS_FACTOR, build_config, config_parameters
+from neobench.models.flops import (
+    RELEASED,
+    TRAIN_FLOPS_FACTOR,
+    non_embedding_parameters,
+    weights_per_token,
+)
 from neobench.models.flops import text_flops as flops_of
 from neobench.protocol.tasks import CHARS_PER_TOKEN, retrieval_lengths, task_size
 from neobench.study import estimate
@@ -75,8 +80,8 @@ def test_each_job_is_its_flops_over_the_calibrated_rate(tmp_path):
     assert calibration.source == str(path) and calibration.card == CARD
     plan = build_plan(STUDIES / "table4-base.yaml", str(tmp_path / "out"))
     found = estimate.estimate_plan(plan, calibration)
-    config = build_config(RELEASED["google-bert/bert-base-uncased"])
-    params = config_parameters(config)
+    config = RELEASED["google-bert/bert-base-uncased"]
+    params, _ = weights_per_token(config)
 
     def flops(length: float) -> float:
         return flops_of(params, config, length)
@@ -97,7 +102,35 @@ def test_each_job_is_its_flops_over_the_calibrated_rate(tmp_path):
         forward += texts * flops(min(chars / texts / CHARS_PER_TOKEN + 2, 512))
     assert found.hours[shard.key] == pytest.approx(forward / 4.0e14 / 3600 + startup)
     # A model of another type than the calibrated one: the median of the calibrated rates.
-    assert "the median of bert-base" in found.models["NeoBERT"]
+    assert "the median rate of bert-base" in found.models["NeoBERT"]
+
+
+def shapes() -> dict[str, dict]:
+    """The released checkpoints' shapes and bench gpu's tiny ones."""
+    from neobench.bench.gpu import SHAPES
+
+    return {**RELEASED, **{f"tiny {name}": shape for name, shape in SHAPES["tiny"].items()}}
+
+
+@pytest.mark.parametrize("name", list(shapes()))
+def test_weights_per_token_are_the_built_networks(name):
+    """The dry run counts weights from a config's shapes (no torch); each layout's count is the
+    built network's non-embedding parameters (on torch's meta device: shapes only), and the
+    attention term reads the fields as the built config's attributes."""
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    from neobench.models import register
+
+    register()
+    fields = shapes()[name]
+    count, known = weights_per_token(fields)
+    rest = {k: v for k, v in fields.items() if k != "model_type"}
+    config = AutoConfig.for_model(fields["model_type"], **rest)
+    with torch.device("meta"):
+        network = AutoModel.from_config(config)
+    assert known and count == non_embedding_parameters(network)
+    assert flops_of(count, fields, 300) == pytest.approx(flops_of(count, config, 300))
 
 
 def test_the_known_place_and_a_short_limit_warn(capsys, tmp_path, monkeypatch):

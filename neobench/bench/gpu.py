@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from neobench.bench.config import GPU_SCALES, GPU_SECTIONS, BenchGpuCommand, GpuScale
-from neobench.bench.corpus import corpus_section
+from neobench.bench.corpus import CORPORA, ForwardClock, Words, generated_corpus
 from neobench.core.errors import NeobenchError, check_choice, collect, unknown
 from neobench.encoder.encode import DTYPES, FastEncoder, resolve_dtype
 from neobench.encoder.search import exact_float32, top_k
@@ -378,6 +378,104 @@ class Budget:
         return True
 
 
+# Section corpus (docs/performance.md): `neobench eval`'s own model and encoder (its tokenizer
+# workers, token-budget batches, unpadding, the running top-k on the device) searching a generated
+# corpus, cache off.
+
+
+def corpus_section(
+    models: Models, scale: GpuScale, device: str, dtype: str, seed: int, budget: Budget
+) -> Section:
+    """Every model's search of the generated corpus, until the budget is spent: one row each."""
+    from neobench.protocol.tasks import task_tokens
+
+    section = Section()
+    words = Words(Path(default_model()) / "vocab.txt", seed)
+    documents, queries, summary = generated_corpus(words, scale.corpus_docs, scale.corpus_queries)
+    tasks = list(load_benchmark(DEFAULT_BENCHMARK).tasks)
+    for name, path in models:
+        if budget.spent(section, f"searching with {name}"):
+            break
+        row = search_row(name, path, documents, queries, scale, device, dtype)
+        row.update(summary)
+        texts_and_lengths = [task_tokens(t, scale.max_seq_length) for t in tasks]
+        v1_tokens = sum(texts * length for texts, length in texts_and_lengths)
+        row["v1_minutes"] = round(v1_tokens / row["tokens_per_s"] / 60, 1)
+        complete = row["ranked"] == len(queries) and row["listed"] == row["expected_listed"]
+        section.check(row, complete, f"{name}: {row['ranked']} of {len(queries)} queries ranked")
+    return section
+
+
+def search_row(
+    name: str, path: str, documents: list[str], queries: list[str], scale: GpuScale,
+    device: str, dtype: str,
+) -> dict[str, Any]:  # fmt: skip
+    """One model's whole search through `neobench eval`'s model and encoder (cache off, no
+    instructions), timed after a small untimed search (kernels, workers, allocator)."""
+    import mteb
+    from datasets import Dataset
+
+    from neobench.evaluation import model as eval_model
+    from neobench.protocol.config import EvalConfig
+    from neobench.protocol.instructions import load_profile
+
+    config = EvalConfig(
+        model=path, device=device, dtype=dtype, no_cache=True,
+        max_seq_length=str(scale.max_seq_length),
+    )  # fmt: skip
+    run = eval_model.load(config)
+    encoder = eval_model.encoder(config, run, load_profile("none"), {}, None)
+    metadata = mteb.get_task(CORPORA[0]).metadata  # a retrieval task's: prompts none, text only
+    k = min(scale.k, len(documents))
+
+    def search(docs: list[str], asked: list[str]) -> dict:
+        encoder.index(Dataset.from_dict({"id": [f"d{i}" for i in range(len(docs))], "text": docs}))
+        rows = Dataset.from_dict({"id": [f"q{i}" for i in range(len(asked))], "text": asked})
+        return encoder.search(
+            rows, task_metadata=metadata, hf_split="dev", hf_subset="default", top_k=k,
+            encode_kwargs={},
+        )  # fmt: skip
+
+    try:
+        search(documents[:256], queries[:16])
+        network = encoder.model
+        fast = encoder.fast
+        before = (fast.tokens_encoded, fast.texts_encoded)
+        clock = ForwardClock(network)
+        reset_peak_memory(device)
+        start = time.perf_counter()
+        ranking = search(documents, queries)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        forward = clock.seconds()
+        tokens = fast.tokens_encoded - before[0]
+        texts = fast.texts_encoded - before[1]
+    finally:
+        encoder.fast.close()
+    backbone = network[0].auto_model
+    mean = tokens / max(1, texts)
+    flops = texts * text_flops(non_embedding_parameters(backbone), backbone.config, mean)
+    peak = peak_flops(torch.cuda.get_device_name()) if device.startswith("cuda") else None
+    return {
+        "model": name,
+        "attention": run.loaded.attn_implementation,
+        "texts": texts,
+        "tokens": tokens,
+        "mean_tokens": round(mean, 1),
+        "seconds": round(seconds, 3),
+        "tokens_per_s": round(tokens / seconds, 1),
+        "flops_per_s": round(flops / seconds, 1),
+        "peak_fraction": round(flops / seconds / peak, 4) if peak else None,
+        "forward_share": round(forward / seconds, 4),
+        "host_share": round(1 - forward / seconds, 4),
+        "peak_memory_mb": round(peak_memory_mb(device), 1),
+        "ranked": len(ranking),
+        "listed": sum(len(found) for found in ranking.values()),
+        "expected_listed": len(queries) * k,
+    }
+
+
 # Section train (docs/performance.md): `finetune()` on a one-row manifest over generated pairs at
 # the recipe's step shape against the stock trainer at the recipe's values, dropout off in both:
 # only the training path differs.
@@ -401,10 +499,9 @@ Pairs = dict[str, list[str]]  # {"query": [...], "positive": [...], "negative_1"
 def recipe_pairs(scale: GpuScale, seed: int) -> Pairs:
     """A batch of rows per step (and one for the warm-up step): a query, its positive and
     scale.train_negatives hard negatives, generated as long as MS MARCO's queries and passages."""
-    from neobench.bench.corpus import Words
     from neobench.protocol.tasks import RECIPE_TEXT_LENGTHS, retrieval_lengths
 
-    words = Words(seed)
+    words = Words(Path(default_model()) / "vocab.txt", seed)
     passages, queries = retrieval_lengths(RECIPE_TEXT_LENGTHS)
     rows = scale.train_batch * (scale.train_steps + 1)
     pairs = {"query": words.texts(queries, rows), "positive": words.texts(passages, rows)}
@@ -454,19 +551,14 @@ def train_figures(
     """The step's shape, and the training FLOP/s of the row's tokens/s (3 x the forward's, every
     text at the pairs' mean length) with their share of the card's peak (of the training
     ceiling)."""
-    from neobench.models.flops import TRAIN_FLOPS_FACTOR, build_config, config_parameters
+    from neobench.models.flops import TRAIN_FLOPS_FACTOR, weights_per_token
     from neobench.models.load import transformer_folder
 
     fields = json.loads((transformer_folder(Path(path)) / "config.json").read_text())
-    config = build_config({k: v for k, v in fields.items() if not k.startswith("_")})
-    texts = row["steps_timed"] * scale.train_batch * (2 + scale.train_negatives)
     flops = None
-    if row["tokens_per_s"] and texts:
-        length = row["tokens"] / texts
-        per_second = texts / row["seconds"]
-        flops = (
-            TRAIN_FLOPS_FACTOR * per_second * text_flops(config_parameters(config), config, length)
-        )
+    if row["tokens_per_s"]:
+        per_token = text_flops(weights_per_token(fields)[0], fields, mean_length) / mean_length
+        flops = TRAIN_FLOPS_FACTOR * row["tokens_per_s"] * per_token
     peak = peak_flops(torch.cuda.get_device_name()) if device.startswith("cuda") else None
     return {
         "shape": "recipe",

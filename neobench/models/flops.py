@@ -4,6 +4,7 @@ by, and the GPUs' nominal peaks they are compared with (docs/performance.md, "Th
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 # Nominal dense bf16/fp16 tensor-core peaks (spec sheets, without sparsity), FLOP/s, matched
@@ -40,11 +41,16 @@ def text_flops(params: int, config: Any, length: float) -> float:
     parameters per token, plus 4 x hidden x (keys attended, over the layers) per token. A query
     attends to every key, except in sliding-window layers (ModernBERT's local layers:
     ``local_attention`` keys)."""
-    layers = int(getattr(config, "num_hidden_layers", 0))
-    kinds = getattr(config, "layer_types", None) or ["full_attention"] * layers
-    window = getattr(config, "local_attention", None) or getattr(config, "sliding_window", None)
+    field = config.get if isinstance(config, dict) else lambda name: getattr(config, name, None)
+    layers = int(field("num_hidden_layers") or 0)
+    every = field("global_attn_every_n_layers")  # ModernBERT's config.json, before transformers
+    kinds = field("layer_types") or [
+        "full_attention" if not every or i % every == 0 else "sliding_attention"
+        for i in range(layers)
+    ]
+    window = field("local_attention") or field("sliding_window")
     keys = sum(min(length, window) if window and "sliding" in k else length for k in kinds)
-    return 2 * params * length + 4 * getattr(config, "hidden_size", 0) * length * float(keys)
+    return 2 * params * length + 4 * int(field("hidden_size") or 0) * length * float(keys)
 
 
 # fmt: off
@@ -89,26 +95,26 @@ RELEASED: dict[str, dict[str, Any]] = {
 TRAIN_FLOPS_FACTOR = 3
 
 
-def build_config(fields: dict[str, Any]) -> Any:
-    """The transformers config a config.json's fields describe (its model_type's class)."""
-    from transformers import AutoConfig
-
-    from neobench.models import register
-
-    register()  # model_type "neobert"
-    rest = dict(fields)
-    return AutoConfig.for_model(rest.pop("model_type"), **rest)
-
-
-def config_parameters(config: Any) -> int:
-    """non_embedding_parameters of the network ``config`` describes, counted on torch's meta
-    device: shapes without a weight's memory."""
-    import torch
-    from transformers import AutoModel
-
-    with torch.device("meta"):
-        backbone = AutoModel.from_config(config)
-    return non_embedding_parameters(backbone)
+def weights_per_token(fields: dict[str, Any]) -> tuple[int, bool]:
+    """(non_embedding_parameters of the network a config.json's ``fields`` describe, whether its
+    model_type's layout is known), from the shapes alone (no torch, for a dry run): BERT-like
+    layers (BERT, RoBERTa, DeBERTa-v2; any other type is counted as BERT), ModernBERT's gated
+    layers without biases, NeoBERT's SwiGLU layers (tests/test_estimate.py checks each count
+    against the built network)."""
+    h, layers = int(fields["hidden_size"]), int(fields["num_hidden_layers"])
+    inner = int(fields.get("intermediate_size") or 4 * h)
+    kind = fields.get("model_type")
+    if kind == "modernbert":  # Wqkv, Wo; Wi (2 x inner), Wo; two norms (the first layer's
+        return layers * (4 * h * h + 3 * h * inner + 2 * h), True  # is the final norm's)
+    if kind == "neobert":  # qkv, wo; w12 (2 x F), w3 with F = 8 ceil(int(2 inner / 3) / 8); 2 norms
+        swiglu = 8 * math.ceil(int(2 * inner / 3) / 8)
+        return layers * (4 * h * h + 3 * h * swiglu + 2 * h) + h, True  # + the final norm
+    # Q, K, V, O with biases; two norms; the MLP with biases. DeBERTa-v2 adds the encoder's norm
+    # of its relative-position table.
+    count = layers * (4 * h * h + 2 * h * inner + 9 * h + inner)
+    if kind == "deberta-v2" and "layer_norm" in str(fields.get("norm_rel_ebd", "")):
+        count += 2 * h
+    return count, kind in ("bert", "roberta", "deberta-v2")
 
 
 # `bench gpu`'s models built from configs: the released checkpoint whose shape each has.

@@ -21,9 +21,8 @@ from neobench.models.flops import (
     RELEASED,
     TRAIN_FLOPS_FACTOR,
     bench_model_type,
-    build_config,
-    config_parameters,
     text_flops,
+    weights_per_token,
 )
 from neobench.protocol.tasks import (
     CHARS_PER_TOKEN,
@@ -67,9 +66,10 @@ class Calibration:
         found = self.rates[kind]
         same = [r for r in found if r.model_type == model_type]
         if same:
-            return same[0].flops_per_s, f"{same[0].model}'s {same[0].rows}"
+            return same[0].flops_per_s, f"the rate of {same[0].model}'s {same[0].rows}"
         median = statistics.median(r.flops_per_s for r in found)
-        return median, f"the median of {', '.join(r.model for r in found)} ({found[0].rows})"
+        names = ", ".join(r.model for r in found)
+        return median, f"the median rate of {names}'s {found[0].rows}"
 
 
 def load_calibration(given: str | None) -> Calibration:
@@ -149,7 +149,7 @@ def _eval_rates(records: list[dict]) -> list[Rate]:
         for row in _rows(rec, "encode")
         if row.get("path") == "unpadded"
     ]
-    return _rates(encode, "encode rows (short texts)", 1)
+    return _rates(encode, "encode rows, short texts", 1)
 
 
 def _rows(record: dict, section: str) -> list[dict]:
@@ -184,8 +184,8 @@ def _flops_per_s(record: dict, row: dict, factor: int) -> float | None:
         tokens_per_s = float(row["tokens_per_s"])
     except (KeyError, TypeError, ValueError):  # not the figures this needs: the row is not used
         return None
-    config = build_config(RELEASED[BENCH_RELEASED[row["model"]]])
-    per_token = text_flops(config_parameters(config), config, length) / length
+    fields = RELEASED[BENCH_RELEASED[row["model"]]]
+    per_token = text_flops(weights_per_token(fields)[0], fields, length) / length
     return tokens_per_s * per_token * factor
 
 
@@ -198,7 +198,7 @@ class Shape:
 
     model_type: str | None = None
     params: int = 0
-    config: Any = None
+    config: dict[str, Any] = field(default_factory=dict)  # its config.json's fields
     where: str = ""  # where its config was found, or why it was not
 
     def flops(self, length: float) -> float:
@@ -284,11 +284,12 @@ def model_shape(model: ResolvedModel, data_dir: str | None) -> Shape:
     if fields is None:
         return Shape(where=where)
     try:
-        config = build_config(fields)
-        params = config_parameters(config)
-    except Exception as error:  # custom code or an unknown model_type: said, not estimated
-        return Shape(where=f"its config ({where}) cannot be built: {str(error).strip()[:120]}")
-    return Shape(fields["model_type"], params, config, where)
+        params, known = weights_per_token(fields)
+    except (KeyError, TypeError, ValueError):  # no hidden_size or layers: not an encoder's config
+        return Shape(where=f"its config ({where}) gives no hidden_size and num_hidden_layers")
+    kind = str(fields["model_type"])
+    where += "" if known else f"; {kind}'s layers counted as BERT's"
+    return Shape(kind, params, fields, where)
 
 
 def _config_fields(model: ResolvedModel, data_dir: str | None) -> tuple[dict | None, str]:
