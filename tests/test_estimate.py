@@ -18,6 +18,7 @@ from neobench.models.flops import (
     weights_per_token,
 )
 from neobench.models.flops import text_flops as flops_of
+from neobench.protocol.config import BENCH_GPU_SCHEMA
 from neobench.protocol.tasks import CHARS_PER_TOKEN, retrieval_lengths, task_size
 from neobench.study import estimate
 from neobench.study.plan import build_plan
@@ -50,7 +51,7 @@ def record(card: str, train: float, encode: float) -> dict:
                     "flops_per_s": encode}],
     }  # fmt: skip
     return {
-        "schema": estimate.SCHEMA,
+        "schema": BENCH_GPU_SCHEMA,
         "device": {"type": "cuda", "name": card, "peak_flops": None},
         "settings": {"scale": {"shapes": "base"}},
         "sections": {name: {"status": "ok", "rows": found} for name, found in rows.items()},
@@ -168,9 +169,12 @@ def test_a_bad_calibration_is_one_clear_error(capsys, tmp_path, content, said):
     assert not (tmp_path / "out").exists()
 
 
-def test_records_of_two_cards_are_refused(capsys, tmp_path):
+def test_records_of_two_cards_and_an_empty_folder_are_refused(capsys, tmp_path):
     folder = tmp_path / "records"
     folder.mkdir()
+    code, text = dry_run(capsys, STUDIES / "table4-base.yaml", "--calibration", folder,
+                         "--output", tmp_path / "out")  # fmt: skip
+    assert code == 2 and "the folder holds no JSON record" in text
     (folder / "a.json").write_text(json.dumps(record("Card A", 1e14, 1e14)))
     (folder / "b.json").write_text(json.dumps(record("Card B", 1e14, 1e14)))
     code, text = dry_run(capsys, STUDIES / "table4-base.yaml", "--calibration", folder,

@@ -36,6 +36,7 @@ from neobench.models.flops import (
 from neobench.protocol import mirror
 from neobench.protocol.config import (
     BATCH_SIZE,
+    BENCH_GPU_SCHEMA,
     DEFAULT_BENCHMARK,
     DTYPE_CHOICES,
     SEED_RANGE,
@@ -44,8 +45,6 @@ from neobench.protocol.config import (
 from neobench.protocol.tasks import load_benchmark, select_tasks
 
 logger = logging.getLogger(__name__)
-
-SCHEMA = "neobench-bench-gpu/1"
 
 
 def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
@@ -62,7 +61,7 @@ def run_gpu_bench(cmd: BenchGpuCommand) -> dict[str, Any]:
         wanted |= {"encode", "unpadded"}
     out = {n: _entry(Section("skipped", "not in --sections"), budgets.get(n)) for n in GPU_SECTIONS}
     record: dict[str, Any] = {
-        "schema": SCHEMA,
+        "schema": BENCH_GPU_SCHEMA,
         "device": describe_device(device),
         "settings": {
             "size": cmd.size,

@@ -15,6 +15,8 @@ from neobench.protocol.cache_policy import CACHE_POLICIES, DEFAULT_POLICY
 from neobench.protocol.recipe_values import SEED_RANGE as SEED_RANGE
 
 DEFAULT_BENCHMARK = "MTEB(eng, v1)"
+# The format of `neobench bench gpu`'s JSON record, which a study's estimate also reads.
+BENCH_GPU_SCHEMA = "neobench-bench-gpu/1"
 # The recipe whose evaluation settings define the standard conditions (docs/recipe.md).
 STANDARD_RECIPE = "neobert-mteb-2k"
 # Padded tokens per forward batch when --token-budget is not given: small enough for CPU

@@ -6,7 +6,6 @@ of `neobench bench gpu`) measured for that kind of work on one card.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import re
 import statistics
@@ -24,6 +23,7 @@ from neobench.models.flops import (
     text_flops,
     weights_per_token,
 )
+from neobench.protocol.config import BENCH_GPU_SCHEMA
 from neobench.protocol.tasks import (
     CHARS_PER_TOKEN,
     RECIPE_TEXT_LENGTHS,
@@ -34,11 +34,8 @@ from neobench.study.jobs import Job
 from neobench.study.models import ResolvedModel
 from neobench.study.plan import Plan
 
-logger = logging.getLogger(__name__)
-
 SHIPPED = Path(__file__).with_name("calibration")  # H100 records, as docs/measurements holds them
 KNOWN_PLACE = "calibration"  # <neobench home>/calibration/*.json: the user's own records
-SCHEMA = "neobench-bench-gpu/1"
 # A time limit below this many times its job's estimate is warned of: the estimate counts the
 # encoder's work at the calibrated rate, not mteb's scoring on the CPU nor a slower node.
 MARGIN = 1.5
@@ -90,6 +87,8 @@ def load_calibration(given: str | None) -> Calibration:
         files = _records_in(SHIPPED)
         source = f"the shipped H100 figures (no --calibration given, no record in {place})"
     records = [_read(f) for f in files]
+    if not records:
+        raise NeobenchError(f"--calibration {source}: the folder holds no JSON record.")
     cards = sorted({str((r.get("device") or {}).get("name")) for r in records})
     if len(cards) > 1:
         raise NeobenchError(
@@ -115,9 +114,10 @@ def _read(path: Path) -> dict[str, Any]:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise NeobenchError(f"--calibration {path}: unreadable ({error}).") from None
-    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+    if not isinstance(record, dict) or record.get("schema") != BENCH_GPU_SCHEMA:
         raise NeobenchError(
-            f"--calibration {path}: not a `neobench bench gpu` JSON (its schema is not {SCHEMA})."
+            f"--calibration {path}: not a `neobench bench gpu` JSON (its schema is not "
+            f"{BENCH_GPU_SCHEMA})."
         )
     return record
 
