@@ -72,21 +72,53 @@ def finetune(
         ]
 
 
-def evaluate(model: str | Path, *, progress: bool = False, **options: Any) -> EvalSummary:
-    """Evaluate ``model`` (a folder or a hub id) on MTEB; `neobench eval`'s flags as keywords
-    (``tasks=[...]``, ``results="runs"``, ``model_name=...``, ``data_dir=...``). Failed tasks
-    are listed in the summary's ``failed``, as the CLI lists them; ``progress=True`` shows the
-    libraries' progress bars (model loading, dataset preparation). The summary's
-    ``to_pandas()``: one row per task, with the run's ``model``, ``revision`` and
-    ``experiment``, ``main_score`` on 0-100 (NaN for a failed task)."""
+def evaluate(model: Any, *, progress: bool = False, **options: Any) -> EvalSummary:
+    """Evaluate ``model`` (a folder, a hub id, or a SentenceTransformer held in memory) on MTEB;
+    `neobench eval`'s flags as keywords (``tasks=[...]``, ``results="runs"``, ``model_name=...``,
+    ``data_dir=...``). Failed tasks are listed in the summary's ``failed``, as the CLI lists
+    them; ``progress=True`` shows the libraries' progress bars (model loading, dataset
+    preparation). The summary's ``to_pandas()``: one row per task, with the run's ``model``,
+    ``revision`` and ``experiment``, ``main_score`` on 0-100 (NaN for a failed task).
+
+    A model in memory is saved to a temporary folder and evaluated from there, as the CLI
+    evaluates a saved folder: the same scores, its revision the same content hash of its weights
+    (``local-...``), filed under ``model_name`` (default ``local/in-memory``)."""
+    import tempfile
+
     from neobench.evaluation.runner import run_eval
 
     for key in ("tasks", "types"):
         if isinstance(options.get(key), str):
             options[key] = [options[key]]
-    cfg = _config(config.EvalConfig, "evaluate", options, model=model)
-    with _quiet(not progress):
-        return run_eval(cfg)
+    if not _in_memory(model):
+        cfg = _config(config.EvalConfig, "evaluate", options, model=model)
+        with _quiet(not progress):
+            return run_eval(cfg)
+    options.setdefault("model_name", IN_MEMORY_NAME)
+    with tempfile.TemporaryDirectory(prefix="neobench-in-memory-") as tmp:
+        folder = Path(tmp) / "model"
+        with _quiet(not progress):
+            model.save(str(folder))
+            cfg = _config(config.EvalConfig, "evaluate", options, model=str(folder))
+            return run_eval(cfg)
+
+
+IN_MEMORY_NAME = "local/in-memory"  # the results name of a model evaluated from memory
+
+
+def _in_memory(model: Any) -> bool:
+    """Whether ``model`` is a SentenceTransformer object (not a path or a hub id); anything
+    else that is not text is refused with what evaluate() takes."""
+    if isinstance(model, str | Path):
+        return False
+    from sentence_transformers import SentenceTransformer
+
+    if isinstance(model, SentenceTransformer):
+        return True
+    raise NeobenchError(
+        f"evaluate(): model is a {type(model).__name__}; give a model folder, a hub id or a "
+        "SentenceTransformer (a transformers model: wrap it, or save it and give the folder)."
+    )
 
 
 @contextmanager

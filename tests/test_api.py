@@ -264,3 +264,34 @@ def test_an_evaluation_joins_its_runs_and_table_and_prints_nothing(tiny_bert, mi
     row = board.merge(runs, on=["label", "model", "revision"], validate="one_to_one").iloc[0]
     assert row["STS"] == row["Avg."] == row["main_score"]  # BIOSSES, the one STS task
     assert board["Retrieval"].dtype == "float64" and board["Retrieval"].isna().all()
+
+
+@pytest.mark.slow
+def test_a_model_in_memory_scores_as_the_cli_on_its_saved_folder(minilm_model, mirror, tmp_path):
+    """A notebook's SentenceTransformer: evaluated from memory, it is filed under its weights'
+    content hash, as `neobench eval` files the folder it was saved to, with the same score."""
+    from neobench.cli.main import main
+    from neobench.core.cards import read_eval_card
+    from neobench.core.results import card_paths, run_folders
+    from neobench.models.fingerprint import fingerprint
+
+    saved = tmp_path / "saved"
+    minilm_model.save(str(saved))
+    cli_results, api_results = tmp_path / "cli", tmp_path / "api"
+    code = main(["eval", "--model", str(saved), "--model-name", "local/in-memory", "--tasks",
+                 "BIOSSES", "--results", str(cli_results), "--data-dir", str(mirror)])  # fmt: skip
+    assert code == 0
+    run = nb.evaluate(minilm_model, tasks="BIOSSES", results=api_results, data_dir=mirror)
+    assert run.model == "local/in-memory" and run.revision == fingerprint(saved)
+    [cli_folder], [api_folder] = run_folders(cli_results), run_folders(api_results)
+    assert cli_folder.relative_to(cli_results) == api_folder.relative_to(api_results)
+    cli_card = read_eval_card(card_paths(cli_folder)[0])
+    api_card = read_eval_card(card_paths(api_folder)[0])
+    assert api_card.model.revision == cli_card.model.revision == fingerprint(saved)
+    assert api_card.tasks["BIOSSES"]["main_score"] == cli_card.tasks["BIOSSES"]["main_score"]
+    assert run.outcomes[0].main_score == cli_card.tasks["BIOSSES"]["main_score"]
+
+
+def test_evaluate_refuses_what_is_not_a_model():
+    with pytest.raises(nb.NeobenchError, match="give a model folder, a hub id or a Sentence"):
+        nb.evaluate(object(), tasks="BIOSSES")
