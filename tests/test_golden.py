@@ -140,6 +140,7 @@ def test_study_dry_runs_are_unchanged(study, capsys, monkeypatch, tmp_path):
     folder (runs/ in the repository) does not change what the plan says."""
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NEOBENCH_CACHE", str(tmp_path / "home"))  # no calibration kept there
     out = tmp_path / "out"
     code = main(["study", "run", f"studies/{study}.yaml", "--dry-run", "--output", str(out)])
     captured = capsys.readouterr()

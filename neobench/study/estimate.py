@@ -231,7 +231,7 @@ def estimate_plan(plan: Plan, calibration: Calibration) -> Estimate:
         _, train_why = calibration.rate("finetune", shape.model_type)
         _, eval_why = calibration.rate("eval", shape.model_type)
         found.models[name] = (
-            f"{shape.params / 1e6:,.0f}M weights per token ({shape.where}); fine-tune at "
+            f"{_weights(shape.params)} weights per token ({shape.where}); fine-tune at "
             f"{train_why}, eval at {eval_why}"
         )
     for job in plan.jobs:
@@ -246,6 +246,10 @@ def estimate_plan(plan: Plan, calibration: Calibration) -> Estimate:
         rate, _ = calibration.rate(job.kind, shape.model_type)
         found.hours[job.key] = flops / rate / 3600 + startup_h
     return found
+
+
+def _weights(count: int) -> str:
+    return f"{count / 1e6:,.0f}M" if count >= 10**6 else f"{count:,}"
 
 
 def finetune_flops(job: Job, shape: Shape) -> float:
