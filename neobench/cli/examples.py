@@ -36,6 +36,11 @@ Overrides (key=value) change recipe values; they are recorded and change the rec
   neobench compare --results runs/eval --baseline bert-base-uncased
   neobench compare --results runs/eval --baseline bert-base-uncased --models neobench/neobert \\
       --out compare.json --resamples 2000 --seed 1""",
+    "publish": """examples:
+  neobench publish --results runs/table4-base --model table4-base/NeoBERT \\
+      --name my-lab/neobert-neobench --out publish/neobert
+  neobench publish --results runs/eval --model my-lab/model --out publish/model \\
+      --submit ~/src/results --push-to-hub my-lab/model --verify 2""",
     "ls": """examples:
   neobench ls tasks --benchmark "MTEB(eng, v2)"
   neobench ls profiles

@@ -19,6 +19,7 @@ from neobench.cli.data import cmd_cache, cmd_ls, cmd_prefetch, cmd_validate, cmd
 from neobench.cli.examples import EXAMPLES
 from neobench.cli.output import console, say
 from neobench.cli.progress import silence_libraries
+from neobench.cli.publish import cmd_publish
 from neobench.cli.report import cmd_compare, cmd_table
 from neobench.cli.run import cmd_eval, cmd_finetune
 from neobench.cli.study import cmd_study_run, cmd_study_status, cmd_study_table
@@ -36,6 +37,7 @@ COMMANDS: list[flags.Command] = [
     (("finetune",), config.FinetuneConfig, cmd_finetune, EXAMPLES["finetune"]),
     (("table",), commands.TableCommand, cmd_table, EXAMPLES["table"]),
     (("compare",), commands.CompareCommand, cmd_compare, EXAMPLES["compare"]),
+    (("publish",), commands.PublishCommand, cmd_publish, EXAMPLES["publish"]),
     (("ls",), commands.LsCommand, cmd_ls, EXAMPLES["ls"]),
     (("validate",), None, cmd_validate, EXAMPLES["validate"]),
     (("study", "run"), commands.StudyRunCommand, cmd_study_run, EXAMPLES["study"]),

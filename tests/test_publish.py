@@ -1,0 +1,212 @@
+"""`neobench publish`: the results repository's layout that mteb reads back with equal scores, the
+model card's front matter read back by huggingface_hub, `--submit` as a branch of a local
+repository shaped like the results repository, refusals before anything is written, and
+`--verify` re-running published tasks. The runs are the frozen golden ones (conftest.py), their
+fine-tune's folder rebuilt from its frozen card."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import GOLDEN
+
+from neobench.cli.main import main
+
+FOLDER = "lab__minilm-ft"
+
+
+def run(capsys, *argv) -> tuple[int, str]:
+    code = main(["publish", *map(str, argv)])
+    captured = capsys.readouterr()
+    text = " ".join((captured.out + captured.err).split())
+    assert "Traceback" not in text
+    return code, text
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory, minilm) -> Path:
+    """The golden results root under a new folder (its cards' /golden paths pointed there), and
+    the fine-tuned MiniLM's folder they name: the packaged model's files with the frozen card."""
+    from neobench.core.cards import FINETUNE_CARD
+
+    root = tmp_path_factory.mktemp("golden")
+    shutil.copytree(GOLDEN / "runs", root / "runs")
+    for path in (root / "runs").rglob("*"):
+        if path.suffix in (".json", ".yaml", ".jsonl") and path.is_file():
+            path.write_text(path.read_text().replace("/golden", str(root)))
+    tuned = root / "models" / "minilm-ft"
+    shutil.copytree(minilm, tuned)
+    card = (GOLDEN / "finetune-card.yaml").read_text().replace("/golden", str(root))
+    (tuned / FINETUNE_CARD).write_text(card)
+    return root
+
+
+@pytest.fixture(scope="module")
+def published(golden) -> Path:
+    out = golden / "out"
+    code = main(["publish", "--results", str(golden / "runs"), "--model", "golden/MiniLM-ft",
+                 "--name", "lab/minilm-ft", "--out", str(out)])  # fmt: skip
+    assert code == 0
+    return out
+
+
+def test_mteb_reads_the_published_folder_with_the_same_scores(golden, published):
+    import mteb
+    from mteb.results import TaskResult
+
+    from neobench.core.results import run_folders, task_files
+
+    [folder] = [f for f in run_folders(golden / "runs") if "golden__MiniLM-ft" in f.parts]
+    original = task_files(folder)
+    loaded = mteb.ResultCache(published).load_results(load_experiments="match_name")
+    [model] = loaded.model_results
+    assert model.model_name == "lab/minilm-ft"
+    scores = {t.task_name: t.get_score() for t in model.task_results}
+    assert scores == {p.stem: TaskResult.from_disk(p).get_score() for p in original}
+    [meta_file] = published.rglob("model_meta.json")
+    meta = json.loads(meta_file.read_text())
+    assert meta["name"] == "lab/minilm-ft" and meta["revision"] == meta_file.parts[-4]
+    from safetensors.torch import load_file
+
+    weights = load_file(golden / "models/minilm-ft/model.safetensors")  # the folder's own
+    assert meta["n_parameters"] == sum(w.numel() for w in weights.values())
+    assert meta["memory_usage_mb"] == round(meta["n_parameters"] * 4 / 2**20, 1)
+    assert meta["release_date"] and meta["embed_dim"] == 384 and meta["max_tokens"] == 128
+    assert meta["training_datasets"] and "STSBenchmark" in meta["training_datasets"]
+    assert (
+        meta["public_training_code"].startswith("neobench ")
+        and "neobert-mteb-2k" in (meta["public_training_code"])
+    )
+    assert set(meta["framework"]) >= {"Sentence Transformers", "PyTorch"}
+
+
+def test_the_card_reads_back_with_its_model_index(published):
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(published / "README.md")
+    data = card.data
+    assert data.library_name == "sentence-transformers" and "mteb" in data.tags
+    assert data.model_name == "lab/minilm-ft"
+    tasks = {r.dataset_name.split(" (")[0]: r for r in data.eval_results}
+    assert set(tasks) == {"BIOSSES", "STS16", "SummEval", "AmazonCounterfactualClassification"}
+    assert all(0 < r.metric_value < 1 and r.source_name == "MTEB" for r in tasks.values())
+    body = card.text
+    for part in (
+        "## Recipe: neobert-mteb-2k",
+        "| max_steps | 4 |",
+        "## Reproduce",
+        "neobench finetune --model",
+        "neobench eval --model",
+        "## Versions",
+        "±",
+    ):
+        assert part in body, part  # fmt: skip
+
+
+def test_seed_replicates_publish_every_revision(golden, tmp_path, capsys):
+    code, text = run(capsys, "--results", golden / "runs", "--model", "golden/tiny-bert",
+                     "--name", "lab/tiny-bert", "--out", tmp_path / "out")  # fmt: skip
+    assert code == 0 and "8 result file(s) of 2 revision(s) of lab/tiny-bert" in text
+    revisions = {p.parts[-4] for p in (tmp_path / "out").rglob("BIOSSES.json")}
+    assert len(revisions) == 2 and "the card of seed" in text
+
+
+def git(*args: str, cwd: Path) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def results_clone(tmp_path) -> tuple[Path, Path]:
+    """(a bare repository shaped like embeddings-benchmark/results, a clone of it)."""
+    seed = tmp_path / "seed"
+    (seed / "results" / "other__model" / "abc").mkdir(parents=True)
+    (seed / "results" / "other__model" / "abc" / "BIOSSES.json").write_text("{}\n")
+    (seed / "README.md").write_text("results\n")
+    git("init", "-q", "-b", "main", cwd=seed)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "add", ".", cwd=seed)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "seed", cwd=seed)
+    origin = tmp_path / "origin.git"
+    git("clone", "-q", "--bare", str(seed), str(origin), cwd=tmp_path)
+    clone = tmp_path / "clone"
+    git("clone", "-q", str(origin), str(clone), cwd=tmp_path)
+    git("config", "user.name", "t", cwd=clone)
+    git("config", "user.email", "t@t", cwd=clone)
+    return origin, clone
+
+
+def test_submit_makes_a_branch_of_the_results_clone(golden, results_clone, tmp_path, capsys):
+    origin, clone = results_clone
+    code, text = run(capsys, "--results", golden / "runs", "--model", "golden/MiniLM-ft",
+                     "--name", "lab/minilm-ft", "--out", tmp_path / "out", "--submit", clone,
+                     "--results-remote", origin)  # fmt: skip
+    assert code == 0 and "submit: ready_for_submission, 4 result file(s)" in text
+    branch = git("branch", "--show-current", cwd=clone)
+    assert branch.startswith("mteb-results-")
+    added = git("show", "--name-only", "--format=%s", "HEAD", cwd=clone).splitlines()
+    assert added[0].startswith("Add MTEB results of lab/minilm-ft")
+    assert {Path(p).name for p in added[1:] if p} >= {"BIOSSES.json", "model_meta.json"}
+    assert all(p.startswith(f"results/{FOLDER}/") for p in added[1:] if p)
+    assert git("status", "--porcelain", cwd=clone) == ""
+
+
+def test_refusals_come_before_anything_is_written(golden, results_clone, tmp_path, capsys,
+                                                 monkeypatch):  # fmt: skip
+    from huggingface_hub import constants
+
+    origin, clone = results_clone
+    out = tmp_path / "out"
+    base = ["--results", golden / "runs", "--model", "golden/MiniLM-ft", "--name",
+            "lab/minilm-ft", "--out", out]  # fmt: skip
+    cases = [
+        (["--submit", tmp_path], "not a git repository"),
+        (["--submit", clone], f"its origin is {origin}, not the results repository"),
+        (["--push-to-hub", "lab/minilm-ft"], "HF_HUB_OFFLINE is set"),
+        (["--name", "minilm-ft"], "files a model by its hub id, org/name"),
+    ]
+    for extra, said in cases:
+        code, text = run(capsys, *base, *extra)
+        assert code == 2 and said in text, (extra, text)
+        assert not out.exists()
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    code, text = run(capsys, *base, "--push-to-hub", "lab/minilm-ft")
+    assert code == 2 and "no Hugging Face token" in text and not out.exists()
+    out.mkdir()
+    (out / "x").write_text("kept")
+    code, text = run(capsys, *base)
+    assert code == 2 and "exists and is not empty" in text and (out / "x").read_text() == "kept"
+
+
+def test_a_changed_score_is_not_published(golden, tmp_path, capsys):
+    root = tmp_path / "runs"
+    shutil.copytree(golden / "runs", root)
+    [path] = root.rglob("golden__MiniLM-ft/**/BIOSSES.json")
+    data = json.loads(path.read_text())
+    data["scores"]["test"][0]["main_score"] = 0.99
+    path.write_text(json.dumps(data))
+    code, text = run(capsys, "--results", root, "--model", "golden/MiniLM-ft", "--name",
+                     "lab/minilm-ft", "--out", tmp_path / "out")  # fmt: skip
+    assert code == 2 and "cannot be published as they are" in text and "BIOSSES" in text
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_verify_reruns_published_tasks_within_the_maintainers_tolerance(
+    minilm, mirror, tmp_path, capsys
+):
+    results = tmp_path / "runs"
+    assert main(["eval", "--model", str(minilm), "--model-name", "lab/minilm", "--tasks",
+                 "BIOSSES,STS16", "--results", str(results), "--data-dir", str(mirror),
+                 "--no-cache"]) == 0  # fmt: skip
+    capsys.readouterr()
+    code, text = run(capsys, "--results", results, "--model", "lab/minilm", "--out",
+                     tmp_path / "out", "--verify", "2", "--data-dir", mirror)  # fmt: skip
+    assert code == 0, text
+    assert text.count("within 0.001)") == 2 and "verify: 2 of 2 task(s) within 0.001" in text
+    assert "verify BIOSSES: published 0." in text and "verify STS16: published 0." in text
