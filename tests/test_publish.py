@@ -172,6 +172,13 @@ def test_refusals_come_before_anything_is_written(golden, results_clone, tmp_pat
         code, text = run(capsys, *base, *extra)
         assert code == 2 and said in text, (extra, text)
         assert not out.exists()
+    # A clone of the real repository, offline: its origin cannot be fetched.
+    from neobench.publish.results import RESULTS_REMOTE
+
+    git("remote", "set-url", "origin", RESULTS_REMOTE, cwd=clone)
+    code, text = run(capsys, *base, "--submit", clone)
+    assert code == 2 and f"its origin {RESULTS_REMOTE} cannot be reached" in text
+    assert not out.exists() and git("branch", "--show-current", cwd=clone) == "main"
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
