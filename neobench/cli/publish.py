@@ -72,21 +72,15 @@ def cmd_publish(cfg: commands.PublishCommand) -> int:
 
 
 def _table(root: Path, pub) -> str:  # noqa: ANN001 (a Publication)
-    """The run's row (and its base model's, when the results root holds it) with intervals where
-    units were saved, as `neobench table --format md` prints it."""
+    """The run's row and its base model's (when the results root holds its run) with intervals
+    where units were saved, as `neobench table --format md` prints it."""
     from neobench.core import results as layout
     from neobench.report.leaderboard import leaderboard
     from neobench.report.render.table import to_markdown
 
     ci = all(layout.has_units(m.run.folder) for m in pub.members)
-    base = pub.pointed.meta.adapted_from
-    for models in ([pub.label, base], [pub.label]) if base else ([pub.label],):
-        try:
-            table = leaderboard([root], pub.benchmark, models=models, ci=ci)
-        except NeobenchError:
-            continue  # the base is not in this results root
-        return to_markdown(table)
-    return ""
+    models = [pub.label, pub.base] if pub.base else [pub.label]
+    return to_markdown(leaderboard([root], pub.benchmark, models=models, ci=ci))
 
 
 def _read_back(out: Path, pub) -> None:  # noqa: ANN001 (a Publication)

@@ -49,6 +49,7 @@ class Publication:
     members: list[Member]
     pointed: Member  # the seed the model card is written for (the median average)
     benchmark: str
+    base: str | None = None  # the row label of the base model's own run in the results root
 
 
 def prepare(
@@ -75,7 +76,22 @@ def prepare(
             "(e.g. my-lab/bert-base-neobench); pass --name."
         )
     members = [_member(each, name, open_weights) for each in (run.members or [run])]
-    return Publication(name, label, run, members, _median(members), benchmark)
+    pointed = _median(members)
+    return Publication(name, label, run, members, pointed, benchmark, _base(runs, pointed))
+
+
+def _base(runs: list[Run], member: Member) -> str | None:
+    """The label of the run that evaluated the model ``member`` was fine-tuned from (the same
+    folder or hub id), if the results root holds one."""
+    if member.tune is None:
+        return None
+    base = str(member.tune.config.get("model") or "")
+    wanted = {base, str(Path(base).expanduser().resolve()) if base else ""} - {""}
+    for label, other in find(runs, None):
+        paths = results.card_paths((other.members or [other])[0].folder)
+        if paths and str(cards.read_eval_card(paths[-1]).model.path or "") in wanted:
+            return label
+    return None
 
 
 def _member(run: Run, name: str, open_weights: bool) -> Member:
