@@ -144,9 +144,9 @@ def test_submit_makes_a_branch_of_the_results_clone(golden, results_clone, tmp_p
     code, text = run(capsys, "--results", golden / "runs", "--model", "golden/MiniLM-ft",
                      "--name", "lab/minilm-ft", "--out", tmp_path / "out", "--submit", clone,
                      "--results-remote", origin)  # fmt: skip
-    assert code == 0 and "submit: ready_for_submission, 4 result file(s)" in text
     branch = git("branch", "--show-current", cwd=clone)
     assert branch.startswith("mteb-results-")
+    assert code == 0 and f"submit: 4 result file(s) committed to branch {branch}" in text
     added = git("show", "--name-only", "--format=%s", "HEAD", cwd=clone).splitlines()
     assert added[0].startswith("Add MTEB results of lab/minilm-ft")
     assert {Path(p).name for p in added[1:] if p} >= {"BIOSSES.json", "model_meta.json"}

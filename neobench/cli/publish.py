@@ -60,9 +60,14 @@ def cmd_publish(cfg: commands.PublishCommand) -> int:
         say(note + "under experiments/, not shown by the leaderboard as the model's", markup=False)
     if clone is not None:
         response = results.submit(out, pub, clone, cfg.results_remote)
-        say(f"submit: {response.get('status')}, {response.get('result_count', 0)} result file(s) "
-            f"on a new branch of {clone} (git -C {clone} push, then open the pull request)",
-            markup=False)  # fmt: skip
+        count = response.get("result_count", 0)
+        if response.get("status") == "no_changes":
+            say(f"submit: {clone} already holds every published result", markup=False)
+        else:
+            branch = results.current_branch(clone)
+            say(f"submit: {count} result file(s) committed to branch {branch} of {clone}; push it "
+                f"to your fork (git -C {clone} push FORK {branch}) and open the pull request",
+                markup=False)  # fmt: skip
     if cfg.push_to_hub and token:
         url = card.push(cfg.push_to_hub, token, model_folder, model_card.content)
         say(f"pushed {model_folder} and its card to {cfg.push_to_hub}: {url}", markup=False)

@@ -221,6 +221,13 @@ def check_clone(clone: Path, remote: str) -> None:
         )
 
 
+def current_branch(clone: Path) -> str:
+    done = subprocess.run(
+        ["git", "branch", "--show-current"], cwd=clone, capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip()
+
+
 def submit(folder: Path, pub: Publication, clone: Path, remote: str) -> dict[str, Any]:
     """A branch of ``clone`` holding the published results the repository lacks, made by mteb's
     submit (ResultCache.submit_results) over a cache whose remote is ``clone``; its response."""
