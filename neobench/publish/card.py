@@ -38,8 +38,9 @@ def model_card(pub: Publication, table: str) -> Any:
         datasets=_datasets(member) or None,
         eval_results=evals,
     )
-    body = "\n".join([f"# {pub.name}", "", *_about(pub, member), "", table.strip(), "",
-                      *_recipe(tune), *_reproduce(pub, member), *_versions(member)])  # fmt: skip
+    body = "\n".join([f"# {pub.name}", "", *_about(pub, member), "", *_usage(pub.name),
+                      table.strip(), "", *_recipe(tune), *_reproduce(pub, member),
+                      *_versions(member)])  # fmt: skip
     card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}\n")
     check_card(card.content)
     return card
@@ -84,6 +85,15 @@ def _about(pub: Publication, member: Member) -> list[str]:
             "bootstrap interval over each task's test items (neobench table --ci)."
         )
     return lines
+
+
+def _usage(name: str) -> list[str]:
+    return [
+        "## Usage", "", "```python", "from sentence_transformers import SentenceTransformer", "",
+        f'model = SentenceTransformer("{name}")',
+        'embeddings = model.encode(["A sentence.", "Another one."])', "```", "",
+        "## MTEB scores", "",
+    ]  # fmt: skip
 
 
 def _recipe(tune: Any) -> list[str]:
