@@ -91,6 +91,9 @@ def _table(root: Path, pub) -> str:  # noqa: ANN001 (a Publication)
 def _read_back(out: Path, pub) -> None:  # noqa: ANN001 (a Publication)
     """mteb's ResultCache reads the folder back with the scores the run holds, or this fails."""
     import mteb
+    from mteb.results import TaskResult
+
+    from neobench.core import results as layout
 
     loaded = mteb.ResultCache(out).load_results(models=[m.meta for m in pub.members])
     found = {
@@ -100,10 +103,6 @@ def _read_back(out: Path, pub) -> None:  # noqa: ANN001 (a Publication)
     }
     expected = 0
     for member in pub.members:
-        from mteb.results import TaskResult
-
-        from neobench.core import results as layout
-
         for path in layout.task_files(member.run.folder):
             result = TaskResult.from_disk(path)
             key = (member.run.revision, result.task_name)

@@ -26,6 +26,14 @@ def check_weights(folders: list[Path], spec: str) -> None:
         raise NeobenchError(problems)
 
 
+def safetensors_tensors(file: Path) -> dict[str, dict]:
+    """The tensors a safetensors file's header describes (name -> dtype, shape, data_offsets),
+    read without the weights (the layout: _safetensors_problem)."""
+    with file.open("rb") as handle:
+        header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
+    return {k: v for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)}
+
+
 def _safetensors_problem(file: Path) -> str | None:
     """Why ``file`` is not a complete safetensors file, or None. Layout: 8 bytes little-endian
     header length n, n bytes of JSON mapping each tensor to ``data_offsets`` [begin, end) in the

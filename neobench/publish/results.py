@@ -6,8 +6,8 @@ a branch of a clone of that repository made by mteb's own submit.
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 import shutil
 import subprocess
 import tempfile
@@ -135,20 +135,13 @@ def _member(run: Run, name: str, open_weights: bool) -> Member:
 def weight_count(folder: Path) -> int | None:
     """Parameters in the folder's safetensors files, read from their headers (no weights loaded):
     the backbone's, under its module folder when the folder is a SentenceTransformer's."""
+    from neobench.models.backbone import safetensors_tensors
     from neobench.models.load import transformer_folder
 
     total = 0
-    files = sorted(transformer_folder(folder).glob("*.safetensors"))
-    for path in files:
-        with path.open("rb") as handle:
-            size = int.from_bytes(handle.read(8), "little")
-            header = json.loads(handle.read(size))
-        for key, entry in header.items():
-            if key != "__metadata__":
-                count = 1
-                for dim in entry["shape"]:
-                    count *= int(dim)
-                total += count
+    for path in sorted(transformer_folder(folder).glob("*.safetensors")):
+        for entry in safetensors_tensors(path).values():
+            total += math.prod(int(dim) for dim in entry["shape"])
     return total or None
 
 
