@@ -5,7 +5,8 @@ jobs), each backbone replaced by a tiny model of its architecture built from a t
 (the study's `config:` models), a few fine-tuning steps, the mirror's MTEB(eng, v1) tasks and CPU
 jobs. While the first round's jobs run, a watcher thread injects faults:
 
-    scancel      N random running jobs
+    scancel      N random running jobs of those with the most work left (a scancel whose job
+                 completed before it took is late: owed again, for another job)
     requeue      M running fine-tunes (`scontrol requeue`), once they have trained a few steps
                  in the window and have as many left
     slurmd       slurmd killed (SIGKILL, by its pid file) mid-job, then started again
@@ -241,6 +242,7 @@ STARTED = {
     "OUT_OF_MEMORY",
     "PREEMPTED",
 }
+ENDED_BADLY = {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
 
 
 def epoch(text: str) -> float | None:
@@ -303,12 +305,12 @@ class Fault:
 
 
 class Watcher(threading.Thread):
-    """Polls squeue and the study's logs every POLL_S (HURRIED_POLL_S while a requeue waits for
-    a running fine-tune); injects the faults it is given."""
+    """Polls squeue and the study's logs every POLL_S (HURRIED_POLL_S while a fault is owed and
+    one of the study's jobs runs); injects the faults it is given."""
 
     POLL_S = 1.0
-    # While a requeue is owed and a fine-tune runs: the span of steps a requeue may hit lasts
-    # only seconds when steps are fast (the reduced rehearsal's tiny BERT: 0.03 s a step).
+    # While a fault is owed and a job runs: the span a fault may hit lasts only seconds when the
+    # work is small (the reduced rehearsal's tiny BERT: 0.03 s a step, an eval shard in seconds).
     HURRIED_POLL_S = 0.2
 
     def __init__(self, output: Path, env: dict[str, str], injector: Injector | None) -> None:
@@ -335,8 +337,7 @@ class Watcher(threading.Thread):
             self.stop.wait(self.HURRIED_POLL_S if self._hurried() else self.POLL_S)
 
     def _hurried(self) -> bool:
-        owed = self.injector is not None and self.injector.owed["requeue"] > 0
-        return owed and any(w.key.startswith("finetune/") for w in self.running())
+        return self.injector is not None and not self.injector.done and bool(self.running())
 
     def tick(self) -> None:
         done = slurm(SQUEUE, self.env, timeout=30)
@@ -476,6 +477,10 @@ class Injector:
         self.costs = _shard_costs(plan)
         self.faults: list[Fault] = []
         self.refused: list[Fault] = []  # commands Slurm refused (the job had just ended)
+        # A scancel Slurm took is a fault once its window ends CANCELLED; one whose job ended
+        # COMPLETED (its last moments were under way) is late: owed again, for another job.
+        self.unconfirmed: list[tuple[Fault, Window]] = []
+        self.late: list[Fault] = []
         self.hit: set[str] = set()  # keys already faulted
         # The steps each running fine-tune was seen at while a requeue was owed: when the
         # requeue is never made, they show whether the polls stepped over its span.
@@ -485,9 +490,10 @@ class Injector:
 
     @property
     def done(self) -> bool:
-        return not any(self.owed.values())
+        return not any(self.owed.values()) and not self.unconfirmed
 
     def tick(self, watcher: Watcher) -> None:
+        self.confirm()
         if self.done:
             return
         running = [w for w in watcher.running() if w.key not in self.hit]
@@ -530,6 +536,10 @@ class Injector:
             settled = [w for w in running if w.used_s >= 5]
             return bool(settled) and self._kill_slurmd(settled, watcher)
         candidates = [w for w in running if (watcher.working_s(w) or -1) >= self.scancel_after]
+        # The jobs with the most work (fine-tunes, the larger eval shards): a short shard may
+        # end in the instant between the poll that saw it running and the scancel.
+        most = max((self._work(w.key) for w in candidates), default=0)
+        candidates = [w for w in candidates if self._work(w.key) >= most / 2]
         if self.owed["requeue"]:
             # A requeue still owed needs a fine-tune with steps left, and its chance is a short
             # span of steps: a scancel leaves such fine-tunes to it (the evals after them are
@@ -539,6 +549,11 @@ class Injector:
         if not candidates:
             return False
         return self._command(kind, self.rng.choice(candidates), ["scancel"], watcher)
+
+    def _work(self, key: str) -> float:
+        """How much work a job has, to compare: a fine-tune the most, an eval shard its tasks'
+        size, the table (a few files read) none."""
+        return math.inf if key.startswith("finetune/") else self.costs.get(key, 0)
 
     def _requeue_target(self, win: Window, watcher: Watcher, started: bool = False) -> bool:
         """A fine-tune a requeue can test a restart on: steps left (a requeue at the last step
@@ -574,7 +589,22 @@ class Injector:
         )
         # Refused (the job ended in between, say): not a fault; another job gets it.
         (self.faults if done.returncode == 0 else self.refused).append(fault)
+        if kind == "scancel" and done.returncode == 0:
+            self.unconfirmed.append((fault, win))
         return done.returncode == 0
+
+    def confirm(self) -> None:
+        """Settles the scancels whose windows have ended (their state comes from squeue)."""
+        for fault, win in list(self.unconfirmed):
+            if win.state in ENDED_BADLY:
+                self.unconfirmed.remove((fault, win))
+            elif win.state == "COMPLETED":
+                self.unconfirmed.remove((fault, win))
+                self.faults.remove(fault)
+                fault.outcome = "late: the job completed before the scancel reached it"
+                self.late.append(fault)
+                self.owed[fault.kind] += 1
+                say(f"fault {fault.kind}: {fault.key} (Slurm {fault.id}) {fault.outcome}")
 
     def _kill_slurmd(self, running: list[Window], watcher: Watcher) -> bool:
         conf = self.env["SLURM_CONF"]
@@ -731,9 +761,6 @@ def one_run(
     }
     result["_watcher"] = watcher
     return result
-
-
-ENDED_BADLY = {"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
 
 
 def _failures(output: Path, watcher: Watcher, faults: list[Fault]) -> list[dict[str, Any]]:
@@ -1134,6 +1161,7 @@ def rehearse(args: argparse.Namespace, report: dict[str, Any]) -> None:
         finally:  # what was injected, also when the run was cut short
             report["faults"] = [asdict(f) for f in injector.faults]
         watcher = faulted.pop("_watcher")
+        injector.confirm()  # the states of the last poll
         final = plan_of(faulted_path)
         survival(injector.faults, faulted, watcher, final)
         report["faulted"] = faulted
@@ -1142,6 +1170,8 @@ def rehearse(args: argparse.Namespace, report: dict[str, Any]) -> None:
         if injector.owed["requeue"]:
             report["finetune_steps_seen"] = injector.seen_steps
         report["fault_commands_refused"] = [asdict(f) for f in injector.refused]
+        report["faults_late"] = [asdict(f) for f in injector.late]
+        report["faults_unconfirmed"] = [asdict(f) for f, _ in injector.unconfirmed]
         report["finetune_windows"] = {
             j.key: {
                 "starts": faulted["windows"][j.key]["starts"],
@@ -1184,6 +1214,8 @@ def verdict(report: dict[str, Any], args: argparse.Namespace) -> list[str]:
         polls = f"; fine-tune steps at each poll while a requeue was owed: {seen}" if seen else ""
         owed = report["faults_owed"]
         problems.append(f"faults not injected (no fitting running job): {owed}{polls}")
+    for fault in report.get("faults_unconfirmed", []):
+        problems.append(f"fault scancel on {fault['key']}: the end of its window was never seen")
     for fault in report.get("faults", []):
         if fault["survived"] is None:
             problems.append(f"fault {fault['kind']} on {fault['key']}: not assessed (cut short)")
@@ -1223,6 +1255,8 @@ def summary(report: dict[str, Any]) -> None:
     say(f"faults: {len(faults)} injected, {survived} survived")
     for fault in faults:
         say(f"  {fault['kind']} {fault['key'] or ''} ({fault['detail']}): {fault['outcome']}")
+    for fault in report.get("faults_late", []):
+        say(f"  {fault['kind']} {fault['key']} ({fault['detail']}): {fault['outcome']}; owed again")
     tunes = report.get("finetune_windows", {})
     several = sum(v["starts"] > 1 for v in tunes.values())
     itself = sum(v["self_requeues"] > 0 for v in tunes.values())

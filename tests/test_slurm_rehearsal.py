@@ -16,17 +16,21 @@ from conftest import REPO
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-# The two smallest STS tasks of the mirror, one per shard; 120 steps under a limit the fine-tune
-# never reaches (the limit's own requeue is the full rehearsal's). The fine-tune may be requeued
-# between its 5th step in a window and its 115th: at 0.03-0.15 s a step, a span of 3-15 s, which
-# the watcher (polling five times a second while a requeue waits) does not miss under load.
+# Two STS tasks of the mirror, one per shard: BIOSSES (the smallest) and SICK-R, whose 19,854
+# sentences keep its shard encoding ~4 s on an idle machine, so the scancel (1 s after the
+# shard's first line, on the shard with the most work) lands while it runs; STS16's shard ended
+# ~1 s after its first line, before the scancel or in the instant of it. 120 steps under a limit
+# the fine-tune never reaches (the limit's own requeue is the full rehearsal's). The fine-tune
+# may be requeued between its 5th step in a window and its 115th: at 0.03-0.15 s a step, a span
+# of 3-15 s, which the watcher (polling five times a second while a fault is owed) does not
+# miss under load.
 STEPS = 120
 REDUCED = [
     "--backbones", "BERT", "--seeds", "1", "--shards", "2",
-    "--tasks", "BIOSSES,STS16",
+    "--tasks", "BIOSSES,SICK-R",
     "--steps", str(STEPS), "--finetune-time", "0:05:00",
     "--scancel", "1", "--requeue", "1", "--slurmd-kills", "0", "--time-limits", "0",
-    "--fault-gap", "2", "--timeout-min", "14",
+    "--fault-gap", "2", "--scancel-after", "1", "--timeout-min", "14",
 ]  # fmt: skip
 
 
