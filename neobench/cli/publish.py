@@ -49,10 +49,9 @@ def cmd_publish(cfg: commands.PublishCommand) -> int:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     revisions = f"{len(written)} result file(s) of {len(pub.members)} revision(s) of {pub.name}"
-    say(
-        f"wrote {out}: {revisions}, and README.md (the card of seed {pub.pointed.seed})",
-        markup=False,
-    )
+    seed = pub.pointed.seed
+    which = "the model card" if seed is None else f"the card of seed {seed}"
+    say(f"wrote {out}: {revisions}, and README.md ({which})", markup=False)
     _read_back(out, pub)
     kwargs = pub.pointed.meta.experiment_kwargs
     if kwargs:
