@@ -10,9 +10,14 @@ docs/architecture.md.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from neobench._version import __version__
+
+# A library's loggers stay silent until the application configures logging: without a handler of
+# its own, a warning would reach stderr through Python's last-resort handler.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 API = ("finetune", "evaluate", "load_runs", "leaderboard", "compare", "load_study", "Study",
        "Runs", "NeobenchError")  # fmt: skip

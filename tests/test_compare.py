@@ -191,6 +191,23 @@ def test_results_without_units_are_named_with_the_fix(tmp_path, capsys):
     assert "org/other: no per-item predictions for NFCorpus" in err and "re-run" in err
 
 
+def test_a_corrupt_result_file_is_named_not_taken_for_a_missing_task(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    write_model(tmp_path, "org/base", {t: rng.random(40) for t in TASKS})
+    folder = write_model(tmp_path, "org/other", {t: rng.random(40) for t in TASKS})
+    path = folder / "NFCorpus.json"
+    path.write_text(path.read_text()[:50])  # truncated, as by a full disk or a killed copy
+    code = main(["compare", "--results", str(tmp_path), "--baseline", "org/base"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2
+    assert f"org/other: {path}: unreadable (" in err and "NFCorpus cannot be compared" in err
+    assert "different tasks" not in err
+    # Leaving the task out compares the rest.
+    code = main(["compare", "--results", str(tmp_path), "--baseline", "org/base",
+                 "--tasks", "SciFact,ArguAna"])  # fmt: skip
+    assert code == 0
+
+
 def test_table_ci_and_baseline_marks(root, tmp_path):
     out = tmp_path / "t.md"
     code = main(["table", "--results", str(root), "--ci", "--baseline", "org/base",

@@ -169,6 +169,37 @@ def test_a_bad_calibration_is_one_clear_error(capsys, tmp_path, content, said):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ({"sections": "oops"}, 'sections is a string ("oops"), not an object'),
+        ({"device": "H100"}, 'device is a string ("H100"), not an object'),
+        ({"sections": {"train": "x"}}, 'sections.train is a string ("x"), not an object'),
+        ({"sections": {"train": {"rows": {}}}}, "sections.train.rows is an object ({}), not a"),
+    ],
+)
+def test_a_calibration_with_a_wrong_typed_field_names_it(capsys, tmp_path, edit, said):
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({**record(CARD, 1e14, 1e14), **edit}))
+    code, text = dry_run(capsys, STUDIES / "table4-base.yaml", "--calibration", path,
+                         "--output", tmp_path / "out")  # fmt: skip
+    assert code == 2 and said in text and str(path) in text and "Traceback" not in text
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_wrong_typed_field_is_named_at_once(capsys, tmp_path):
+    good = record(CARD, 1e14, 1e14)
+    row = dict(good["sections"]["train"]["rows"][0], tokens_per_s="fast")
+    bad = {**good, "device": 3, "sections": {**good["sections"], "train": {"rows": [row]}}}
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(bad))
+    code, text = dry_run(capsys, STUDIES / "table4-base.yaml", "--calibration", path,
+                         "--output", tmp_path / "out")  # fmt: skip
+    assert code == 2
+    assert "device is a number (3), not an object" in text
+    assert 'sections.train.rows[0].tokens_per_s is a string ("fast"), not a number' in text
+
+
 def test_records_of_two_cards_and_an_empty_folder_are_refused(capsys, tmp_path):
     folder = tmp_path / "records"
     folder.mkdir()

@@ -4,6 +4,9 @@ set and put back, and the scores of every task type the mirror holds with patche
 import ast
 import json
 import logging
+import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -105,6 +108,62 @@ def test_neobench_patches_off_or_a_list_of_names(monkeypatch, caplog):
         assert patches.enabled() == names
     lines = [r.getMessage() for r in caplog.records if r.name == patches.__name__]
     assert len(lines) == 2 and "NEOBENCH_PATCHES=off" in lines[0] and names[1] in lines[1]
+
+
+def test_the_reason_patches_are_off_is_what_a_run_card_records(monkeypatch):
+    assert patches.off_reason() is None
+    monkeypatch.setenv(patches.ENV, "off")
+    assert patches.off_reason() == {"why": "NEOBENCH_PATCHES=off"}
+    monkeypatch.setenv(patches.ENV, "column-cache")
+    assert patches.off_reason() == {"why": "NEOBENCH_PATCHES=column-cache"}
+    monkeypatch.delenv(patches.ENV)
+    monkeypatch.setitem(patches.TESTED, "transformers", "0.0.1")
+    installed = patches.installed("transformers")
+    assert patches.off_reason() == {
+        "why": "untested library versions",
+        "untested": [f"transformers {installed} (tested: 0.0.1)"],
+    }
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_cli_says_patches_are_off_without_verbose(tmp_path, tiny_bert, mirror):
+    argv = ["-m", "neobench", "eval", "--model", str(tiny_bert), "--tasks", "BIOSSES",
+            "--instructions", "none", "--max-seq-length", "128", "--data-dir", str(mirror),
+            "--results", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "c"),
+            "--device", "cpu"]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, *argv],
+        env={**os.environ, patches.ENV: "off"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = [line for line in done.stderr.splitlines() if "library patches off" in line]
+    assert said == ["warning: library patches off (NEOBENCH_PATCHES=off): the libraries run as "
+                    "shipped"]  # fmt: skip
+
+
+def test_the_api_is_silent_about_the_gate_until_logging_is_configured():
+    # As an untested library version does: the gate logs a warning. A library without a handler
+    # of its own would print it through Python's last-resort handler.
+    code = (
+        "import neobench as nb; from neobench.core import patches; "
+        "patches.TESTED['mteb'] = '0.0.1'; assert patches.enabled() == []"
+    )
+    silent = _python(code)
+    assert silent.returncode == 0 and silent.stderr == ""
+    shown = _python("import logging; logging.basicConfig(); " + code)
+    assert shown.returncode == 0 and "library patches off: mteb" in shown.stderr
 
 
 def test_an_unknown_patch_name_is_refused_with_the_valid_ones(monkeypatch):
@@ -268,11 +327,13 @@ def test_every_task_type_scores_the_same_with_patches_on_and_off(
         )
         saved = {name: units.to_json(units.read(units.path_for(folder, name))) for name in scores}
         (card,) = (folder / "neobench").glob("run-*.yaml")
-        return scores, saved, yaml.safe_load(card.read_text())["library_patches"]
+        written = yaml.safe_load(card.read_text())
+        return scores, saved, written["library_patches"], written.get("library_patches_off")
 
-    off_scores, off_units, off_card = run("off")
-    on_scores, on_units, on_card = run("on")
+    off_scores, off_units, off_card, off_why = run("off")
+    on_scores, on_units, on_card, on_why = run("on")
     assert sorted(on_scores) == sorted(EQUALITY_TASKS)
     assert on_scores == off_scores
     assert on_units == off_units
     assert off_card == [] and on_card == patches.in_force() != []
+    assert off_why == {"why": "NEOBENCH_PATCHES=off"} and on_why is None

@@ -138,6 +138,16 @@ def test_every_problem_at_once_through_the_cli(capsys, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_folder_given_as_the_study_file_is_named_as_a_folder(capsys, tmp_path):
+    write_study(tmp_path, models=["./no/such/model"])
+    code, text = run(capsys, "study", "run", tmp_path, "--dry-run")
+    assert code == 2
+    assert f"study file {tmp_path}: is a folder, not a study file" in text
+    assert "no such file" not in text
+    written = sorted(p.name for p in tmp_path.glob("*.yaml"))
+    assert written and f"It holds {', '.join(written)}." in text
+
+
 # ------------------------------------------------------------------------- the paper's study
 
 

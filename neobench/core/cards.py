@@ -109,6 +109,9 @@ class EvalCard:
     # The patches in force (core/patches.py), empty when off (same scores either way); None: a
     # card of a neobench that did not record them.
     library_patches: list[str] | None = None
+    # Why patches are off ({why: NEOBENCH_PATCHES=off} or {why: untested library versions,
+    # untested: [transformers 5.24.0 (tested: 5.23.0)]}); absent when all are in force.
+    library_patches_off: dict[str, Any] | None = None
     tasks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # task -> outcome
     # Written when the run ends (or is found dead); absent from the YAML until then.
     finished: str | None = None
@@ -122,7 +125,8 @@ class EvalCard:
 
 
 _UNTIL_SET = ("finished", "encoding", "interrupted")
-_SINCE = ("library_patches",)  # absent from an older card: written back without it
+# Absent from an older card (written back without it), or only written when set.
+_SINCE = ("library_patches", "library_patches_off")
 _MODEL_IF_SET = ("finetune_seed", "base_model", "base_revision", "sweep")
 
 

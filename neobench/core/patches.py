@@ -131,13 +131,21 @@ def untested() -> list[str]:
     return found
 
 
-def enabled() -> list[str]:
-    """The patches in force now (the gate and ``NEOBENCH_PATCHES``); why one is off is logged
-    once per process."""
+@dataclass(frozen=True)
+class Gate:
+    """What the gate decided: the patches in force, and why any are off (None: none is)."""
+
+    names: list[str]
+    off: dict[str, Any] | None
+
+
+def gate() -> Gate:
+    """The gate over the registry, ``NEOBENCH_PATCHES`` first, then the installed versions; why
+    patches are off is logged once per process, as a warning (the run is slower than measured)."""
     setting = os.environ.get(ENV, "").strip()
     if setting.lower() == "off":
-        _log_once(logging.INFO, f"library patches off ({ENV}=off): the libraries run as shipped")
-        return []
+        _log_once(f"library patches off ({ENV}=off): the libraries run as shipped")
+        return Gate([], {"why": f"{ENV}=off"})
     names = [] if setting.lower() in ("", "on") else [n.strip() for n in setting.split(",")]
     hint = f"{ENV} takes 'off', or the names of the patches to turn off, separated by commas."
     wrong = [
@@ -148,13 +156,17 @@ def enabled() -> list[str]:
     versions = untested()
     if versions:
         shipped_note = "the libraries run as shipped (slower, same scores)"
-        _log_once(logging.WARNING, f"library patches off: {', '.join(versions)}; {shipped_note}")
-        return []
+        _log_once(f"library patches off: {', '.join(versions)}; {shipped_note}")
+        return Gate([], {"why": "untested library versions", "untested": versions})
     if names:
-        _log_once(
-            logging.INFO, f"library patches {', '.join(names)} off ({ENV}): those run as shipped"
-        )
-    return [n for n in PATCHES if n not in names]
+        _log_once(f"library patches {', '.join(names)} off ({ENV}): those run as shipped")
+        return Gate([n for n in PATCHES if n not in names], {"why": f"{ENV}={setting}"})
+    return Gate(list(PATCHES), None)
+
+
+def enabled() -> list[str]:
+    """The patches in force now (see `gate`)."""
+    return gate().names
 
 
 def on(name: str) -> bool:
@@ -169,13 +181,19 @@ def in_force() -> list[str]:
     return [n for n in enabled() if PATCHES[n].scope == "eval"]
 
 
+def off_reason() -> dict[str, Any] | None:
+    """A run card's ``library_patches_off``: why patches are off (the setting, or each untested
+    library with its version), None when all are in force."""
+    return gate().off
+
+
 _logged: set[str] = set()
 
 
-def _log_once(level: int, message: str) -> None:
+def _log_once(message: str) -> None:
     if message not in _logged:
         _logged.add(message)
-        logger.log(level, message)
+        logger.warning(message)
 
 
 # --- applying --------------------------------------------------------------------------------

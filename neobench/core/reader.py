@@ -56,9 +56,9 @@ def load_runs(
                 scores, stored = results.file_score(path)
                 score = results.benchmark_score(scores, task)
             except Exception as error:
-                problems.append(
-                    f"{path}: unreadable ({type(error).__name__}: {_first_line(error)}); skipped"
-                )
+                why = f"{path}: unreadable ({type(error).__name__}: {_first_line(error)})"
+                problems.append(f"{why}; skipped")
+                run.unreadable[path.stem] = why
                 continue
             recorded, card = writers.get(path.stem, (None, ""))
             why = results.recorded_mismatch(path, stored, recorded, card)

@@ -98,6 +98,7 @@ def _replicates(kept: list[tuple[int, Run]], notes: list[str]) -> Run:
         partial=partial,
         # a seed's result that differs from its card is not averaged in: the row names it
         mismatched={t: why for r in runs for t, why in r.mismatched.items()},
+        unreadable={t: why for r in runs for t, why in r.unreadable.items()},
     )
     if partial:
         lacking = "; ".join(

@@ -38,6 +38,9 @@ class Run:
     mismatched: dict[str, str] = field(default_factory=dict)
     # task -> why its conditions are unknown (no run card names it): shown, refused by compare
     card_missing: dict[str, str] = field(default_factory=dict)
+    # task -> why its result file could not be read (path and error): skipped by the table with a
+    # note, named by compare as the reason the task is missing
+    unreadable: dict[str, str] = field(default_factory=dict)
     conditions: Conditions = field(default_factory=Conditions)
     cards: dict[str, str] = field(default_factory=dict)  # run card file -> sha256[:12]
     # The mteb tasks the model trained on (protocol/overlap.py); None = not declared, unknown

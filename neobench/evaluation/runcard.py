@@ -72,6 +72,7 @@ def new_card(
         seeds={t.metadata.name: getattr(t, "seed", None) for t in tasks},
         environment=card_io.card_from_dict(EvalEnvironment, provenance.environment()),
         library_patches=patches.in_force(),
+        library_patches_off=patches.off_reason(),
     )
 
 

@@ -211,6 +211,14 @@ def side(run: Run, label: str, settings: stats.Settings) -> stats.Side:
             f"{label}: {len(run.mismatched)} stored score(s) differ from their run cards, so "
             "the model is not compared: " + " ".join(run.mismatched.values())
         )
+    if run.unreadable:
+        raise NeobenchError(
+            [
+                f"{label}: {why}, so {task} cannot be compared. Delete the file and re-run the "
+                "same `neobench eval` to write it again, or leave the task out with --tasks."
+                for task, why in sorted(run.unreadable.items())
+            ]
+        )
     missing = [
         t
         for t in sorted(run.scores)
@@ -274,9 +282,8 @@ def _row(
     low, high = stats.interval(test.draws, alpha)
     pair = test.paired
     sd = None
-    if mine.run.replicated:
-        count = len(mine.run.seeds)
-        sd = seed_sd([[units.main_score(mine.units[t][i]) for t in tasks] for i in range(count)])
+    if mine.run.replicated:  # from the seeds' stored scores, as the table's sd
+        sd = seed_sd([[member.scores[t] for t in tasks] for member in mine.run.members])
     return Row(
         identity(label, mine.run), task, test.base_point, test.point, low, high,
         pair.delta, pair.low, pair.high, pair.p, test.p_holm, test.significant,

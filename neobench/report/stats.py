@@ -164,10 +164,13 @@ def task_test(base: Side, other: Side, task: str, settings: Settings) -> Test | 
     theirs = bootstrap.on_units(order, other.units[task])
     if _unchanged(mine, base.units[task]) and _unchanged(theirs, other.units[task]):
         # The usual case: `side`'s draws are these; drawing again would cost a page of pairs.
+        # The points are the stored scores, as the table and load_runs show them (the units
+        # give the same score but for the result file's rounding: one number, one source).
         a, b = base.draws[task], other.draws[task]
-    else:
+        points = [base.scores[task], other.scores[task]]
+    else:  # units one side lacks are left out of both: the scores recomputed on the rest
         a, b = draws_of(base.run, mine, settings), draws_of(other.run, theirs, settings)
-    points = [float(np.mean([units_mod.main_score(u) for u in s])) for s in (mine, theirs)]
+        points = [float(np.mean([units_mod.main_score(u) for u in s])) for s in (mine, theirs)]
     left = [_left_out(s.units[task], order) for s in (base, other)]
     dropped = {task: (left[0], left[1], order)} if any(left) else {}
     return _test(points[0], points[1], a, b, settings.alpha, dropped)

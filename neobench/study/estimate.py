@@ -119,7 +119,70 @@ def _read(path: Path) -> dict[str, Any]:
             f"--calibration {path}: not a `neobench bench gpu` JSON (its schema is not "
             f"{BENCH_GPU_SCHEMA})."
         )
+    problems = [
+        f"--calibration {path}: {where} is {_kind(value)}, not {wanted}. Give the JSON "
+        "`neobench bench gpu --json FILE` wrote, unedited."
+        for where, value, wanted in _misshapen(record)
+    ]
+    if problems:
+        raise NeobenchError(problems)
     return record
+
+
+# What the estimate reads of a record, by path: the type each must have where it is present.
+_OBJECTS = ("device", "settings", "settings.scale", "texts", "sections")
+_NUMBERS = ("device.peak_flops", "texts.mean_tokens", "settings.scale.train_length")
+_ROW_NUMBERS = ("tokens_per_s", "flops_per_s", "peak_fraction")
+
+
+def _misshapen(record: dict) -> list[tuple[str, Any, str]]:
+    """(where, value, what it should be) for each field the estimate reads that has another type:
+    a record edited by hand or written by another tool must not end in a traceback."""
+    found: list[tuple[str, Any, str]] = []
+    for where in _OBJECTS:
+        value = _at(record, where)
+        if value is not None and not isinstance(value, dict):
+            found.append((where, value, "an object"))
+    for where in _NUMBERS:
+        value = _at(record, where)
+        if value is not None and not _number(value):
+            found.append((where, value, "a number"))
+    sections = record.get("sections")
+    for name, section in (sections if isinstance(sections, dict) else {}).items():
+        if section is not None and not isinstance(section, dict):
+            found.append((f"sections.{name}", section, "an object"))
+            continue
+        rows = (section or {}).get("rows")
+        if rows is not None and not isinstance(rows, list):
+            found.append((f"sections.{name}.rows", rows, "a list"))
+            continue
+        for i, row in enumerate(rows or []):
+            if not isinstance(row, dict):
+                continue  # an error row of a failed measurement: not used
+            for key in _ROW_NUMBERS:
+                if row.get(key) is not None and not _number(row[key]):
+                    found.append((f"sections.{name}.rows[{i}].{key}", row[key], "a number"))
+    return found
+
+
+def _at(record: dict, dotted: str) -> Any:
+    value: Any = record
+    for key in dotted.split("."):
+        if not isinstance(value, dict):
+            return None  # its parent is misshapen: reported there
+        value = value.get(key)
+    return value
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+    names = {str: "a string", list: "a list", dict: "an object", bool: "a boolean"}
+    shown = json.dumps(value)
+    shown = shown if len(shown) <= 30 else shown[:27] + "..."
+    return f"{names.get(type(value), 'a number')} ({shown})"
 
 
 def _train_rates(records: list[dict]) -> list[Rate]:

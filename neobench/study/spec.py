@@ -158,6 +158,13 @@ def parse_study(path: str | Path, output: str | None = None) -> tuple[Study, lis
     neobench.study.plan, which loads the recipe and the benchmark); ``output`` overrides the
     file's output root."""
     path = Path(path)
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.y*ml"))
+        hint = f" It holds {', '.join(inside)}." if inside else ""
+        raise NeobenchError(
+            f"study file {path}: is a folder, not a study file.{hint} Give the study's YAML file "
+            "(the one that names its models), e.g. studies/tiny.yaml."
+        )
     if not path.is_file():
         raise NeobenchError(f"study file {path}: no such file.")
     problems: list[str] = []
