@@ -113,6 +113,28 @@ def test_seed_replicates_publish_every_revision(golden, tmp_path, capsys):
     assert code == 0 and "8 result file(s) of 2 revision(s) of lab/tiny-bert" in text
     revisions = {p.parts[-4] for p in (tmp_path / "out").rglob("BIOSSES.json")}
     assert len(revisions) == 2 and "the card of seed" in text
+    # The card says what its table holds: the seeds' mean and sd, the two-level bootstrap's ±.
+    about, rows = card_prose(tmp_path / "out")
+    assert "This folder is seed 0 of seeds 0, 1 (the seed whose average is the median)" in about
+    assert "each the mean over the 2 seeds, with the seeds' standard deviation (sd)" in about
+    assert "two-level bootstrap over the seeds and each task's test items" in about
+    assert all("±" in row and " sd " in row for row in rows)
+
+
+def card_prose(out: Path) -> tuple[str, list[str]]:
+    """(the card's paragraph on what its scores are, the rows of its table)."""
+    body = (out / "README.md").read_text()
+    [about] = [line for line in body.splitlines() if "The scores below" in line]
+    rows = [line for line in body.splitlines() if line.startswith("| golden/")]
+    return about, rows
+
+
+def test_a_single_seed_card_speaks_of_one_seed(published):
+    about, rows = card_prose(published)
+    assert "This folder is the fine-tune with seed 0 (one seed)" in about
+    assert "the 95% bootstrap interval (±) over each task's test items" in about
+    assert "seeds" not in about and "(sd)" not in about
+    assert rows and all("±" in row for row in rows)
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -167,6 +189,7 @@ def test_refusals_come_before_anything_is_written(golden, results_clone, tmp_pat
         (["--submit", clone], f"its origin is {origin}, not the results repository"),
         (["--push-to-hub", "lab/minilm-ft"], "HF_HUB_OFFLINE is set"),
         (["--name", "minilm-ft"], "files a model by its hub id, org/name"),
+        (["--push-to-hub", "lab/minilm|ft"], "--push-to-hub 'lab/minilm|ft': not a hub repo id"),
     ]
     for extra, said in cases:
         code, text = run(capsys, *base, *extra)
@@ -217,3 +240,105 @@ def test_verify_reruns_published_tasks_within_the_maintainers_tolerance(
     assert code == 0, text
     assert text.count("within 0.001)") == 2 and "verify: 2 of 2 task(s) within 0.001" in text
     assert "verify BIOSSES: published 0." in text and "verify STS16: published 0." in text
+
+
+def test_names_the_hub_refuses_are_refused_before_anything_is_written(golden, tmp_path, capsys):
+    out = tmp_path / "out"
+    for name in ("org/", "lab/módel", "lab/mini|lm", "lab/minilm--ft"):
+        code, text = run(capsys, "--results", golden / "runs", "--model", "golden/MiniLM-ft",
+                         "--name", name, "--out", out)  # fmt: skip
+        assert code == 2 and f"--name {name!r}: the results repository files a model" in text
+        assert "(huggingface_hub: " in text and "Pass --name org/name" in text, text
+        assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def golden_elsewhere(root: Path) -> Path:
+    """The golden results root under ``root``, its cards' /golden paths pointed there, where no
+    model folder was made: the fine-tuned MiniLM's folder its run card records is not there."""
+    shutil.copytree(GOLDEN / "runs", root / "runs")
+    for path in (root / "runs").rglob("*"):
+        if path.suffix in (".json", ".yaml", ".jsonl") and path.is_file():
+            path.write_text(path.read_text().replace("/golden", str(root)))
+    return root / "runs"
+
+
+def test_verify_needs_are_checked_before_anything_is_written(golden, tmp_path, capsys):
+    runs = golden_elsewhere(tmp_path / "moved")
+    out = tmp_path / "out"
+    code, text = run(capsys, "--results", runs, "--model", "golden/MiniLM-ft", "--name",
+                     "lab/minilm-ft", "--out", out, "--verify", "1")  # fmt: skip
+    folder = tmp_path / "moved" / "models" / "minilm-ft"
+    assert code == 2 and not out.exists(), text
+    assert (
+        f"--verify 1: the model folder {folder} that the run card of golden/MiniLM-ft seed 0 "
+        "records (" in text
+    )
+    assert "run-20261127T111258Z-shard1of1-6430.yaml) is not on this machine" in text
+    assert "restore it there, or publish without --verify" in text and "wrote" not in text
+    # The model folder is there (the golden fixture's), the data is not.
+    base = ["--results", golden / "runs", "--model", "golden/MiniLM-ft", "--name",
+            "lab/minilm-ft", "--out", out, "--verify", "1"]  # fmt: skip
+    (tmp_path / "empty").mkdir()
+    code, text = run(capsys, *base, "--data-dir", tmp_path / "empty")
+    assert code == 2 and not out.exists(), text
+    assert "which is not in the mirror" in text and "(--data-dir)" in text
+    assert "neobench data prefetch" in text and "publish without --verify" in text
+    code, text = run(capsys, *base, "--data-dir", tmp_path / "nowhere")
+    assert code == 2 and not out.exists(), text
+    assert f"the mirror {tmp_path / 'nowhere'} (--data-dir) is not a folder here" in text
+
+
+def test_out_on_a_read_only_file_system(golden, tmpfs, capsys):
+    read_only = tmpfs("ro", read_only=True)
+    base = ["--results", golden / "runs", "--model", "golden/MiniLM-ft", "--name",
+            "lab/minilm-ft"]  # fmt: skip
+    for out in (read_only / "pub", read_only):  # a new folder under it, and it (empty) itself
+        code, text = run(capsys, *base, "--out", out)
+        assert code == 2, text
+        assert f"--out {out}: {read_only} cannot be written (read-only file system)" in text
+        assert "Pass a new folder you can write" in text and ".pub-" not in text
+
+
+def test_submit_to_a_read_only_clone(golden, results_clone, tmpfs, tmp_path, capsys):
+    origin, _ = results_clone
+    disk = tmpfs("disk", size_kb=1024)
+    clone = disk / "clone"
+    git("clone", "-q", str(origin), str(clone), cwd=tmp_path)
+    subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+    out = tmp_path / "out"
+    code, text = run(capsys, "--results", golden / "runs", "--model", "golden/MiniLM-ft",
+                     "--name", "lab/minilm-ft", "--out", out, "--submit", clone,
+                     "--results-remote", origin)  # fmt: skip
+    assert code == 2 and not out.exists(), text
+    assert f"--submit {clone}: {clone} cannot be written (read-only file system)" in text
+
+
+@pytest.fixture(scope="module")
+def without_units(tmp_path_factory, minilm, mirror) -> Path:
+    """A results root holding MiniLM evaluated on BIOSSES with --no-predictions (no per-item
+    units, so no intervals), under a model name the hub refuses."""
+    root = tmp_path_factory.mktemp("no-predictions") / "runs"
+    assert main(["eval", "--model", str(minilm), "--model-name", "t/mini|lm", "--tasks",
+                 "BIOSSES", "--results", str(root), "--data-dir", str(mirror), "--no-cache",
+                 "--no-predictions"]) == 0  # fmt: skip
+    return root
+
+
+@pytest.mark.slow
+def test_a_run_without_units_publishes_a_card_without_intervals(without_units, tmp_path, capsys):
+    capsys.readouterr()
+    out = tmp_path / "out"
+    # Its own name is the default --name: refused as the hub would.
+    code, text = run(capsys, "--results", without_units, "--model", "t/mini|lm", "--out", out)
+    assert code == 2 and not out.exists(), text
+    assert "--name not given, and the run's name 't/mini|lm': the results repository" in text
+    assert "(huggingface_hub: " in text and "Pass --name org/name" in text
+    code, text = run(capsys, "--results", without_units, "--model", "t/mini|lm", "--name",
+                     "lab/mini-lm", "--out", out)  # fmt: skip
+    assert code == 0, text
+    body = (out / "README.md").read_text()
+    [about] = [line for line in body.splitlines() if "The scores below" in line]
+    assert "without intervals: the run kept no per-item scores to resample" in about
+    assert "bootstrap" not in about and "seed" not in about
+    [row] = [line for line in body.splitlines() if line.startswith("| t/mini")]
+    assert "±" not in row and "±" not in body

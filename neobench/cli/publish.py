@@ -14,17 +14,17 @@ from neobench.core.errors import NeobenchError
 
 def cmd_publish(cfg: commands.PublishCommand) -> int:
     """one run in the MTEB results repository's layout with its model card; submit, push, verify"""
-    from neobench.publish import card, results
+    from neobench.publish import card, results, verify
 
-    out, root = Path(cfg.out), Path(cfg.results)
-    problems = []
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        problems.append(f"--out {out}: exists and is not empty; name a new folder.")
+    out, root = Path(cfg.out).expanduser(), Path(cfg.results)
+    problems = _out_problems(out)
     if cfg.verify < 0:
         problems.append(f"--verify {cfg.verify}: a number of tasks, 0 or more.")
     if problems:
         raise NeobenchError(problems)
     pub = results.prepare(root, cfg.model, cfg.name, cfg.benchmark, bool(cfg.push_to_hub))
+    # What --verify re-runs from (the model folder its run card records, the data) is here.
+    rerun = verify.plan(pub.pointed, cfg.verify, cfg.data_dir) if cfg.verify else None
     # What needs a remote is checked before anything is written.
     clone = Path(cfg.submit).expanduser() if cfg.submit else None
     if clone is not None:
@@ -35,8 +35,8 @@ def cmd_publish(cfg: commands.PublishCommand) -> int:
         raise NeobenchError(
             f"--push-to-hub: the model folder {model_folder} its run card names is not here."
         )
-    table = _table(root, pub)
-    model_card = card.model_card(pub, table)
+    table, intervals = _table(root, pub)
+    model_card = card.model_card(pub, table, intervals)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
@@ -70,21 +70,40 @@ def cmd_publish(cfg: commands.PublishCommand) -> int:
     if cfg.push_to_hub and token:
         url = card.push(cfg.push_to_hub, token, model_folder, model_card.content)
         say(f"pushed {model_folder} and its card to {cfg.push_to_hub}: {url}", markup=False)
-    if cfg.verify:
-        return _verify(pub, cfg.verify, cfg.data_dir)
+    if rerun is not None:
+        return _verify(rerun)
     return 0
 
 
-def _table(root: Path, pub) -> str:  # noqa: ANN001 (a Publication)
+def _out_problems(out: Path) -> list[str]:
+    """Why ``out`` cannot be written in full: not a new (or empty) folder, or its folder (where
+    it is staged, then renamed into place) not writable; found without creating anything."""
+    from neobench.core.errors import writable_folder_problems
+
+    fix = "Pass a new folder you can write, e.g. --out publish/my-model."
+    problems = writable_folder_problems(out, "--out", fix)
+    if problems:
+        return problems
+    if out.exists() and any(out.iterdir()):
+        return [f"--out {out}: exists and is not empty; name a new folder."]
+    if out.exists():  # empty: staged beside it, then renamed over it
+        return writable_folder_problems(out.parent, f"--out {out}: its folder", fix)
+    return []
+
+
+def _table(root: Path, pub) -> tuple[str, bool]:  # noqa: ANN001 (a Publication)
     """The run's row and its base model's (when the results root holds its run) with intervals
-    where units were saved, as `neobench table --format md` prints it."""
+    where units were saved, as `neobench table --format md` prints it; and whether the run's
+    row has intervals."""
     from neobench.core import results as layout
     from neobench.report.leaderboard import leaderboard
     from neobench.report.render.table import to_markdown
 
     ci = all(layout.has_units(m.run.folder) for m in pub.members)
     models = [pub.label, pub.base] if pub.base else [pub.label]
-    return to_markdown(leaderboard([root], pub.benchmark, models=models, ci=ci))
+    table = leaderboard([root], pub.benchmark, models=models, ci=ci)
+    intervals = any(row.ci for row in table.rows if row.label == pub.label)
+    return to_markdown(table), intervals
 
 
 def _read_back(out: Path, pub) -> None:  # noqa: ANN001 (a Publication)
@@ -114,10 +133,10 @@ def _read_back(out: Path, pub) -> None:  # noqa: ANN001 (a Publication)
     say(f"mteb's ResultCache reads {expected} result(s) back with the same scores", markup=False)
 
 
-def _verify(pub, count: int, data_dir: str | None) -> int:  # noqa: ANN001 (a Publication)
+def _verify(rerun) -> int:  # noqa: ANN001 (a verify.Rerun)
     from neobench.publish.verify import verify
 
-    checks = verify(pub.pointed, count, data_dir)
+    checks = verify(rerun)
     for check in checks:
         say(f"verify {check.line()}", markup=False)
     failed = [c for c in checks if not c.within]

@@ -13,14 +13,15 @@ from typing import Any
 
 from neobench.core import results
 from neobench.core.errors import NeobenchError
-from neobench.publish.results import Member, Publication
+from neobench.publish.results import Member, Publication, hub_id_problem
 
 TAGS = ["sentence-transformers", "sentence-similarity", "feature-extraction", "mteb", "neobench"]
 
 
-def model_card(pub: Publication, table: str) -> Any:
+def model_card(pub: Publication, table: str, intervals: bool) -> Any:
     """The card (huggingface_hub.ModelCard) of the pointed seed's model; ``table``: the Markdown
-    table of its scores with intervals (and the base model's row, when the results hold it)."""
+    table of its scores (and the base model's row, when the results hold it), ``intervals``:
+    whether the run's row has intervals."""
     from huggingface_hub import ModelCard, ModelCardData
     from mteb.results import TaskResult
 
@@ -38,7 +39,7 @@ def model_card(pub: Publication, table: str) -> Any:
         datasets=_datasets(member) or None,
         eval_results=evals,
     )
-    body = "\n".join([f"# {pub.name}", "", *_about(pub, member), "", *_usage(pub.name),
+    body = "\n".join([f"# {pub.name}", "", *_about(pub, member, intervals), "", *_usage(pub.name),
                       table.strip(), "", *_recipe(tune), *_reproduce(pub, member),
                       *_versions(member)])  # fmt: skip
     card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}\n")
@@ -63,28 +64,46 @@ def _datasets(member: Member) -> list[str]:
     return sorted(found)
 
 
-def _about(pub: Publication, member: Member) -> list[str]:
-    run = pub.run
-    seeds = f"seeds {', '.join(map(str, run.seeds))}" if run.seeds else "one run"
+def _about(pub: Publication, member: Member, intervals: bool) -> list[str]:
+    """What the model is, which seed this folder holds, and what the table's cells hold: said
+    from what the table has (one run or seeds, intervals or none)."""
     base = member.meta.adapted_from or (member.tune.model.name if member.tune else None)
-    lines = [
+    revision = f"revision `{member.run.revision}`"
+    seeds = len(pub.members)
+    if seeds > 1:
+        which = (
+            f"This folder is seed {member.seed} of seeds {', '.join(map(str, pub.run.seeds))} "
+            f"(the seed whose average is the median); its {revision}. The results repository "
+            "holds every seed's revision."
+        )
+        cells = f": each the mean over the {seeds} seeds, with the seeds' standard deviation (sd)"
+        interval = (
+            " and the 95% interval (±) of a two-level bootstrap over the seeds and each task's "
+            "test items (neobench table --ci)."
+        )
+    else:
+        which = f"Its {revision}." if member.seed is None else (
+            f"This folder is the fine-tune with seed {member.seed} (one seed); its {revision}."
+        )  # fmt: skip
+        cells = ""
+        interval = (
+            ", with the 95% bootstrap interval (±) over each task's test items (neobench table "
+            "--ci)."
+        )
+    if not intervals:
+        interval = (
+            "; without intervals: the run kept no per-item scores to resample (neobench eval "
+            "--no-predictions keeps none)."
+        )
+    return [
         f"A SentenceTransformer ({member.meta.embed_dim}-dim, mean pooling, up to "
         f"{int(member.meta.max_tokens or 0)} tokens)"
         + (f" fine-tuned from `{base}`" if base else "")
         + " with [neobench](https://pypi.org/project/neobench/)'s fixed recipe and scored on "
         f"{pub.benchmark} under recorded conditions.",
         "",
-        f"This folder is seed {member.seed} of {seeds} (the seed whose average is the median); "
-        f"its revision `{member.run.revision}`. The scores below are on 0-100: the mean over the "
-        "seeds, with the 95% bootstrap interval over each task's test items (neobench table "
-        "--ci). The results repository holds every seed's revision.",
+        f"{which} The scores below are on 0-100{cells}{interval}",
     ]
-    if member.seed is None:
-        lines[-1] = (
-            f"Its revision `{member.run.revision}`. The scores below are on 0-100, with the 95% "
-            "bootstrap interval over each task's test items (neobench table --ci)."
-        )
-    return lines
 
 
 def _usage(name: str) -> list[str]:
@@ -155,8 +174,12 @@ def check_push(repo: str) -> str:
 
     from neobench.protocol.mirror import hub_offline, hub_reachable
 
-    if repo.count("/") != 1:
-        raise NeobenchError(f"--push-to-hub {repo!r}: a hub repo id is org/name.")
+    why = hub_id_problem(repo)
+    if why:
+        raise NeobenchError(
+            f"--push-to-hub {repo!r}: not a hub repo id, org/name ({why}). Pass org/name in "
+            "letters, digits, '-', '_' and '.' (e.g. --push-to-hub my-lab/bert-base-neobench)."
+        )
     if hub_offline():
         raise NeobenchError(
             f"--push-to-hub {repo}: HF_HUB_OFFLINE is set; push from a connected machine."

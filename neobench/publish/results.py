@@ -17,7 +17,7 @@ from typing import Any
 
 from neobench._version import __version__
 from neobench.core import cards, results
-from neobench.core.errors import NeobenchError
+from neobench.core.errors import NeobenchError, writable_folder_problems
 from neobench.core.runs import Run, find, find_one
 
 logger = logging.getLogger(__name__)
@@ -69,15 +69,38 @@ def prepare(
         raise NeobenchError(
             [f"{label}: {len(refused)} task(s) cannot be published as they are:", *refused]
         )
+    check_name(name or run.model, given=bool(name))
     name = name or run.model
-    if name.count("/") != 1 or " " in name:
-        raise NeobenchError(
-            f"--name {name!r}: the results repository files a model by its hub id, org/name "
-            "(e.g. my-lab/bert-base-neobench); pass --name."
-        )
     members = [_member(each, name, open_weights) for each in (run.members or [run])]
     pointed = _median(members)
     return Publication(name, label, run, members, pointed, benchmark, _base(runs, pointed))
+
+
+def check_name(name: str, given: bool) -> None:
+    """Refuse, before anything is written, a --name (or the run's name, its default) that is
+    not a hub id."""
+    why = hub_id_problem(name)
+    if why:
+        what = f"--name {name!r}" if given else f"--name not given, and the run's name {name!r}"
+        raise NeobenchError(
+            f"{what}: the results repository files a model by its hub id, org/name, and this "
+            f"is not one ({why}). Pass --name org/name in letters, digits, '-', '_' and '.' "
+            "(e.g. --name my-lab/bert-base-neobench)."
+        )
+
+
+def hub_id_problem(repo: str) -> str:
+    """Why ``repo`` is not a hub id of the form org/name ('' when it is): huggingface_hub's own
+    check (validate_repo_id), what the hub refuses."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if repo.count("/") != 1:
+        return "more than one '/'" if "/" in repo else "no '/'"
+    try:
+        validate_repo_id(repo)
+    except HFValidationError as error:  # its own words, less the id it repeats at their end
+        return "huggingface_hub: " + str(error).rsplit(": '", 1)[0].rstrip(".")
+    return ""
 
 
 def _base(runs: list[Run], member: Member) -> str | None:
@@ -202,6 +225,12 @@ def check_clone(clone: Path, remote: str) -> None:
         raise NeobenchError(
             f"--submit {clone}: it has uncommitted changes; commit or stash them first."
         )
+    # The fetch and mteb's commit write into it: read-only, they would fail after --out.
+    problems = writable_folder_problems(
+        clone, "--submit", "Pass a clone you can write (or clone the repository anew)."
+    )
+    if problems:
+        raise NeobenchError(problems)
     try:
         fetched = git("fetch", "--quiet", "origin")
     except subprocess.TimeoutExpired:
