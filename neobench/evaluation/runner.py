@@ -22,6 +22,7 @@ from neobench.evaluation import model as eval_model
 from neobench.evaluation.adapter import MtebEncoder
 from neobench.evaluation.cache_use import CacheUse, effective_policy, max_bytes, open_cache
 from neobench.evaluation.checks import locate_data, prepare_tasks
+from neobench.evaluation.claims import Claim
 from neobench.evaluation.outcomes import EvalSummary, Reporter, TaskOutcome
 from neobench.evaluation.results_folder import (
     card_path,
@@ -122,33 +123,54 @@ def _prepare(
 
 def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSummary:
     """Each task evaluated (or found done), the card rewritten after each; the card is ended
-    whatever happens (complete, failed, interrupted)."""
+    whatever happens (complete, failed, interrupted). A task is evaluated only under its claim
+    (evaluation/claims.py): one another eval of this run is evaluating is left for the end, then
+    waited for, and found done (or, if that eval failed or died, evaluated here)."""
     card = run.card
     folder = run.card_path.parent.parent
     summary = EvalSummary(folder, run.card_path, *results.identity(run.root, folder))
     reporter.start(len(tasks), summary.results_dir)
-    # The one decision of what is left to run (core/results.py), made before the first task.
-    left, unreadable = results.left_to_run(folder, tasks)
-    for path in unreadable.values():
-        aside = path.with_name(path.name + f".unreadable-{int(time.time())}")
-        path.rename(aside)
-        logger.warning("%s was unreadable; moved to %s and re-running", path, aside)
+    # The one decision of what is left to run (core/results.py), made before the first task and
+    # made again for each task under its claim (another eval may have finished it meanwhile).
+    left, _ = results.left_to_run(folder, tasks)
     to_run = {t.metadata.name for t in left}
+    order = {t.metadata.name: i for i, t in enumerate(tasks)}
+    skipped: list[tuple[AbsTask, Claim]] = []  # claimed by another eval: waited for at the end
     try:
         for index, task in enumerate(tasks):
             name = task.metadata.name
-            if name in to_run:
-                later = [t.metadata.name for t in tasks[index + 1 :] if t.metadata.name in to_run]
-                outcome = _run_task(task, folder, run, reporter, later)
-            else:
+            if name not in to_run:
                 outcome = _found_done(task, folder)
                 reporter.task_done(outcome)
-            summary.outcomes.append(outcome)
-            card.tasks[outcome.task] = outcome.card_entry()
-            if outcome.disk_full:
-                card.status = "failed: results disk full"
-                raise RunFailed(disk_full_message(run.root, summary))
-            write_card(run.card_path, card, run.root, summary)
+            else:
+                claim = Claim(folder, name)
+                if not claim.take():
+                    logger.warning(
+                        "%s is being evaluated by %s: this eval runs its other tasks first, "
+                        "then waits for that one and takes its result",
+                        name,
+                        claim.who(),
+                    )
+                    skipped.append((task, claim))
+                    continue
+                later = [t.metadata.name for t in tasks[index + 1 :] if t.metadata.name in to_run]
+                with claim:
+                    outcome = _claimed_task(task, folder, run, reporter, later)
+            _record(outcome, summary, run, order)
+        for i, (task, claim) in enumerate(skipped):
+            name = task.metadata.name
+            if not claim.take():  # still held: wait for it
+                logger.warning(
+                    "waiting for %s to finish %s (Ctrl-C stops this eval; its finished tasks "
+                    "are kept)",
+                    claim.who(),
+                    name,
+                )
+                claim.take(wait=True)
+            with claim:
+                later = [t.metadata.name for t, _ in skipped[i + 1 :]]
+                outcome = _claimed_task(task, folder, run, reporter, later)
+            _record(outcome, summary, run, order)
     except KeyboardInterrupt:
         card.status = "interrupted"
         raise
@@ -162,6 +184,38 @@ def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSumma
         use = run.cache_use.record(run.embedding_cache)
         end_card(card, run.card_path, run.encoder.fast, run.embedding_cache, summary, use)
     return summary
+
+
+def _record(outcome: TaskOutcome, summary: EvalSummary, run: _Run, order: dict[str, int]) -> None:
+    """A task's outcome into the summary and the card (both in the run's task order, whatever
+    order the tasks ended in), the card rewritten; a full disk ends the run."""
+    summary.outcomes.append(outcome)
+    summary.outcomes.sort(key=lambda o: order[o.task])
+    card = run.card
+    card.tasks[outcome.task] = outcome.card_entry()
+    card.tasks = dict(sorted(card.tasks.items(), key=lambda item: order[item[0]]))
+    if outcome.disk_full:
+        card.status = "failed: results disk full"
+        raise RunFailed(disk_full_message(run.root, summary))
+    write_card(run.card_path, card, run.root, summary)
+
+
+def _claimed_task(
+    task: AbsTask, folder: Path, run: _Run, reporter: Reporter, later: list[str]
+) -> TaskOutcome:
+    """A task under this process's claim: found done (by an earlier run, or by another eval
+    while this one waited), else evaluated; a result file mteb cannot read is moved aside first
+    (only under the claim: never a file another eval is publishing)."""
+    left, unreadable = results.left_to_run(folder, [task])
+    if not left:
+        outcome = _found_done(task, folder)
+        reporter.task_done(outcome)
+        return outcome
+    for path in unreadable.values():
+        aside = path.with_name(path.name + f".unreadable-{int(time.time())}")
+        path.rename(aside)
+        logger.warning("%s was unreadable; moved to %s and re-running", path, aside)
+    return _run_task(task, folder, run, reporter, later)
 
 
 def _found_done(task: AbsTask, folder: Path) -> TaskOutcome:

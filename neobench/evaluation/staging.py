@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neobench.core import patches
+from neobench.core import flock, patches
 from neobench.core.stages import mteb_timing, stage
 from neobench.evaluation import units
 from neobench.protocol.instructions import expand
@@ -182,10 +182,15 @@ def _publish_units(text: str | None, task: str, staging: Path, folder: Path) -> 
 def _merge_run_settings(new: Path, final: Path) -> None:
     """This task's entries merged into the shared run_settings.jsonl by mteb's own merge (mteb's
     exact format; it exports no public one), on a copy renamed over the original: the original
-    stays whole if anything fails."""
+    stays whole if anything fails. One merge at a time (a lock beside the file): two evals
+    publishing at one moment (shards of one run) would each lose the other's entries."""
     from mteb.results.task_result import _read_run_settings_from_file, _write_and_merge_keyed_json
 
     merged = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+    try:
+        lock = flock.acquire(final.with_name(f".{final.name}.lock"), wait=True)
+    except (flock.Unsupported, OSError):
+        lock = None  # merged unlocked: only two merges at one moment could lose an entry
     try:
         if final.is_file():
             shutil.copyfile(final, merged)
@@ -193,3 +198,5 @@ def _merge_run_settings(new: Path, final: Path) -> None:
         os.replace(merged, final)
     finally:
         merged.unlink(missing_ok=True)
+        if lock is not None:
+            flock.release(lock)
