@@ -38,6 +38,13 @@ free_port() {
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
+# A process that still runs: not gone, and not a zombie (it has exited; its parent reaps it).
+running() {
+    local stat
+    stat="$( { cat "/proc/$1/stat"; } 2>/dev/null )" || return 1
+    [ -n "$stat" ] && [ "$(cut -d' ' -f1 <<<"${stat##*) }")" != Z ]
+}
+
 write_conf() {
     local host cpus mem
     host="$(hostname -s)"
@@ -102,7 +109,8 @@ start() {
     export SLURM_CONF="$DIR/slurm.conf"
     slurmctld -f "$SLURM_CONF" || die "slurmctld did not start; see $DIR/log/slurmctld.log"
     slurmd -f "$SLURM_CONF" || die "slurmd did not start; see $DIR/log/slurmd.log"
-    for _ in $(seq 1 60); do
+    # Within seconds on an idle machine; the deadline only turns a hang into an error.
+    for _ in $(seq 1 240); do
         if sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
             echo "export SLURM_CONF=$SLURM_CONF"
             return 0
@@ -110,20 +118,22 @@ start() {
         sleep 0.5
     done
     stop
-    die "the node did not become idle within 30 s; logs in $DIR/log"
+    die "the node did not become idle within 120 s; logs in $DIR/log"
 }
 
 # Job steps and job tasks of this cluster still alive after slurmd is gone (a killed slurmd
-# leaves its slurmstepd processes and their tasks behind, the tasks soon re-parented to init):
-# found by SLURM_CONF=<this cluster's> in their environment, with SLURM_JOB_ID for the tasks.
+# leaves its slurmstepd processes and their tasks behind, the tasks soon re-parented to init),
+# and slurmctld's helper slurmscriptd should it outlive slurmctld: found by
+# SLURM_CONF=<this cluster's> in their environment, with SLURM_JOB_ID for the tasks.
 ours() {
-    local pid env
+    local pid env comm
     for pid in $(ls /proc | grep -E '^[0-9]+$'); do
         [ "$pid" = "$$" ] && continue
         env="$( { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null )" || continue
         grep -qx "SLURM_CONF=$DIR/slurm.conf" <<<"$env" || continue
-        if grep -q '^SLURM_JOB_ID=' <<<"$env" ||
-            [ "$( { cat "/proc/$pid/comm"; } 2>/dev/null )" = slurmstepd ]; then
+        comm="$( { cat "/proc/$pid/comm"; } 2>/dev/null )"
+        if grep -q '^SLURM_JOB_ID=' <<<"$env" || [ "$comm" = slurmstepd ] ||
+            [ "$comm" = slurmscriptd ]; then
             echo "$pid"
         fi
     done
@@ -134,9 +144,15 @@ stop_steps() {
     pids="$(ours)"
     [ -z "$pids" ] && return 0
     kill -TERM $pids 2>/dev/null || true
-    sleep 1
+    sleep 1  # their time to end on SIGTERM
     pids="$(ours)"
-    [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+    [ -z "$pids" ] && return 0
+    kill -KILL $pids 2>/dev/null || true
+    # SIGKILL is delivered, not awaited: return once they have ended (at most 30 s).
+    for _ in $(seq 1 60); do
+        [ -z "$(ours)" ] && return 0
+        sleep 0.5
+    done
 }
 
 stop() {
@@ -144,10 +160,13 @@ stop() {
     for name in slurmd slurmctld munged; do
         [ -f "$DIR/run/$name.pid" ] || continue
         pid="$(cat "$DIR/run/$name.pid")"
-        if kill -0 "$pid" 2>/dev/null; then
+        if running "$pid"; then
             kill "$pid"
-            for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-            kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+            for _ in $(seq 1 50); do running "$pid" || break; sleep 0.1; done
+            if running "$pid"; then
+                kill -9 "$pid"
+                for _ in $(seq 1 100); do running "$pid" || break; sleep 0.1; done
+            fi
         fi
         rm -f "$DIR/run/$name.pid"
     done

@@ -287,23 +287,57 @@ def _made_runs(root: Path, minilm: Path, mirror: Path) -> Path:
     return root
 
 
-def stopping_command(save_s: float, run_s: float) -> str:
+def wait_for(predicate, what: str, timeout_s: float = 300, poll_s: float = 0.05, said=None):
+    """``predicate()``'s first true value, polled every ``poll_s``. Tests wait on the event itself
+    (a file, a log line, a state); ``timeout_s`` is only there to turn a hang into a failure that
+    names ``what`` was awaited (and ``said()``, when given: the state of things then), never a
+    measure of how long anything should take."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = predicate()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            detail = f":\n{said()}" if said else ""
+            raise AssertionError(f"still waiting after {timeout_s:.0f} s for {what}{detail}")
+        time.sleep(poll_s)
+
+
+# How long the stopping command below waits for its ``release`` file before giving up.
+RELEASE_WAIT_S = 300
+
+
+def stopping_command(run_s: float) -> str:
     """A Python program that stops on SIGTERM/SIGUSR2 as neobench's commands do: the first signal
-    acted on (later ones ignored), a whole (empty) checkpoint-7 written under ./out in ``save_s``
-    seconds, then the shell's exit code for the signal; without a signal it runs ``run_s``."""
+    acted on (later ones ignored), a whole (empty) checkpoint-7 written under ./out, then the
+    shell's exit code for the signal; without a signal it runs ``run_s`` seconds.
+
+    Each moment is a file in its folder for a test to wait on: ``started`` once its handlers
+    are set, ``stopping`` once it acts on a signal. Its save then lasts until the test creates
+    ``release`` (the next signal can be sent while it saves, however loaded the machine); never
+    released in RELEASE_WAIT_S, it exits 3 without a checkpoint."""
     return f"""
 import os, signal, sys, time
 def stop(signum, frame):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     print("stopping on", signal.Signals(signum).name, flush=True)
-    time.sleep({save_s})
+    open("stopping", "w").close()
+    deadline = time.monotonic() + {RELEASE_WAIT_S}
+    while not os.path.exists("release"):
+        if time.monotonic() > deadline:
+            print("never released", flush=True)
+            sys.exit(3)
+        time.sleep(0.02)
     os.makedirs("out/checkpoints/checkpoint-7", exist_ok=True)
     with open("out/checkpoints/checkpoint-7/neobench_checkpoint.json", "w") as marker:
         marker.write('{{"step": 7, "files": {{}}}}')
     sys.exit(128 + signum)
 signal.signal(signal.SIGTERM, stop)
 signal.signal(signal.SIGUSR2, stop)
+open("started", "w").close()
 print("started", flush=True)
 time.sleep({run_s})
 """

@@ -14,6 +14,7 @@ milliseconds and more, for the watcher, looking every 2 ms, to send each signal 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import wait_for
 from sentence_transformers import SentenceTransformer
 
 from tests.test_finetune import FINETUNE_DATA
@@ -81,15 +83,22 @@ def _run_until(
     first = _steps(output)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + 240
-    while child.poll() is None and time.monotonic() < deadline:
-        if moment(output, first):
-            for _ in range(times):
-                child.send_signal(signum)
-                time.sleep(0.05)
-            break
-        time.sleep(0.002)
-    out, _ = child.communicate(timeout=240)
+    # The deadlines only turn a hang into a failure (the child killed, not left running).
+    deadline = time.monotonic() + 600
+    try:
+        while child.poll() is None:
+            if moment(output, first):
+                for _ in range(times):  # twice: as slurmstepd and the job's wrapper both do
+                    child.send_signal(signum)
+                    time.sleep(0.05)
+                break
+            assert time.monotonic() < deadline, "neither the moment nor the run's end in 600 s"
+            time.sleep(0.002)  # the moments last tens of milliseconds: looked at often
+        out, _ = child.communicate(timeout=600)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
     return child.returncode, out.decode()
 
 
@@ -181,11 +190,16 @@ def test_a_distributed_fine_tune_stops_on_slurms_notice_and_resumes_to_the_same_
 
     child = subprocess.Popen(torchrun(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              env=env)  # fmt: skip
-    while child.poll() is None and _steps(two) < 3:
-        time.sleep(0.01)
-    for pid in _tree(child.pid):
-        os.kill(pid, signal.SIGUSR2)
-    said = child.communicate(timeout=300)[0].decode()
+    try:
+        wait_for(lambda: child.poll() is not None or _steps(two) >= 3, "3 steps", poll_s=0.01)
+        for pid in _tree(child.pid):
+            with contextlib.suppress(ProcessLookupError):  # a helper that has just ended
+                os.kill(pid, signal.SIGUSR2)
+        said = child.communicate(timeout=600)[0].decode()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
     assert child.returncode == 140, said
     assert "Traceback" not in said and "torchrun: worker(s) exited with [140]" in said
     [whole] = (two / "checkpoints").glob("checkpoint-*")

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import stopping_command
+from conftest import stopping_command, wait_for
 
 from neobench.core import cards
 from neobench.study.launchers.slurm_job import JobCommand, JobFailed, _requeue, progress
@@ -92,15 +92,32 @@ def _command(tmp_path: Path, script: str, kind: str = "finetune") -> JobCommand:
     return JobCommand(argv, str(tmp_path), f"{kind}/m-seed0", kind, str(tmp_path / "out"))
 
 
-def _signal_soon(signum: int, after_s: float = 1.0) -> threading.Timer:
-    timer = threading.Timer(after_s, os.kill, (os.getpid(), signum))
-    timer.start()
-    return timer
+class Moments(threading.Thread):
+    """Sends this process (the job's, as Slurm sends the job) the notice once the command runs,
+    then SIGTERM once the command is saving on the notice, and lets the save end once the job
+    has seen the SIGTERM: each step on the event before it, never after a time."""
+
+    def __init__(self, job: JobCommand, folder: Path) -> None:
+        super().__init__(daemon=True)
+        self.job, self.folder, self.error = job, folder, None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            wait_for(lambda: (self.folder / "started").is_file(), "the command to start")
+            os.kill(os.getpid(), signal.SIGUSR2)
+            wait_for(lambda: (self.folder / "stopping").is_file(), "the notice to reach it")
+            os.kill(os.getpid(), signal.SIGTERM)
+            wait_for(lambda: signal.SIGTERM in self.job.told, "the job to see the SIGTERM")
+        except AssertionError as error:
+            self.error = error
+        finally:
+            (self.folder / "release").touch()  # the command's save ends (also on a failure)
 
 
-# Stops on SIGTERM/SIGUSR2 as neobench's commands do; its checkpoint takes 1.5 s to write, so
-# the next signal comes meanwhile.
-STOPPING = stopping_command(save_s=1.5, run_s=30)
+# Stops on SIGTERM/SIGUSR2 as neobench's commands do; its save lasts until the test releases
+# it, so the next signal comes meanwhile.
+STOPPING = stopping_command(run_s=300)
 
 
 def test_sigterm_during_a_window_is_never_turned_into_a_requeue(tmp_path, scontrol, monkeypatch):
@@ -109,12 +126,47 @@ def test_sigterm_during_a_window_is_never_turned_into_a_requeue(tmp_path, scontr
     when the window moved it forward and Slurm still says RUNNING."""
     monkeypatch.setenv("STATE", "RUNNING")
     job = _command(tmp_path, STOPPING)
-    _signal_soon(signal.SIGUSR2, 1.0)
-    _signal_soon(signal.SIGTERM, 1.2)
+    moments = Moments(job, tmp_path)
     with pytest.raises(JobFailed, match=r"stopped by SIGTERM .* not requeued"):
         job()
+    moments.join(timeout=60)
+    assert moments.error is None, moments.error
+    assert job.told == [signal.SIGUSR2, signal.SIGTERM]
     assert (tmp_path / "out" / "checkpoints" / "checkpoint-7").is_dir()  # it moved forward
     assert "requeue" not in (scontrol.read_text() if scontrol.exists() else "")
+
+
+def test_a_signal_before_the_command_starts_is_the_job_s_and_starts_nothing(
+    tmp_path, scontrol, monkeypatch
+):
+    """A notice that comes while the job checks its output, before its command starts, is the
+    job's own (before, it went to submitit's handler, which requeues whatever the progress):
+    the command is not started, and the job fails without a requeue."""
+    monkeypatch.setenv("STATE", "RUNNING")
+    checked, sent = JobCommand._progress, []
+
+    def progress_then_notice(self: JobCommand) -> int:  # the notice comes during the check
+        if not sent:
+            sent.append(os.kill(os.getpid(), signal.SIGUSR2))
+        return checked(self)
+
+    monkeypatch.setattr(JobCommand, "_progress", progress_then_notice)
+    outside: list[int] = []  # what submitit's handler would have got
+
+    def submitits(signum: int, frame: object) -> None:
+        outside.append(signum)
+
+    before = signal.signal(signal.SIGUSR2, submitits)
+    try:
+        job = _command(tmp_path, "open('ran', 'w').close()")
+        with pytest.raises(JobFailed, match="the time limit came before the job made any progress"):
+            job()
+        assert job.told == [signal.SIGUSR2] and not outside
+        assert not (tmp_path / "ran").exists()  # the command was not started
+        assert not scontrol.exists() or "requeue" not in scontrol.read_text()
+        assert signal.getsignal(signal.SIGUSR2) is submitits  # given back at the job's end
+    finally:
+        signal.signal(signal.SIGUSR2, before)
 
 
 def test_a_job_complete_when_the_notice_comes_ends_normally(tmp_path, scontrol, monkeypatch):

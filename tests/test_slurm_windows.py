@@ -19,10 +19,10 @@ import json
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
+from conftest import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -79,8 +79,8 @@ def test_a_fine_tune_longer_than_its_time_limit_completes_over_several_windows(
     try:
         run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)  # fmt: skip
-        for after in NOTICES:
-            job = _window_past(log, after, run)
+        for window, after in enumerate(NOTICES, start=1):
+            job = _window_past(log, window, after, run)
             subprocess.run(["scancel", "--signal=USR2", job], env=env, check=True, timeout=60)
         out_text, _ = run.communicate(timeout=900)
         assert plain.wait(timeout=900) == 0, (tmp_path / "plain.log").read_text()[-2000:]
@@ -106,20 +106,28 @@ def test_a_fine_tune_longer_than_its_time_limit_completes_over_several_windows(
     assert windowed == pytest.approx(_losses(tmp_path / "plain"), rel=1e-5)
 
 
-def _window_past(log, step: int, run: subprocess.Popen) -> str:
-    """The job id once the fine-tune's newest window has logged a step above ``step``."""
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
+def _window_past(log, window: int, step: int, run: subprocess.Popen) -> str:
+    """The job id once the fine-tune's ``window``-th window (counted by the headers its job
+    writes to the log) has logged a step above ``step``: that window, not merely the newest
+    one, so that a notice is never sent to a window that is stopping already or to the next one
+    still starting (which dies of the notice before its handlers are set)."""
+
+    def text() -> str:
+        return log.read_text() if log.is_file() else ""
+
+    def past() -> str | None:
         assert run.poll() is None, run.communicate()[0][-3000:]
-        text = log.read_text() if log.is_file() else ""
-        windows = list(re.finditer(r"^# \S+ Slurm job (\d+)$", text, flags=re.M))
-        if windows:
-            since = text[windows[-1].end() :]
-            steps = [int(s) for s in re.findall(r"^\s*step (\d+)/", since, flags=re.M)]
-            if steps and max(steps) > step:
-                return windows[-1].group(1)
-        time.sleep(0.5)
-    raise AssertionError(f"no step above {step} in 10 minutes:\n{text[-3000:]}")
+        said = text()
+        windows = list(re.finditer(r"^# \S+ Slurm job (\d+)$", said, flags=re.M))
+        if len(windows) < window:
+            return None
+        end = windows[window].start() if len(windows) > window else len(said)
+        since = said[windows[window - 1].end() : end]
+        steps = [int(s) for s in re.findall(r"^\s*step (\d+)/", since, flags=re.M)]
+        return windows[window - 1].group(1) if steps and max(steps) > step else None
+
+    what = f"window {window} to train past step {step}"
+    return wait_for(past, what, timeout_s=900, poll_s=0.5, said=lambda: text()[-3000:])
 
 
 def _losses(folder) -> list[float]:

@@ -303,6 +303,10 @@ def test_tiny_study_on_slurm(capsys, tiny, slurm_cluster, monkeypatch, tmp_path)
 
     [result] = out.glob("results/tiny__tiny-bert/*/BIOSSES.json")
     result.unlink()
+    # Submitted held (sbatch --hold), so that the scancel below finds them not ended, however
+    # fast the shard would run (its eval takes seconds).
+    held = {**tiny.data["slurm"], "sbatch": ["--hold"]}
+    path = write_study(tmp_path / "study", **tiny.changes, models=[bert], baseline=None, slurm=held)
     code, text = run(capsys, "study", "run", path, "--output", out, "--launcher", "slurm")
     assert code == 0 and "2 job(s) submitted" in text
     jobs = build_plan(path, str(out)).jobs

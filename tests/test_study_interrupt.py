@@ -14,12 +14,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import wait_for
 
 from neobench.cli.main import main
 from neobench.core import cards
@@ -104,16 +104,28 @@ def test_a_job_is_recorded_done_only_when_it_exited_0_with_its_output(
 
 
 def test_a_runner_stopped_by_ctrl_c_records_its_job_interrupted_whatever_its_exit_code(
-    planned, monkeypatch
+    planned, tmp_path, monkeypatch
 ):
     """Ctrl-C to the runner alone (`kill -INT`): the job did not get it, so after GRACE_S it is
     sent SIGTERM; it saves and exits 0, yet the record says failed, interrupted by SIGINT."""
     plan, command = planned
     monkeypatch.setattr(local, "GRACE_S", 0.3)
-    job = command("finetune", "trap 'kill $!; exit 0' TERM; sleep 30 & wait")
+    ready = tmp_path / "ready"  # the job's SIGTERM trap is set
+    job = command("finetune", f"trap 'kill $!; exit 0' TERM; : > {ready}; sleep 300 & wait")
     _card(job, "complete")  # even a complete output: the runner did not let it end by itself
-    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+    waiting, wait = threading.Event(), local._wait
+
+    def watched(ended, timeout_s=None):  # the runner waits on its job from here on
+        waiting.set()
+        wait(ended, timeout_s)
+
+    monkeypatch.setattr(local, "_wait", watched)
+
+    def ctrl_c() -> None:  # once the runner waits on its job and the job's trap is set
+        wait_for(lambda: waiting.is_set() and ready.is_file(), "the job to run")
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         local.run_job(plan, job)
     rec = read_record(plan, job)
@@ -136,9 +148,8 @@ def test_ctrl_c_during_a_fine_tune_is_recorded_interrupted_and_a_rerun_completes
     runner = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               start_new_session=True, env=env)  # fmt: skip
     tune = out / "finetune" / "tiny-bert-seed0"
-    deadline = time.monotonic() + 180
-    while runner.poll() is None and not _stepping(tune / CURVE) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: runner.poll() is not None or _stepping(tune / CURVE), "the first step",
+             poll_s=0.01)  # fmt: skip
     assert runner.poll() is None, runner.communicate()[0].decode()
     os.killpg(runner.pid, signal.SIGINT)
     said = runner.communicate(timeout=120)[0].decode()

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, wait_for
 
 from neobench.core.errors import NeobenchError
 from neobench.study import lock
@@ -27,20 +28,20 @@ def _holder(tmp_path, pid, host=None):
 
 # A process that holds the lock file of FOLDER as a runner does (an OS lock), naming HOST.
 HOLD = """
-import fcntl, json, os, sys, time
+import fcntl, json, os, sys
 path = os.path.join(sys.argv[1], "neobench_runner.lock")
 handle = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
 fcntl.flock(handle, fcntl.LOCK_EX)
 os.write(handle, json.dumps({"host": sys.argv[2], "pid": os.getpid(), "started": "t"}).encode())
 print("held", flush=True)
-time.sleep(60)
+sys.stdin.read()  # held until the test kills it
 """
 
 
 def _held_by(tmp_path, host):
     tmp_path.mkdir(parents=True, exist_ok=True)
     other = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), host],
-                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert other.stdout.readline().strip() == "held"
     return other
 
@@ -79,18 +80,19 @@ def test_a_lock_held_on_another_host_is_reported(tmp_path):
         other.wait()
 
 
-# Many runners started at one moment on the lock a killed runner left: each says whether it got it.
+# Many runners let go at one moment on the lock a killed runner left: each says whether it got
+# it; the one that did holds it until the test has heard every other one.
 RACE = """
-import sys, time
+import sys
 from pathlib import Path
 from neobench.core.errors import NeobenchError
 from neobench.study import lock
-start = float(sys.argv[2])
-time.sleep(max(start - time.time(), 0))
+print("ready", flush=True)
+sys.stdin.readline()  # go: all of them at once, past their imports
 try:
     with lock.runner(Path(sys.argv[1]), "s.yaml"):
         print("got it", flush=True)
-        time.sleep(5)  # longer than any racer's lateness: none comes after it let go
+        sys.stdin.readline()  # held until the test lets go (closes stdin)
 except NeobenchError:
     print("refused", flush=True)
 """
@@ -100,11 +102,23 @@ def test_runners_racing_for_a_stale_lock_let_exactly_one_in(tmp_path):
     gone = subprocess.Popen(["true"])
     gone.wait()
     _holder(tmp_path, gone.pid)
-    start = str(time.time() + 5)  # all of them past their imports by then
-    racers = [subprocess.Popen([sys.executable, "-c", RACE, str(tmp_path), start],
+    racers = [subprocess.Popen([sys.executable, "-c", RACE, str(tmp_path)], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True) for _ in range(6)]  # fmt: skip
-    said = sorted(r.communicate(timeout=120)[0].strip() for r in racers)
-    assert said == ["got it"] + ["refused"] * 5
+    # A racer that hangs is killed: its line reads empty and the test fails instead of hanging.
+    watchdog = threading.Timer(600, lambda: [r.kill() for r in racers])
+    watchdog.start()
+    try:
+        assert [r.stdout.readline().strip() for r in racers] == ["ready"] * 6
+        for racer in racers:
+            racer.stdin.write("go\n")
+            racer.stdin.flush()
+        said = sorted(r.stdout.readline().strip() for r in racers)
+        assert said == ["got it"] + ["refused"] * 5
+    finally:
+        for racer in racers:
+            racer.stdin.close()  # the holder lets go
+            racer.wait()
+        watchdog.cancel()
 
 
 @pytest.mark.slow
@@ -119,11 +133,22 @@ def test_two_runners_at_once_run_each_job_once(tmp_path, mirror):
     command = [sys.executable, "-m", "neobench", "study", "run", str(study)]
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     held = tmp_path / "out" / lock.LOCK
-    for _ in range(600):
-        if held.exists() or first.poll() is not None:
-            break
-        time.sleep(0.1)
-    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+    def holding() -> bool:  # the first runner has the lock: its pid is in the file
+        assert first.poll() is None, first.communicate()
+        try:
+            return json.loads(held.read_text())["pid"] == first.pid
+        except (OSError, ValueError, KeyError):
+            return False
+
+    wait_for(holding, "the first runner to hold the study's lock")
+    # Stopped, the first runner holds the lock for as long as the second one takes, however
+    # slow either is; it goes on afterwards.
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     _, err = first.communicate(timeout=600)
     assert first.returncode == 0, err
     assert second.returncode != 0 and "being run by another" in second.stderr

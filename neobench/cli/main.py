@@ -116,7 +116,10 @@ def _on_signal(signum: int, frame: object) -> None:
 ENDING = tuple(s for s in (signal.SIGTERM, getattr(signal, "SIGUSR2", None)) if s is not None)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, then_ignore: bool = False) -> int:
+    """The command line. ``then_ignore`` (the process's own entry point, neobench/__main__.py):
+    SIGTERM and SIGUSR2 are ignored from the run's end on, instead of given back their default
+    action (which would kill the process in the instant before it exits with its code)."""
     previous = {signum: signal.getsignal(signum) for signum in ENDING}
     for signum, handler in previous.items():
         if handler is signal.SIG_DFL:  # an embedding application's own handler is left alone
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run(argv)
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if then_ignore else handler)
 
 
 def _run(argv: list[str] | None) -> int:

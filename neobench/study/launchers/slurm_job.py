@@ -47,6 +47,19 @@ class JobCommand:
     benchmark: str = ""  # an eval's benchmark: what its tasks ask of a result file
 
     def __call__(self) -> None:
+        # SIGTERM and the notice are this job's from its first line to its last: recorded, and
+        # passed on to the command while it runs. Never submitit's: its notice handler requeues
+        # the job whatever its progress, and a signal that came while the job checked its output
+        # (before the command started) or read it (after it ended) went there.
+        child: list[subprocess.Popen] = []  # the command, once started
+        handlers = {s: signal.signal(s, self._relay(child)) for s in (NOTICE, signal.SIGTERM)}
+        try:
+            self._run(child)
+        finally:
+            for signum, previous in handlers.items():
+                signal.signal(signum, previous)
+
+    def _run(self, child: list[subprocess.Popen]) -> None:
         # An eval's check reads mteb's benchmark (5 s of CPU): its first start skips it, since the
         # study submits only jobs it found unfinished; a requeued start checks first.
         requeued = os.environ.get("SLURM_RESTART_COUNT", "0") not in ("", "0")
@@ -54,16 +67,15 @@ class JobCommand:
             print(f"neobench: {self.key}: already complete; nothing to run", flush=True)
             return
         before = self._progress()
-        child = subprocess.Popen(self.argv, cwd=self.cwd, env=thread_env(os.environ))
-        handlers = {s: signal.signal(s, self._relay(child)) for s in (NOTICE, signal.SIGTERM)}
-        try:
+        code = None  # the command is not started when a signal came first
+        if not self.told:
+            child.append(subprocess.Popen(self.argv, cwd=self.cwd, env=thread_env(os.environ)))
+            if self.told:  # one came while it started: the command is told too
+                child[0].send_signal(self.told[0])
             # poll(), not wait(): a handler that runs inside wait() could not reap the child
-            while child.poll() is None:
+            while child[0].poll() is None:
                 time.sleep(POLL_S)
-        finally:
-            for signum, previous in handlers.items():
-                signal.signal(signum, previous)
-        code = child.returncode
+            code = child[0].returncode
         if (code == 0 and self.kind != "finetune") or self._complete():
             return
         if signal.SIGTERM in self.told or code == 128 + signal.SIGTERM:
@@ -81,6 +93,7 @@ class JobCommand:
                 f"checkpoint or result in this window: {before} before, {after} after). Raise "
                 f"slurm.{self.kind}.time in the study (or lower checkpoint_every), then run again."
             )
+        assert code is not None  # not started only when told
         raise JobFailed(f"{self.key}: its command {self._ended(code)}; its log says why.")
 
     def _ended(self, code: int) -> str:
@@ -95,16 +108,17 @@ class JobCommand:
             return f"exited 0, but {unfinished(self.kind, Path(self.output))}"
         return f"exited with code {code}"
 
-    def _relay(self, child: subprocess.Popen) -> Callable[[int, FrameType | None], None]:
-        """A handler that records a signal and passes it on to the command (Slurm may already
-        have sent it there too; once is enough for the command, twice does no harm)."""
+    def _relay(self, child: list[subprocess.Popen]) -> Callable[[int, FrameType | None], None]:
+        """A handler that records a signal and passes it on to the command while it runs (Slurm
+        may already have sent it there too; once is enough for the command, twice does no
+        harm)."""
 
         def handle(signum: int, frame: FrameType | None) -> None:
             self.told.append(signum)
             why = "the time limit is near" if signum == NOTICE else "the job is being stopped"
             print(f"neobench: {signal.Signals(signum).name}: {why}", flush=True)
-            if child.poll() is None:
-                child.send_signal(signum)
+            if child and child[0].poll() is None:
+                child[0].send_signal(signum)
 
         return handle
 
