@@ -188,13 +188,13 @@ def test_a_claim_ends_with_its_killed_process_and_the_waiting_eval_does_the_task
 
 # A process that claims TASK in the run folder FOLDER, says so, and holds it until killed.
 HOLD = """
-import sys, time
+import signal, sys
 from pathlib import Path
 from neobench.evaluation.claims import Claim
 claim = Claim(Path(sys.argv[1]), sys.argv[2])
 assert claim.take()
 print("held", flush=True)
-time.sleep(600)
+signal.pause()  # until the test kills it
 """
 
 
