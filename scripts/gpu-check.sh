@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU path's check on one lent GPU machine (docs/performance.md, "The device check"): `neobench
-# bench gpu --size full` (the recipe-shape train rows, encode, unpadded, the million-document
+# bench gpu --size full` (the recipe-shape train rows: 128 queries x 9 texts up to 512 tokens, packed,
+# padded and chunked, peak against the memory estimate; encode, unpadded, the million-document
 # corpus, top-k) into OUT/gpu.json and OUT/gpu.md, then `pytest -m gpu`, whose full-run test checks
 # that record. About 7 minutes on one H100; the machine has torch and CUDA but no package index.
 #
@@ -19,7 +20,7 @@ WHEELS=(mteb==2.26.24 datasets==5.2.0 transformers==5.23.0 sentence-transformers
         submitit==1.5.4 pytrec-eval-terrier==0.5.11 pydantic==2.14.4 pydantic-core==2.50.5
         dill==0.4.1 multiprocess==0.70.19)
 SECTIONS=train,encode,unpadded,corpus,topk
-MODELS=bert-base,modernbert-base,neobert
+MODELS=bert-base,neobert,modernbert-base  # the train budget reaches the first ones first
 
 case "${1:-}" in
 prepare)

@@ -317,7 +317,9 @@ def test_finetune_then_eval_records_the_attention_that_ran(arch, tiny, tmp_path,
     )
     assert summary.steps == 3 and np.isfinite(summary.final_loss)
     card = _yaml(out / "neobench_run_card.yaml")
-    assert card["model"]["attn_implementation"] == arch.cpu_attention
+    packs = arch.unpadded != "no"  # --padding packed, the default, where the backbone can
+    assert card["model"]["attn_implementation"] == (REFERENCE if packs else arch.cpu_attention)
+    assert card["padding"]["mode"] == ("packed" if packs else "padded")
     assert card["model"]["tokenizer"]["padding_side"] == "right"
 
     result = run_eval(

@@ -66,7 +66,7 @@ def test_table4_base_is_estimated_from_the_shipped_h100_figures(capsys, tmp_path
                   "ModernBERT-base", "NeoBERT"):  # fmt: skip
         assert f"{model}: " in text and "weights per token" in text
     assert "18 finetune jobs:" in text and "144 eval jobs:" in text
-    assert "the time limits request 351.0" in text
+    assert "the time limits request 390.0" in text
     assert "warning:" not in text  # the shipped limits follow the estimates
     assert " estimate " in text  # the listing's column
     assert not (tmp_path / "out").exists()

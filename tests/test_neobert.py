@@ -165,9 +165,9 @@ def test_finetune_and_eval_a_tiny_neobert_on_cpu(tiny_neobert, tmp_path, mirror)
     )
     assert summary.steps == 4
     card = (out / "neobench_run_card.yaml").read_text()
-    assert (
-        "architecture: NeoBERT" in card and "attn_implementation: sdpa (padded, key mask)" in card
-    )
+    # --padding packed (the default): its own unpadded path, the reference kernel on the CPU
+    assert "architecture: NeoBERT" in card and "mode: packed" in card
+    assert "attn_implementation: varlen (per-sequence sdpa reference)" in card
     result = run_eval(
         EvalConfig(
             model=str(out),

@@ -175,12 +175,12 @@ def test_dry_run_of_the_paper_comparison(capsys, tmp_path):
     assert len({job.key for job in plan.jobs}) == len(plan.jobs)
     table = plan.jobs[-1]
     assert table.after == [job.key for job in plan.jobs if job.kind == "eval"]
-    assert plan.gpu_hours() == pytest.approx(18 * 7.5 + 144 * 1.5 + 0.5 * 0)
+    assert plan.gpu_hours() == pytest.approx(18 * (9 + 40 / 60) + 144 * 1.5 + 0.5 * 0)
     code, text = run(capsys, "study", "run", STUDIES / "table4-base.yaml", "--dry-run",
                      "--output", tmp_path / "out")  # fmt: skip
     assert code == 0
     assert "163 jobs (18 finetune, 144 eval, 1 table): 0 done, 163 to run" in text
-    assert "351.0 GPU-hours requested" in text
+    assert "390.0 GPU-hours requested" in text
     assert "neobench finetune --model chandar-lab/NeoBERT" in text
     assert not (tmp_path / "out").exists()  # a dry run makes nothing
 

@@ -7,6 +7,7 @@ must not cost the rest of a short GPU lease). benchmarks/ uses the measuring too
 from __future__ import annotations
 
 import copy
+import functools
 import gc
 import json
 import logging
@@ -523,7 +524,10 @@ def train_section(
         n for texts in pairs.values() for n in token_lengths(tokenizer, texts, scale.train_length)
     ]
     mean_length = sum(lengths) / len(lengths)
-    trainers = (neobench_steps, stock_steps)
+    trainers = (
+        *(functools.partial(neobench_steps, variant=v) for v in TRAIN_VARIANTS),
+        stock_steps,
+    )
     with tempfile.TemporaryDirectory(prefix="neobench-bench-gpu-") as tmp:
         folder = Path(tmp)
         pd.DataFrame(pairs).to_parquet(folder / PAIRS)
@@ -532,7 +536,7 @@ def train_section(
         if models and device.startswith("cuda"):
             # One untimed pass of each trainer first: the first run in a process pays the CUDA
             # context and per-shape kernel choice (on an H200, BERT-base's ran at 0.44x warm).
-            for steps in trainers:
+            for steps in (neobench_steps, stock_steps):
                 steps("warm", models[0][1], folder, pairs, replace(scale, train_steps=1), device)
         for name, path in models:
             if budget.spent(section, f"training {name}"):
@@ -540,7 +544,11 @@ def train_section(
             for steps in trainers:
                 row = steps(name, path, folder, pairs, scale, device)
                 row.update(train_figures(row, path, scale, mean_length, device))
-                section.check(row, row["loss_finite"], f"{name}, {row['trainer']}: non-finite loss")
+                what = f"{name}, {row['trainer']} {row.get('variant', '')}".rstrip()
+                if row.get("out_of_memory"):  # the stock trainer's own outcome at this shape
+                    section.add(row)
+                    continue
+                section.check(row, row["loss_finite"], f"{what}: non-finite loss")
     return section
 
 
@@ -570,10 +578,26 @@ def train_figures(
     }
 
 
+# neobench's trainer at the recipe's step, three ways: packed (the default --padding) and padded,
+# each under the default memory budget (plain where the step fits, else GradCache chunks), and
+# packed in GradCache chunks of CHUNKED_SHARE of the queries at every step (gradcache_mini_batch).
+TRAIN_VARIANTS = ("packed", "padded", "chunked")
+CHUNKED_SHARE = 0.5
+
+
 def neobench_steps(
-    name: str, path: str, folder: Path, pairs: Pairs, scale: GpuScale, device: str
+    name: str,
+    path: str,
+    folder: Path,
+    pairs: Pairs,
+    scale: GpuScale,
+    device: str,
+    variant: str = "packed",
 ) -> dict:
-    """`finetune()` on the pairs file for scale.train_steps + 1 steps; its row."""
+    """`finetune()` on the pairs file for scale.train_steps + 1 steps, as ``variant`` runs it
+    (TRAIN_VARIANTS); its row, with the run card's padding and memory records and the
+    estimate's error against the measured peak."""
+    from neobench.core.cards import FINETUNE_CARD, read_finetune_card
     from neobench.train.finetune import FinetuneConfig, finetune
 
     steps = _Steps()
@@ -583,17 +607,33 @@ def neobench_steps(
         f"max_seq_length={scale.train_length}", f"checkpoint_every={10**9}",
         f"max_hard_negatives={scale.train_negatives}",
     ]  # fmt: skip
-    output = str(folder / f"neobench-{name}")
+    output = folder / f"neobench-{name}-{variant}"
+    padding = "padded" if variant == "padded" else "packed"
+    if variant == "chunked":
+        overrides.append(f"gradcache_mini_batch={max(1, int(CHUNKED_SHARE * scale.train_batch))}")
     cfg = FinetuneConfig(
-        model=path, output=output, data_dir=str(folder), device=device, overrides=overrides
-    )
+        model=path, output=str(output), data_dir=str(folder), device=device,
+        overrides=overrides, padding=padding,
+    )  # fmt: skip
     reset_peak_memory(device)
     error = None
     try:
-        finetune(cfg, on_step=steps.record)
+        finetune(cfg, on_step=steps.record, progress=False)
     except NeobenchError as stopped:  # the recipe's guard: a non-finite loss stops the run
         error = " ".join(stopped.problems)
-    return steps.row(name, "neobench", device, error)
+    row = steps.row(name, "neobench", device, error)
+    row["variant"] = variant
+    card_path = output / FINETUNE_CARD
+    card = read_finetune_card(card_path) if card_path.is_file() else None
+    if card is not None:
+        row["padding"] = card.padding
+        row["memory"] = card.memory
+        estimate = (card.memory or {}).get("largest_step_estimate_gib")
+        if estimate and row["peak_memory_mb"] and device.startswith("cuda"):
+            measured = row["peak_memory_mb"] / 1024
+            row["estimate_gib"] = estimate
+            row["estimate_error"] = round(estimate / measured - 1, 4)
+    return row
 
 
 def stock_steps(
@@ -649,12 +689,20 @@ def stock_steps(
         callbacks=[curve],
     )
     trainer.remove_callback(PrinterCallback)  # the figures go to the JSON, not to stdout
-    error = None
+    error, out_of_memory = None, False
     try:
         trainer.train()
     except NonFiniteLoss as stopped:  # the loss curve's guard, as in neobench's recipe
         error = str(stopped)
-    return steps.row(name, "stock", device, error)
+    except torch.OutOfMemoryError as stopped:  # the stock trainer's outcome at this shape
+        error, out_of_memory = f"out of memory: {str(stopped).splitlines()[0]}", True
+    row = steps.row(name, "stock", device, error)
+    if out_of_memory:
+        row["out_of_memory"] = True
+        del trainer, network
+        gc.collect()
+        torch.cuda.empty_cache()
+    return row
 
 
 class _Steps(list):

@@ -80,7 +80,15 @@ def _train(row: dict) -> list[str]:
             f" of {row['queries_per_step']} queries x {2 + row['negatives']} texts, at most "
             f"{row['max_length']} tokens"
         )
-    variant = f"{row['trainer']} ({row['steps_timed']} steps{shape})"
+    how = f" {row['variant']}" if row.get("variant") else ""
+    variant = f"{row['trainer']}{how} ({row['steps_timed']} steps{shape})"
+    memory = row.get("memory") or {}
+    if memory.get("chunks"):
+        result += f"; GradCache chunks {', '.join(memory['chunks'])}"
+    elif memory:
+        result += "; plain loss"
+    if row.get("estimate_error") is not None:
+        result += f"; estimate {row['estimate_gib']:.1f} GiB ({row['estimate_error']:+.0%})"
     return [row["model"], variant, *figures, result + (f"; {row['error']}" if row["error"] else "")]
 
 

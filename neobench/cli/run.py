@@ -49,6 +49,8 @@ def _texts_line(summary: EvalSummary) -> str:
 
 def cmd_finetune(cfg: config.FinetuneConfig) -> int:
     """fine-tune an encoder with the standard recipe"""
+    if cfg.dry_run:
+        return _finetune_dry_run(cfg)
     build_registry()  # the saved model's prompts name the benchmarks' tasks
     from neobench.train.finetune import finetune, seed_configs
 
@@ -81,3 +83,15 @@ def cmd_finetune(cfg: config.FinetuneConfig) -> int:
 
             say(f"TensorBoard: tensorboard --logdir {logdir(summary.output)}", markup=False)
     return 0
+
+
+def _finetune_dry_run(cfg: config.FinetuneConfig) -> int:
+    """Each dataset's heaviest step and its memory per device; nothing trains. Exit 1 when a
+    step does not fit the budget even one text at a time (the run would stop there)."""
+    from neobench.study.estimate import finetune_estimate
+
+    found, lines, fits = finetune_estimate(cfg)
+    print_listing(found)
+    for line in lines:
+        say(line, markup=False)
+    return 0 if fits else 1

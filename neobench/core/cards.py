@@ -211,7 +211,7 @@ class BaseModelRecord:
     revision: str | None = None
     architecture: str | None = None
     max_seq_length: int | None = None
-    # The trainer runs the backbone's own forward (never neobench's packed encoder).
+    # The kernel the training forwards ran: packed, the varlen one (the card's `padding`).
     attn_implementation: str | None = None
     attn_implementation_requested: str | None = None
     tokenizer: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -237,6 +237,12 @@ class FinetuneCard:
     output_model: OutputModel = dataclasses.field(default_factory=OutputModel)
     model: BaseModelRecord = dataclasses.field(default_factory=BaseModelRecord)
     runtime: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # --padding: what the training forwards ran (packed | padded), by what, and why padded when
+    # packed was asked (train/packing.py); None in cards from before the flag.
+    padding: dict[str, Any] | None = None
+    # The memory budget, the steps run in GradCache chunks, their chunks and why
+    # (train/memory_budget.py); None where no budget applied (the CPU without --memory-budget).
+    memory: dict[str, Any] | None = None
     seed: int | None = None
     environment: dict[str, Any] = dataclasses.field(default_factory=dict)
     # Set when the run ends (finished) or completes (all four).

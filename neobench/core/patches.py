@@ -72,9 +72,11 @@ PATCHES: dict[str, Patch] = {
         library="transformers",
         replaces="a backbone's forward (per model object) and its config's "
         "_attn_implementation (per packed call)",
-        why="packed rows and varlen attention spend no GPU work on padding (models/unpad.py)",
+        why="packed rows and varlen attention spend no GPU work on padding (models/unpad.py), "
+        "in evaluation and in fine-tuning's forwards (train/packing.py)",
         gain="GPU time, not host time: 5-12% of an H100's encode time (bench gpu, "
-        "docs/performance.md); on the CPU it is off by default",
+        "docs/performance.md), off on the CPU by default; fine-tuning: the padding share of a "
+        "step's positions, 34-61% on the sample datasets (its GPU time not measured yet)",
         changes="neobench.models.unpad:patch_changes",
     ),
     "mteb-phases": Patch(

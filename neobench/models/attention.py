@@ -18,6 +18,20 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# The transformers model types neobench runs unpadded (models/unpad.py), and how each numbers
+# positions: from 0, or after the padding index (RoBERTa family). With native NeoBERT, the
+# backbones that run packed (train/packing.py).
+UNPADDED_POSITIONS = {
+    "bert": "from_zero",
+    "electra": "from_zero",
+    "nomic_bert": "from_zero",
+    "modernbert": "from_zero",
+    "roberta": "after_padding_idx",
+    "xlm-roberta": "after_padding_idx",
+    "camembert": "after_padding_idx",
+}
+PACKED_TYPES = frozenset({*UNPADDED_POSITIONS, "neobert"})
+
 AUTO = "auto"
 FLASH = ("flash_attention_2", "flash_attention_3", "flash_attention_4")
 

@@ -12,12 +12,13 @@ Weight names and shapes are the hub checkpoint's, loaded strictly:
   model.layer_norm.weight                               (H,)      final RMSNorm
   decoder.weight / decoder.bias                         (V, H)/(V,) MLM head (not tied)
 RoPE is interleaved (complex pairs (2i, 2i+1)); never a buffer, so nothing is left uninitialised
-on meta devices. The per-sequence SDPA loop is the reference the CUDA varlen path is tested against.
+on meta devices. The plain-torch reference (one SDPA per text length) is what the CUDA varlen path
+is tested against. Every attention path is differentiable: `finetune --padding packed` trains on
+the unpadded one.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import torch
@@ -209,9 +210,9 @@ def unpack(packed: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def varlen_kernel_name(device: str) -> str:
-    """What ``varlen_attention`` runs on ``device`` in half precision (for run cards)."""
-    if not device.startswith("cuda"):
+def varlen_kernel_name(device: str, half: bool = True) -> str:
+    """What ``varlen_attention`` runs on ``device``, in half precision or not (for run cards)."""
+    if not device.startswith("cuda") or not half:
         return "varlen (per-sequence sdpa reference)"
     try:
         import flash_attn  # noqa: F401
@@ -229,18 +230,28 @@ def varlen_reference(
     scale: float | None = None,
     window: int | None = None,
 ) -> torch.Tensor:
-    """Plain-torch variable-length attention: one SDPA per sequence (banded if ``window``)."""
-    out = torch.empty_like(q)
-    for start, end in itertools.pairwise(cu_seqlens.tolist()):
-        seq = (t[start:end].transpose(0, 1) for t in (q, k, v))  # (heads, n, d)
+    """Plain-torch variable-length attention: the sequences of each length stacked, one SDPA per
+    length (banded if ``window``), so no padding and, at a training step's hundreds of texts, far
+    fewer calls than texts. Sequences are split off and the outputs concatenated, never sliced or
+    written into slices: autograd's backward of each slice would fill a whole (T, heads, d)
+    gradient, per sequence."""
+    lengths = torch.diff(cu_seqlens).tolist()
+    pieces = [t.split(lengths) for t in (q, k, v)]  # per sequence: (n, heads, d)
+    by_length: dict[int, list[int]] = {}
+    for index, n in enumerate(lengths):
+        by_length.setdefault(n, []).append(index)
+    outs: list[torch.Tensor] = [q[:0]] * len(lengths)  # each replaced below, in text order
+    for n, indices in by_length.items():
+        # (g, heads, n, d), 4-d: torch's fused CPU kernel takes no other (else the math path)
+        stacked = (torch.stack([p[i] for i in indices]).transpose(1, 2) for p in pieces)
         band = None
         if window is not None:
-            pos = torch.arange(end - start, device=q.device)
+            pos = torch.arange(n, device=q.device)
             band = (pos[:, None] - pos[None, :]).abs() <= window
-        out[start:end] = F.scaled_dot_product_attention(
-            *seq, attn_mask=band, scale=scale
-        ).transpose(0, 1)
-    return out
+        attended = F.scaled_dot_product_attention(*stacked, attn_mask=band, scale=scale)
+        for index, out in zip(indices, attended.transpose(1, 2).unbind(0), strict=True):
+            outs[index] = out  # (n, heads, d)
+    return torch.cat(outs)  # (T, heads, d)
 
 
 class NeoBERTPreTrainedModel(PreTrainedModel):
@@ -282,10 +293,11 @@ class NeoBERT(NeoBERTPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.encoder = value
 
-    def attention_kernel(self, device: str) -> str:
-        """What actually runs on ``device`` (recorded in run cards)."""
-        if self.use_unpadded(device):
-            return varlen_kernel_name(device)
+    def attention_kernel(self, device: str, unpadded: bool | None = None, half: bool = True) -> str:
+        """What actually runs on ``device`` (recorded in run cards); ``unpadded``: the path the
+        caller forces (None: the config's)."""
+        if self.use_unpadded(device) if unpadded is None else unpadded:
+            return varlen_kernel_name(device, half)
         return "eager (padded, key mask)" if self._eager() else "sdpa (padded, key mask)"
 
     def _eager(self) -> bool:

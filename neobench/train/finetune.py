@@ -4,7 +4,7 @@ record -> data -> model -> loss -> stock SentenceTransformerTrainer -> save, on 
 under `torchrun --nproc_per_node N -m neobench finetune ...` / `accelerate launch`: the global
 batch, the dataset drawn at each step and the loss's candidate pool do not depend on the number
 of devices. Each step is one call, to a function below or to the module that owns it: inputs
-(1), data and dev slice (2), run_card (4), trainer (5), dev_metric (7).
+(1), data and dev slice (2), packing (3), run_card (4), trainer (5), dev_metric (7).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from neobench.train.dev_slice import DevSlice, slice_record
 from neobench.train.devices import bf16, is_main_process
 from neobench.train.inputs import Inputs, check_inputs, resolve_recipe
 from neobench.train.output import CARD, CHECKPOINTS, CURVE, CURVE_PNG
-from neobench.train.run_card import complete_card, end_card, start_card
+from neobench.train.packing import Padding, applied, choose
+from neobench.train.run_card import complete_card, end_card, record_padding, start_card
 from neobench.train.seeds import seed_configs
 from neobench.train.trainer import build_trainer
 
@@ -87,7 +88,8 @@ def finetune(
     data_dir = mirror.resolve_data_dir(cfg.data_dir)
     built, slices = build_data(inputs, data_dir)
 
-    # 3. Model: any encoder + mean pooling, the recipe's length and dropout.
+    # 3. Model: any encoder + mean pooling, the recipe's length and dropout; its training
+    #    forwards packed (real tokens only) where it can, else padded (packing.py).
     device, values = resolve_device(cfg.device), inputs.recipe.values
     loaded = load_model(
         cfg.model,
@@ -98,11 +100,13 @@ def finetune(
         half=bf16(values, device),  # the trainer autocasts: flash kernels can run there
         disable_dropout=values.dropout == 0.0,
     )
+    padding = choose(cfg.padding, loaded, device, half=bf16(values, device))
 
     # 4. Run card, before any work.
     if is_main_process() and (not cfg.resume or run_folder.last_checkpoint(output) is None):
         run_folder.clear_failed_start(output)  # nothing to resume from: step 0 again
     card = start_card(cfg, inputs, loaded, built, data_dir, device)
+    record_padding(card, padding)
     card.dev = slice_record(slices, values.dev_rows, values.seed) if slices else None
     if is_main_process():
         record.write_finetune_card(output / CARD, card)
@@ -122,7 +126,7 @@ def finetune(
     from neobench.train.stop import GracefulStop
 
     with GracefulStop() as stop:
-        _train(trainer, output, card, cfg.resume, stop)
+        _train(trainer, output, card, cfg.resume, stop, padding)
         steps = trainer.state.global_step
         _score_dev(inputs, loaded.model, built, slices, card, stop)
         final_loss = _save(inputs, loaded.model, card, steps)
@@ -134,8 +138,12 @@ def finetune(
 # 6. Train ------------------------------------------------------------------------------------
 
 
-def _train(trainer: Any, output: Path, card: FinetuneCard, resume: bool, stop: Any) -> None:
-    """Train under ``stop`` (an entered GracefulStop): a signal ends it at a step end."""
+def _train(
+    trainer: Any, output: Path, card: FinetuneCard, resume: bool, stop: Any, padding: Padding
+) -> None:
+    """Train under ``stop`` (an entered GracefulStop): a signal ends it at a step end; the
+    forwards packed or padded as ``padding`` says (the dev metric and the save after it run
+    the model as loaded)."""
     from neobench.train.stop import Stopped, name
     from neobench.train.telemetry import NonFiniteLoss
 
@@ -145,7 +153,8 @@ def _train(trainer: Any, output: Path, card: FinetuneCard, resume: bool, stop: A
     trainer.add_callback(stop.callback())
     try:
         start = run_folder.last_checkpoint(output) if resume else None
-        trainer.train(resume_from_checkpoint=start)
+        with applied(trainer.model, padding):
+            trainer.train(resume_from_checkpoint=start)
     except NonFiniteLoss as error:
         last = run_folder.last_checkpoint(output)
         end_card(output, card, f"stopped: non-finite loss at step {error.step}")

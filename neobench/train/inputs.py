@@ -9,10 +9,16 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from neobench.core.errors import NeobenchError, collect, unknown
+from neobench.core.errors import NeobenchError, check_choice, collect, unknown
 from neobench.models import attention
 from neobench.models.load import check_spec, resolve_device
-from neobench.protocol.config import REPORT_TO_CHOICES, TRACKERS, FinetuneConfig
+from neobench.models.memory import budget_problems
+from neobench.protocol.config import (
+    PADDING_CHOICES,
+    REPORT_TO_CHOICES,
+    TRACKERS,
+    FinetuneConfig,
+)
 from neobench.protocol.instructions import (
     InstructionProfile,
     TrainProfile,
@@ -55,7 +61,9 @@ def check_inputs(cfg: FinetuneConfig) -> Inputs:
     collect(problems, check_spec, cfg.model)
     collect(problems, resolve_device, cfg.device)
     collect(problems, attention.check, cfg.attn_implementation)
+    collect(problems, check_choice, "--padding", cfg.padding, PADDING_CHOICES)
     problems += tracker_problems(cfg.report_to)
+    problems += budget_problems(cfg.memory_budget)
     output = Path(cfg.output).expanduser().resolve()
     problems += run_folder.output_problems(output, cfg.resume)
     if recipe is None:
@@ -68,7 +76,7 @@ def check_inputs(cfg: FinetuneConfig) -> Inputs:
     if manifest and train_profile:
         if train_profile.instructions:  # an empty profile ('none') turns instructions off
             problems += validate_manifest(manifest, set(train_profile.instructions))
-        keys = _dataset_keys(manifest, values.datasets)
+        keys = dataset_keys(manifest, values.datasets)
         problems += [
             unknown(f"dataset key in manifest {manifest.name!r}", key, manifest.rows)
             for key in keys
@@ -107,7 +115,7 @@ def tracker_problems(report_to: str) -> list[str]:
 def _negatives_problems(batch_size: int, max_hard_negatives: int, rows: list[Row]) -> list[str]:
     """InfoNCE's negatives are the other queries' positives in the global batch and the query's
     hard negatives: a batch of one query without hard negatives has a loss of 0 at every step."""
-    bare = [r.key for r in rows if min(max_hard_negatives, _declared_negatives(r)) == 0]
+    bare = [r.key for r in rows if min(max_hard_negatives, declared_negatives(r)) == 0]
     if batch_size > 1 or not bare:
         return []
     return [
@@ -119,11 +127,13 @@ def _negatives_problems(batch_size: int, max_hard_negatives: int, rows: list[Row
     ]
 
 
-def _declared_negatives(row: Row) -> int:
+def declared_negatives(row: Row) -> int:
+    """Hard negatives a row provides (before the recipe's max_hard_negatives caps them)."""
     return row.num_negatives if row.num_negatives is not None else len(row.negatives)
 
 
-def _dataset_keys(manifest: Manifest, datasets: str | list[str]) -> list[str]:
+def dataset_keys(manifest: Manifest, datasets: str | list[str]) -> list[str]:
+    """The manifest keys the recipe's ``datasets`` value names ('all': every row)."""
     if datasets == "all":
         return list(manifest.rows)
     return [datasets] if isinstance(datasets, str) else list(datasets)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from neobench.core import cards as record
 from neobench.core.card_io import now, owner
@@ -22,6 +23,9 @@ from neobench.train.devices import bf16, is_main_process
 from neobench.train.inputs import Inputs
 from neobench.train.output import CARD
 from neobench.train.seeds import default_name
+
+if TYPE_CHECKING:
+    from neobench.train.packing import Padding
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +81,13 @@ def start_card(
         seed=values.seed,
         environment=environment(),
     )
+
+
+def record_padding(card: FinetuneCard, padding: Padding) -> None:
+    """How the training forwards run (--padding, train/packing.py): the card's ``padding``,
+    and the attention kernel they run as the model's."""
+    card.padding = padding.record()
+    card.model.attn_implementation = padding.attention
 
 
 def _runtime(inputs: Inputs, device: str) -> dict[str, object]:

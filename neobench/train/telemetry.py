@@ -26,8 +26,19 @@ class TokenCountingCollator(SentenceTransformerDataCollator):
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         batch = super().__call__(features)
-        self.tokens += int(sum(v.sum() for k, v in batch.items() if k.endswith("_attention_mask")))
+        self.tokens += real_tokens(batch)
         return batch
+
+
+def real_tokens(batch: dict[str, Any]) -> int:
+    """The real tokens of a collated batch: each column's attention mask, or all its ids where
+    sentence-transformers flattened the column (no mask, no padding: cu_seq_lens_q instead)."""
+    total = 0
+    for key, ids in batch.items():
+        if key.endswith("_input_ids"):
+            mask = batch.get(key.removesuffix("input_ids") + "attention_mask")
+            total += int(mask.sum()) if mask is not None else int(ids.numel())
+    return total
 
 
 class NonFiniteLoss(RuntimeError):

@@ -40,13 +40,13 @@ def build_trainer(
     from sentence_transformers import SentenceTransformerTrainer
     from transformers.trainer_callback import PrinterCallback
 
-    from neobench.train import tracking
+    from neobench.train import memory_budget, tracking
     from neobench.train.checkpoints import marker
     from neobench.train.sampling import schedule
     from neobench.train.telemetry import LossCurve, TokenCountingCollator
 
     values, world = inputs.recipe.values, inputs.world
-    loss = _loss(model, values, world)
+    loss = _loss(model, values, world, memory_budget.settings(card, model, values, device))
     prompts = query_prompts(built, values, inputs.train_profile)
     tracking.prepare(inputs.report_to)
     args = _training_args(inputs, device, prompts, card.output_model.name)
@@ -66,7 +66,7 @@ def build_trainer(
             train_dataset=DatasetDict({k: b.dataset for k, b in built.items()}),
             loss=loss,
             data_collator=collator,
-            callbacks=[curve, marker()],
+            callbacks=[curve, marker(), *memory_budget.callbacks(loss, card)],
         )
     trainer.remove_callback(PrinterCallback)  # our LossCurve reports each step
     # The tracker's config: the recipe (name, hash, values) and the run card as started.
@@ -76,9 +76,14 @@ def build_trainer(
     return trainer
 
 
-def _loss(model: Any, values: RecipeValues, world: int) -> Any:
+def _loss(
+    model: Any, values: RecipeValues, world: int, budget: dict[str, Any] | None = None
+) -> Any:
     """InfoNCE: candidates = positives + hard negatives of the whole global batch, gathered
     across ranks with gradients; cross-entropy averaged over queries; scale = 1 / temperature.
+    The recipe's gradcache_mini_batch N > 0: GradCache chunks of N texts at every step; else,
+    with a memory budget (memory_budget.BudgetedLoss and its ``budget``: fields, precision,
+    Budget, unpadding), plain or chunked as each step's estimate fits; else plain.
     """
     from sentence_transformers.sentence_transformer.losses import (
         CachedMultipleNegativesRankingLoss,
@@ -96,6 +101,10 @@ def _loss(model: Any, values: RecipeValues, world: int) -> Any:
         return CachedMultipleNegativesRankingLoss(
             model, mini_batch_size=values.gradcache_mini_batch, **common
         )
+    if budget is not None:
+        from neobench.train.memory_budget import BudgetedLoss
+
+        return BudgetedLoss(model, common, world=world, **budget)
     return MultipleNegativesRankingLoss(model, **common)
 
 
