@@ -31,6 +31,8 @@ UNPADDED_POSITIONS = {
     "camembert": "after_padding_idx",
 }
 PACKED_TYPES = frozenset({*UNPADDED_POSITIONS, "neobert"})
+# The name models/unpad.py registers its packed kernel under with transformers.
+UNPADDED_KERNEL = "neobench_varlen"
 
 AUTO = "auto"
 FLASH = ("flash_attention_2", "flash_attention_3", "flash_attention_4")
@@ -42,9 +44,9 @@ def choices() -> list[str]:
     built only by neobench's encoder or a generation loop)."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    from neobench.models.unpad import KERNEL
-
-    registered = [k for k in ALL_ATTENTION_FUNCTIONS.valid_keys() if k != KERNEL and "|" not in k]
+    registered = [
+        k for k in ALL_ATTENTION_FUNCTIONS.valid_keys() if k != UNPADDED_KERNEL and "|" not in k
+    ]
     return [AUTO, "eager", *sorted(registered)]
 
 

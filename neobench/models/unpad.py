@@ -19,10 +19,10 @@ import torch
 from transformers import AttentionInterface
 
 from neobench.core import patches
-from neobench.models.attention import UNPADDED_POSITIONS
+from neobench.models.attention import UNPADDED_KERNEL, UNPADDED_POSITIONS
 from neobench.models.neobert import pack, unpack, varlen_attention
 
-KERNEL = "neobench_varlen"
+KERNEL = UNPADDED_KERNEL
 
 POSITIONS = UNPADDED_POSITIONS  # how each architecture numbers positions (models/attention.py)
 
