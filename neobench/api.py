@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from neobench.evaluation.outcomes import EvalSummary
     from neobench.report.compare import Comparison
     from neobench.report.table import LeaderTable
+    from neobench.reproduction.check import Reproduction
     from neobench.study.plan import Plan
     from neobench.train.finetune import FinetuneSummary
 
@@ -35,6 +36,7 @@ __all__ = [
     "leaderboard",
     "load_runs",
     "load_study",
+    "reproduce",
 ]
 
 PathLike = str | Path
@@ -101,6 +103,26 @@ def evaluate(model: Any, *, progress: bool = False, **options: Any) -> EvalSumma
             model.save(str(folder))
             cfg = _config(config.EvalConfig, "evaluate", options, model=str(folder))
             return run_eval(cfg)
+
+
+def reproduce(
+    model: str, *, official: PathLike, progress: bool = False, **options: Any
+) -> Reproduction:
+    """``model`` against its official MTEB results (``official``: a clone of the results
+    repository, or "remote"); `neobench reproduce`'s flags as keywords (``as_name=...`` for
+    --as, ``tasks=[...]``, ``data_dir=...``, ``max_seq_length=...``). The result's
+    ``to_pandas()``: one row per task, official, reproduced and delta on 0-100 (the tolerance
+    is on mteb's 0-1), within, verdict; ``within``: every task matched."""
+    from neobench.protocol.tasks import build_registry
+    from neobench.reproduction.config import ReproduceCommand
+    from neobench.reproduction.run import run_reproduce
+
+    if isinstance(options.get("tasks"), str):
+        options["tasks"] = [options["tasks"]]
+    build_registry()
+    cfg = _config(ReproduceCommand, "reproduce", options, model=model, official=str(official))
+    with _quiet(not progress):
+        return run_reproduce(cfg)
 
 
 IN_MEMORY_NAME = "local/in-memory"  # the results name of a model evaluated from memory

@@ -108,6 +108,21 @@ def tiny_gpt2(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
+def online(monkeypatch):
+    """The hub switched back on for one opt-in network test (-m network)."""
+    import importlib
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
+    import huggingface_hub.constants
+
+    importlib.reload(huggingface_hub.constants)
+    yield
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    importlib.reload(huggingface_hub.constants)
+
+
+@pytest.fixture
 def one_repo_mirror(tmp_path, mirror) -> Path:
     """A mirror holding only mteb/biosses-sts (a symlink into the shared mirror, not a copy)."""
     (tmp_path / "mirror" / "mteb").mkdir(parents=True)

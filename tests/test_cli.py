@@ -148,7 +148,16 @@ def test_validate_and_ls(capsys):
 
 @pytest.mark.parametrize(
     "command",
-    [[], ["eval"], ["data"], ["data", "prefetch"], ["data", "verify"], ["ls"], ["validate"]],
+    [
+        [],
+        ["eval"],
+        ["data"],
+        ["data", "prefetch"],
+        ["data", "verify"],
+        ["data", "check"],
+        ["ls"],
+        ["validate"],
+    ],
 )
 def test_every_subcommand_help_has_an_example(command, capsys):
     # In-process: the same parser as the entry point, without paying the import of torch and

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import SHARED
+from conftest import REPO, SHARED
 from sentence_transformers import SentenceTransformer
 
 from neobench.cli.run import cmd_finetune
@@ -74,12 +74,15 @@ def test_recipe_values_carry_sources_and_overrides_change_the_hash(tmp_path):
 
 
 def test_shipped_recipe_hash_is_the_one_of_the_untyped_recipe():
-    """The hash as recipe.py computed it before the recipe was typed: the canonical JSON of the
-    file's values, without the keys that change neither the method nor the numbers, and without
-    dev_rows at 0 (an opt-in key added later: off, it leaves the hash as it was)."""
+    """The hash from the files alone: the canonical JSON of the recipe file's values, without
+    the keys that change neither the method nor the numbers, and without dev_rows at 0 (an
+    opt-in key added later: off, it leaves the hash as it was), and the revision of every row
+    of its manifest (the data)."""
     path = Path(recipe_module._recipes_dir()) / "neobert-mteb-2k.yaml"
     data = yaml.safe_load(path.read_text())
     assert data["values"]["dev_rows"]["value"] == 0
+    assert data["values"]["datasets"]["value"] == "all"
+    manifest = yaml.safe_load((REPO / "datasets_manifest" / f"{data['manifest']}.yaml").read_text())
     values = {
         k: spec["value"]
         for k, spec in data["values"].items()
@@ -91,6 +94,7 @@ def test_shipped_recipe_hash_is_the_one_of_the_untyped_recipe():
             "version": data["version"],
             "manifest": data["manifest"],
             "values": values,
+            "revisions": {key: spec["revision"] for key, spec in manifest["datasets"].items()},
         },
         sort_keys=True,
     )

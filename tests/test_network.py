@@ -1,25 +1,12 @@
 """Opt-in (-m network): the hub paths, on a machine that reaches huggingface.co.
 
-The default suite runs with HF_HUB_OFFLINE=1; these tests undo that for themselves.
+The default suite runs with HF_HUB_OFFLINE=1; these tests undo that for themselves
+(conftest's `online` fixture).
 """
-
-import importlib
 
 import pytest
 
 pytestmark = pytest.mark.network
-
-
-@pytest.fixture
-def online(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
-    import huggingface_hub.constants
-
-    importlib.reload(huggingface_hub.constants)
-    yield
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    importlib.reload(huggingface_hub.constants)
 
 
 def test_prefetch_then_verify_offline(online, tmp_path):

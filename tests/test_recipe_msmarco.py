@@ -18,7 +18,8 @@ from sentence_transformers.sentence_transformer.losses import (
 from neobench.core.errors import NeobenchError
 from neobench.protocol import listing
 from neobench.protocol.manifest import load_manifest
-from neobench.protocol.recipe import SOURCES, Evaluation, load_recipe
+from neobench.protocol.recipe import Evaluation, load_recipe
+from neobench.protocol.sources import SOURCES
 from neobench.protocol.tasks import load_benchmark
 from neobench.protocol.validate import shipped_recipe_problems, validate_all
 from neobench.train.finetune import FinetuneConfig, finetune
@@ -27,8 +28,9 @@ from neobench.train.trainer import _loss
 
 FINETUNE_DATA = SHARED / "data" / "finetune"
 RECIPE = "msmarco-retrieval"
-# The standard recipe's hash before a second recipe existed: adding one must not move it.
-STANDARD_SHA256 = "6eeb84d0b61d19fb151f44f02ad242bf24460c58a4bb906e4fed26867b66f37f"
+# The standard recipe's hash (its values and its manifest rows' revisions): adding a second recipe
+# must not move it.
+STANDARD_SHA256 = "8c413a0a16aa29868b26f2cbbd03385fb06e55d819d75a9131e5728fca378d1a"
 
 
 def test_both_recipes_validate_and_are_listed_with_purpose_and_evaluation():

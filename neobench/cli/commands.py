@@ -92,6 +92,25 @@ class VerifyCommand:
 
 
 @dataclass(kw_only=True)
+class DataCheckCommand:
+    """`neobench data check`: which manifest, for which recipe, against which data."""
+
+    manifest: str | None = opt(
+        None, "manifest name or file (default: the recipe's)", metavar="NAME|PATH.yaml"
+    )
+    recipe: str = opt(
+        STANDARD_RECIPE,
+        "recipe whose max_hard_negatives the rows must hold (and whose manifest is the default)",
+    )
+    data_dir: str | None = opt(
+        None,
+        "mirror <dir>/<hf repo id>/ (and the rows' local data_files) to check the rows it holds "
+        "in (default: $NEOBENCH_DATA_DIR); the other rows are checked on the hub when it is "
+        "reachable",
+    )
+
+
+@dataclass(kw_only=True)
 class CacheCommand:
     """`neobench cache`: what to do with the embedding cache, and where it is."""
 

@@ -1,5 +1,5 @@
 """The commands about what is on disk: `ls`, `validate`, `data prefetch`/`verify` (the offline
-mirror) and `cache` (the shared embedding cache)."""
+mirror), `data check` (a manifest against its data) and `cache` (the shared embedding cache)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,30 @@ def cmd_verify(cfg: commands.VerifyCommand) -> int:
     if report.missing:
         say(f"to complete it, on a connected machine: {report.fix}", markup=False)
     return 0 if report.ok else 1
+
+
+# `data check`'s closing count: rows per status.
+CHECKED = {"problem": "with problems"}
+
+
+def cmd_check(cfg: commands.DataCheckCommand) -> int:
+    """check a manifest's rows against their data: revision, config, split, columns, negatives"""
+    from neobench.protocol.data_check import check_manifest
+
+    report = check_manifest(cfg.manifest, cfg.data_dir, cfg.recipe)
+    print_listing(listing.checked(report))
+    counts = report.counts
+    say(", ".join(f"{n} {CHECKED.get(s, s)}" for s, n in counts.items()), markup=False)
+    unchecked = counts.get("not checked")
+    if unchecked:
+        say(
+            f"{unchecked} row(s) not checked (not a failure; the detail says why). To check them: "
+            f"{report.fix_unchecked}.",
+            markup=False,
+        )
+    if report.problems:
+        raise NeobenchError(report.problems)
+    return 0
 
 
 def cache_settings_line(report: CacheReport) -> str:

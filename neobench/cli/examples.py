@@ -52,6 +52,12 @@ Overrides (key=value) change recipe values; they are recorded and change the rec
 then copy /data/mteb-mirror to the air-gapped machine and pass --data-dir /data/mteb-mirror.""",
     "verify": f"""example (offline):
   neobench data verify /data/mteb-mirror --benchmark "{DEFAULT_BENCHMARK}" --tasks SciFact,STS12""",
+    "check": """examples:
+  neobench data check --manifest neobert-mteb                  # on the hub (connected machine)
+  neobench data check --manifest neobert-mteb --data-dir /data/mteb-mirror     # offline
+  neobench data check --manifest sample-local --data-dir ../shared/data/finetune
+Exit 2 when a row has a problem (one line each, with the fix); rows that could not be checked
+(not in the mirror, hub off) are listed with why and are not a failure.""",
     "bench": """examples (offline, on the mirror):
   neobench bench gpu --data-dir DIR --json gpu.json --markdown gpu.md     # on one GPU, < 10 min
   neobench bench gpu --device cpu --size tiny --dtype fp16 --score-tasks BIOSSES --data-dir DIR""",
@@ -61,7 +67,12 @@ then copy /data/mteb-mirror to the air-gapped machine and pass --data-dir /data/
     "validate": """example:
   neobench validate    # every shipped recipe, manifest and instruction profile, offline""",
 }
-EXAMPLES["data"] = EXAMPLES["prefetch"] + "\n" + EXAMPLES["verify"]
+EXAMPLES["reproduce"] = """examples:
+  neobench reproduce --model sentence-transformers/all-MiniLM-L6-v2 --official remote
+  neobench reproduce --model ./all-MiniLM-L6-v2 --as sentence-transformers/all-MiniLM-L6-v2 \\
+      --official ~/results --tasks STS13,STSBenchmark --data-dir /data/mteb-mirror
+exit 0: every task within the tolerance; 1: a task outside it (its cause named); 2: bad input"""
+EXAMPLES["data"] = "\n".join(EXAMPLES[k] for k in ("prefetch", "verify", "check"))
 EXAMPLES["study"] = """examples (offline, on the mirror):
   NEOBENCH_DATA_DIR=../shared/data/hub neobench study run studies/tiny.yaml
   neobench study run studies/table4-base.yaml --dry-run   # the jobs, their resources, what is done

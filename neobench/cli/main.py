@@ -15,16 +15,25 @@ from neobench._version import __version__
 from neobench.bench.config import BenchGpuCommand
 from neobench.cli import commands, flags
 from neobench.cli.bench import cmd_bench_gpu
-from neobench.cli.data import cmd_cache, cmd_ls, cmd_prefetch, cmd_validate, cmd_verify
+from neobench.cli.data import (
+    cmd_cache,
+    cmd_check,
+    cmd_ls,
+    cmd_prefetch,
+    cmd_validate,
+    cmd_verify,
+)
 from neobench.cli.examples import EXAMPLES
 from neobench.cli.output import console, say
 from neobench.cli.progress import silence_libraries
 from neobench.cli.publish import cmd_publish
 from neobench.cli.report import cmd_compare, cmd_table
+from neobench.cli.reproduce import cmd_reproduce
 from neobench.cli.run import cmd_eval, cmd_finetune
 from neobench.cli.study import cmd_study_run, cmd_study_status, cmd_study_table
 from neobench.core.errors import NeobenchError, os_error_message
 from neobench.protocol import config
+from neobench.reproduction.config import ReproduceCommand
 
 # Every command: its words, the dataclass its flags come from, its handler (whose docstring is
 # the command's one-line help) and its example. bench and data only group their sub-commands.
@@ -34,7 +43,9 @@ COMMANDS: list[flags.Command] = [
     (("cache",), commands.CacheCommand, cmd_cache, EXAMPLES["cache"]),
     (("data", "prefetch"), commands.PrefetchCommand, cmd_prefetch, EXAMPLES["prefetch"]),
     (("data", "verify"), commands.VerifyCommand, cmd_verify, EXAMPLES["verify"]),
+    (("data", "check"), commands.DataCheckCommand, cmd_check, EXAMPLES["check"]),
     (("finetune",), config.FinetuneConfig, cmd_finetune, EXAMPLES["finetune"]),
+    (("reproduce",), ReproduceCommand, cmd_reproduce, EXAMPLES["reproduce"]),
     (("table",), commands.TableCommand, cmd_table, EXAMPLES["table"]),
     (("compare",), commands.CompareCommand, cmd_compare, EXAMPLES["compare"]),
     (("publish",), commands.PublishCommand, cmd_publish, EXAMPLES["publish"]),
@@ -47,7 +58,7 @@ COMMANDS: list[flags.Command] = [
 # A group word: the metavar of its sub-commands, its help and its example.
 GROUPS = {
     "bench": ("WHAT", "the GPU path's checks on this machine", None),
-    "data": ("ACTION", "offline mirror: prefetch and verify", EXAMPLES["data"]),
+    "data": ("ACTION", "training and eval data: prefetch, verify, check", EXAMPLES["data"]),
     "study": ("ACTION", "many models under one protocol: run, status, table", EXAMPLES["study"]),
 }
 

@@ -12,9 +12,10 @@ from neobench.protocol import listing
 console = Console(stderr=True)
 out = Console()
 
-# data verify's statuses, on a terminal.
+# data verify's and data check's statuses, on a terminal.
 STATUS_COLORS = {"ok": "green", "present": "green", "other-revision": "yellow"}
-STATUS_COLORS |= dict.fromkeys(("missing", "load-failed"), "red")
+STATUS_COLORS |= dict.fromkeys(("missing", "load-failed", "problem"), "red")
+STATUS_COLORS["not checked"] = "yellow"
 
 
 def say(text: str, markup: bool = True) -> None:

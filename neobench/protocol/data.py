@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neobench.core.errors import NeobenchError
-from neobench.protocol.manifest import TEMPLATE_FIELD, Row
+from neobench.protocol.manifest import TEMPLATE_FIELD, Row, declared_negatives
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -43,7 +43,7 @@ def extract(expression: str, record: dict[str, Any]) -> Any:
     """Evaluate a column expression on one raw record: a path, a [*] expansion or a template."""
     if TEMPLATE_FIELD.search(expression):
         return TEMPLATE_FIELD.sub(
-            lambda m: _text(extract(m.group(1).strip(), record)), expression
+            lambda m: as_text(extract(m.group(1).strip(), record)), expression
         ).strip()
     values: list[Any] = [record]
     expanded = False
@@ -61,7 +61,7 @@ def extract(expression: str, record: dict[str, Any]) -> Any:
     return values if expanded else values[0]
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
     if isinstance(value, list):
         return " ".join(map(str, value))
     return "" if value is None else str(value)
@@ -106,45 +106,68 @@ def _records(row: Row, data_dir: Path | None) -> tuple[list[dict[str, Any]], int
     if row.join == "beir":
         records = _beir_records(row, data_dir)
         return records, len(records)
-    parts = row.parts or [{"config": row.config, "query": row.query, "positive": row.positive}]
     out, raw = [], 0
-    for part in parts:
+    for part in row_parts(row):
         dataset = _load_raw(row, data_dir, part.get("config"), row.split)
         raw += len(dataset)
         _check_columns(row, dataset.column_names, part)
         for record in dataset:
-            for name, rule in row.derive.items():
-                record[name] = record[rule["pick"][int(record[rule["by"]])]]
+            derive(row, record)
             if not _keep(record, row.filters):
                 continue
-            negatives: list[str] = []
-            for expression in row.negatives:
-                value = extract(expression, record)
-                negatives += (
-                    [_text(v) for v in value] if isinstance(value, list) else [_text(value)]
-                )
             out.append(
                 {
-                    "query": _text(extract(part["query"], record)),
-                    "positive": _text(extract(part["positive"], record)),
-                    "negatives": [n for n in negatives if n],
+                    "query": as_text(extract(part["query"], record)),
+                    "positive": as_text(extract(part["positive"], record)),
+                    "negatives": negatives_of(row, record),
                     "group": record.get(row.pair_by) if row.pair_by else None,
                 }
             )
     return out, raw
 
 
-def _check_columns(row: Row, columns: list[str], part: dict[str, str]) -> None:
-    expressions = [part["query"], part["positive"], *row.negatives]
+def derive(row: Row, record: dict[str, Any]) -> None:
+    """Add the row's derived columns to one raw record (in place)."""
+    for name, rule in row.derive.items():
+        record[name] = record[rule["pick"][int(record[rule["by"]])]]
+
+
+def negatives_of(row: Row, record: dict[str, Any]) -> list[str]:
+    """The non-empty hard negatives the row's expressions give for one raw record, in order."""
+    negatives: list[str] = []
+    for expression in row.negatives:
+        value = extract(expression, record)
+        negatives += [as_text(v) for v in value] if isinstance(value, list) else [as_text(value)]
+    return [n for n in negatives if n]
+
+
+def columns_of(*expressions: str) -> set[str]:
+    """The top-level columns some column expressions read."""
     needed = set()
     for expression in expressions:
         fields = TEMPLATE_FIELD.findall(expression) or [expression]
         needed |= {TOKEN.match(f.strip()).group(2) for f in fields}
+    return needed
+
+
+def needed_columns(row: Row, part: dict[str, str]) -> set[str]:
+    """Every column of the raw data one config (``part``) of the row reads: its expressions,
+    filters, group and the inputs of its derived columns."""
+    needed = columns_of(part["query"], part["positive"], *row.negatives)
     needed |= set(row.filters) | ({row.pair_by} if row.pair_by else set())
     needed -= set(row.derive)
     for rule in row.derive.values():
         needed |= {*rule["pick"], rule["by"]}
-    missing = sorted(needed - set(columns))
+    return needed
+
+
+def row_parts(row: Row) -> list[dict[str, str]]:
+    """The configs a (non-beir) row reads, each with its query and positive expressions."""
+    return row.parts or [{"config": row.config, "query": row.query, "positive": row.positive}]
+
+
+def _check_columns(row: Row, columns: list[str], part: dict[str, str]) -> None:
+    missing = sorted(needed_columns(row, part) - set(columns))
     where = f" config {part['config']}" if part.get("config") else ""
     if missing:
         raise NeobenchError(
@@ -193,8 +216,7 @@ def build_dataset(row: Row, data_dir: Path | None, max_negatives: int) -> BuiltD
     records, raw = _records(row, data_dir)
     if row.pair_by:
         records = _pair_within_groups(records)
-    declared = row.num_negatives if row.num_negatives is not None else len(row.negatives)
-    k = min(max_negatives, declared)
+    k = min(max_negatives, declared_negatives(row))
     columns: dict[str, list[str]] = {"query": [], "positive": []}
     columns.update({f"negative_{i + 1}": [] for i in range(k)})
     for record in records:

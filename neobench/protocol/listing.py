@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from neobench.protocol.data_check import CheckReport
     from neobench.protocol.mirror import VerifyReport
 
 
@@ -117,6 +118,13 @@ def verified(report: VerifyReport) -> Listing:
     """`data verify`'s rows: one per dataset repo of the mirror."""
     rows = [(r.task, r.repo_id, r.status, r.detail) for r in report.rows]
     return Listing(report.title, ("task", "repo", "status", "detail"), rows)
+
+
+def checked(report: CheckReport) -> Listing:
+    """`data check`'s rows: one per manifest row."""
+    rows = [(r.key, r.repo_id, r.revision[:12], r.where, r.status, r.detail) for r in report.rows]
+    columns = ("key", "dataset", "revision", "checked on", "status", "detail")
+    return Listing(report.title, columns, rows)
 
 
 def outcomes(summary: Any) -> Listing:

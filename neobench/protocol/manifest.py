@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from neobench.core.errors import NeobenchError, did_you_mean, find_yaml, read_yaml, shipped, unknown
-from neobench.protocol.recipe import SOURCES
+from neobench.protocol.sources import SOURCES
 
 PATH = re.compile(r"^[A-Za-z_][\w-]*(\[(\d+|\*)\]|\.[A-Za-z_][\w-]*)*$")
 TEMPLATE_FIELD = re.compile(r"\{([^{}]+)\}")
@@ -31,6 +31,7 @@ class Row:
     config: str | None = None
     split: str = "train"
     revision: str | None = None
+    pin: str = ""  # with revision null: what is known of the commit, and that prefetch resolves it
     data_files: str | list[str] | None = None
     negatives: list[str] = field(default_factory=list)
     num_negatives: int | None = None
@@ -89,7 +90,18 @@ def row_shape_problems(key: str, spec: dict[str, Any]) -> list[str]:
         problems.append(f"{key}: source {spec['source']!r} is not one of {sorted(SOURCES)}.")
     revision = spec.get("revision")
     if revision is not None and not REVISION.match(str(revision)):
-        problems.append(f"{key}: revision {revision!r} is not a 40-hex commit (or null).")
+        problems.append(
+            f"{key}: revision {revision!r} is not a 40-hex commit (or null). Fix: write the full "
+            "commit id, or null with a `pin:` note saying what is known (a short id, say)."
+        )
+    pin = spec.get("pin")
+    if pin is not None and not (isinstance(pin, str) and pin.strip()):
+        problems.append(f"{key}: pin must be a sentence saying why the revision is null.")
+    elif pin and revision is not None:
+        problems.append(
+            f"{key}: pin explains a null revision, but the row pins {revision}. Fix: drop `pin:` "
+            "(or move the remark to `note:`)."
+        )
     expressions = [spec.get("query"), spec.get("positive"), *(spec.get("negatives") or [])]
     for part in spec.get("parts") or []:
         expressions += [part.get("query"), part.get("positive")]
@@ -118,6 +130,28 @@ def expression_ok(expression: str) -> bool:
     if found:
         return all(PATH.match(f.strip()) for f in found)
     return bool(PATH.match(expression))
+
+
+def declared_negatives(row: Row) -> int:
+    """Hard negatives a row provides (before the recipe's max_hard_negatives caps them)."""
+    return row.num_negatives if row.num_negatives is not None else len(row.negatives)
+
+
+def dataset_keys(manifest: Manifest, datasets: str | list[str]) -> list[str]:
+    """The manifest keys the recipe's ``datasets`` value names ('all': every row)."""
+    if datasets == "all":
+        return list(manifest.rows)
+    return [datasets] if isinstance(datasets, str) else list(datasets)
+
+
+def pin_problems(manifest: Manifest) -> list[str]:
+    """A shipped manifest's hub rows are pinned: a 40-hex revision, or null with a `pin:` note."""
+    return [
+        f"{manifest.name}: {row.key}: revision null without a `pin:` note. Fix: pin the 40-hex "
+        "commit, or say in `pin:` what is known of it (`neobench data prefetch` resolves it)."
+        for row in manifest.rows.values()
+        if row.hf_id and row.revision is None and not row.pin
+    ]
 
 
 def validate_manifest(manifest: Manifest, instruction_keys: set[str]) -> list[str]:

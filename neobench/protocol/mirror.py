@@ -175,8 +175,9 @@ def check_hub_access(tasks: list[AbsTask], benchmark: str) -> None:
 
 def prefetch(needs: list[RepoNeed], out: Path) -> dict[str, dict]:
     """Snapshot every repo at its pinned revision into ``out/<repo id>`` and update the lock.
-    An unpinned revision (null in a manifest) takes the branch head; the lock records the commit
-    fetched, and run cards copy it."""
+    Every revision is resolved to its commit first (all problems reported before any download)
+    and that commit is fetched and recorded. An unpinned revision (null in a manifest) takes the
+    branch head and warns, one line per row: the lock records the commit, and run cards copy it."""
     from huggingface_hub import HfApi, snapshot_download
 
     if hub_offline() or not hub_reachable():
@@ -187,26 +188,84 @@ def prefetch(needs: list[RepoNeed], out: Path) -> dict[str, dict]:
         )
     out.mkdir(parents=True, exist_ok=True)
     lock, api = read_lock(out), HfApi()
+    commits = resolve_commits(api, [n for n in needs if not _fetched(lock, out, n)])
     for need in needs:
         entry = lock.get(need.repo_id)
-        fetched = entry and entry.get("pinned_revision") == need.revision
-        if fetched and (out / need.repo_id).is_dir():
+        if _fetched(lock, out, need):
             entry["tasks"] = sorted({*entry.get("tasks", []), need.task})
             continue
-        logger.info("fetching %s@%s", need.repo_id, need.revision)
+        commit = commits[(need.repo_id, need.revision)]
+        logger.info("fetching %s@%s (%s)", need.repo_id, need.revision, commit)
         snapshot_download(
-            need.repo_id, repo_type="dataset", revision=need.revision, local_dir=out / need.repo_id
+            need.repo_id, repo_type="dataset", revision=commit, local_dir=out / need.repo_id
         )
-        info = api.dataset_info(need.repo_id, revision=need.revision)
         lock[need.repo_id] = {
             "pinned_revision": need.revision,
-            "resolved_revision": info.sha,
+            "resolved_revision": commit,
             "tasks": sorted({*(entry or {}).get("tasks", []), need.task}),
             "fetched_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         _write_lock(out, lock)
     _write_lock(out, lock)
+    for line in unpinned_warnings(needs, lock):
+        logger.warning(line)
     return lock
+
+
+def _fetched(lock: dict[str, dict], out: Path, need: RepoNeed) -> bool:
+    """The mirror holds the need's revision: as pinned, or the commit a fetch resolved (a row
+    pinned since to the commit it was fetched at)."""
+    entry = lock.get(need.repo_id)
+    return bool(entry) and lock_holds(entry, need.revision) and (out / need.repo_id).is_dir()
+
+
+def lock_holds(entry: dict, revision: str | None) -> bool:
+    """Whether a lock entry is at ``revision`` (null: whatever head it was fetched at)."""
+    if revision is None:
+        return entry.get("pinned_revision") is None
+    return revision in (entry.get("pinned_revision"), entry.get("resolved_revision"))
+
+
+def resolve_commits(api: Any, needs: list[RepoNeed]) -> dict[tuple[str, str | None], str]:
+    """(repo id, revision) -> the 40-hex commit the hub resolves it to; every repo or revision
+    the hub does not know is reported at once, before anything is downloaded."""
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+    commits: dict[tuple[str, str | None], str] = {}
+    problems = []
+    for need in needs:
+        key = (need.repo_id, need.revision)
+        if key in commits:
+            continue
+        try:
+            commits[key] = api.dataset_info(need.repo_id, revision=need.revision).sha
+        except RevisionNotFoundError:
+            problems.append(
+                f"{need.task}: the hub has no revision {need.revision} of dataset repo "
+                f"{need.repo_id!r}. Fix: pin a commit of the repo's history (or null for its head)."
+            )
+        except RepositoryNotFoundError:
+            problems.append(
+                f"{need.task}: the hub has no dataset repo {need.repo_id!r} (or it is gated or "
+                "private: log in with `hf auth login`). Fix: correct the id."
+            )
+    if problems:
+        raise NeobenchError(problems)
+    return commits
+
+
+def unpinned_warnings(needs: list[RepoNeed], lock: dict[str, dict]) -> list[str]:
+    """One line per need without a pinned revision: the commit the mirror now holds, to pin."""
+    lines = []
+    for need in needs:
+        if need.revision is None:
+            commit = (lock.get(need.repo_id) or {}).get("resolved_revision")
+            lines.append(
+                f"{need.task}: {need.repo_id} is not pinned (revision null): the mirror holds "
+                f"commit {commit}, its head when fetched (recorded in {LOCK_FILE}). Pin it: "
+                f"`revision: {commit}` in the manifest row."
+            )
+    return lines
 
 
 def _write_lock(out: Path, lock: dict[str, dict]) -> None:
@@ -228,7 +287,7 @@ class VerifyRow:
         pinned = self.pinned_revision
         if gone:
             self.status, self.detail = "missing", gone
-        elif entry and pinned and entry.get("pinned_revision") != pinned:
+        elif entry and pinned and not lock_holds(entry, pinned):
             self.status = "other-revision"
             self.detail = f"mirror has {entry.get('pinned_revision')}, {pins} pins {pinned}"
         else:

@@ -18,19 +18,8 @@ from typing import Any, Literal
 from neobench.core.errors import NeobenchError, find_yaml, read_yaml, unknown
 from neobench.protocol.instructions import yaml_names
 from neobench.protocol.recipe_values import NOT_HASHED, RecipeValues, is_off
+from neobench.protocol.sources import SOURCES
 
-# Where a value comes from: tag -> what it names. One vocabulary for every recipe and manifest row;
-# a value the sources disagree on, or leave open, is `neobench` with a note saying what each does.
-SOURCES = {
-    "paper": "NeoBERT paper (Le Breton et al., TMLR 2025, arXiv 2502.19587)",
-    "authors-code": "NeoBERT authors' code (github.com/chandar-lab/NeoBERT, commit ed75b68)",
-    "modernbert-paper": "ModernBERT paper (Warner et al., arXiv 2412.13663), 3.1.2 and app. E.2",
-    "bert24-code": "ModernBERT's retrieval script, AnswerDotAI/bert24 examples/train_st.py",
-    "ettin-paper": "Ettin paper (Weller et al., arXiv 2507.11412)",
-    "ettin-code": "Ettin's retrieval script, JHU-CLSP/ettin-encoder-vs-decoder "
-    "retrieval_eval/train_st.py",
-    "neobench": "neobench's decision where the sources are silent, broken or disagree",
-}
 # Recipe-level keys that may also be overridden.
 TOP_LEVEL = frozenset({"manifest"})
 # Names other trainers use for recipe keys (transformers, sentence-transformers, torchtune CLI
@@ -99,12 +88,25 @@ class Recipe:
 
     @property
     def sha256(self) -> str:
+        """Over the identity, the hashed values and the data: the revision of every manifest row
+        the recipe trains on (null where unpinned), so other data is another recipe."""
         hashed = {
             k: v for k, v in self.as_dict().items() if k not in NOT_HASHED and not is_off(k, v)
         }
         identity = {"name": self.name, "version": self.version, "manifest": self.manifest}
-        canonical = json.dumps({**identity, "values": hashed}, sort_keys=True)
+        canonical = json.dumps(
+            {**identity, "values": hashed, "revisions": self.revisions()}, sort_keys=True
+        )
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def revisions(self) -> dict[str, str | None]:
+        """Row key -> pinned revision, for the manifest rows the recipe trains on (a key the
+        manifest lacks is left to the checks that name it)."""
+        from neobench.protocol.manifest import dataset_keys, load_manifest
+
+        manifest = load_manifest(self.manifest)
+        keys = dataset_keys(manifest, self.values.datasets)
+        return {k: manifest.rows[k].revision for k in keys if k in manifest.rows}
 
     def _value_record(self, key: str, value: Any) -> dict[str, Any]:
         """An overridden value says so, with the recipe's own value and source beside it."""

@@ -12,7 +12,12 @@ from neobench.protocol.instructions import (
     validate_profile,
     yaml_names,
 )
-from neobench.protocol.manifest import load_manifest, manifests_dir, validate_manifest
+from neobench.protocol.manifest import (
+    load_manifest,
+    manifests_dir,
+    pin_problems,
+    validate_manifest,
+)
 from neobench.protocol.recipe import Recipe, list_recipes, load_recipe
 
 
@@ -34,6 +39,7 @@ def validate_all() -> tuple[str, list[str]]:
         manifest = collect(problems, load_manifest, name)
         if manifest:
             problems += validate_manifest(manifest, train_keys)
+            problems += pin_problems(manifest)
             for row in manifest.rows.values():
                 problems += [
                     f"{manifest.name}: {row.key}: in_domain names unknown mteb task {t!r}."

@@ -550,8 +550,7 @@ def recipe_memory(
     from neobench.models.memory import Precision, attention_kind
     from neobench.protocol import mirror
     from neobench.protocol.instructions import load_train_instructions
-    from neobench.protocol.manifest import load_manifest
-    from neobench.train.inputs import dataset_keys, declared_negatives
+    from neobench.protocol.manifest import dataset_keys, declared_negatives, load_manifest
     from neobench.train.step_plan import plan_step, recipe_step
 
     values = recipe.values

@@ -25,7 +25,14 @@ from neobench.protocol.instructions import (
     load_profile,
     load_train_instructions,
 )
-from neobench.protocol.manifest import Manifest, Row, load_manifest, validate_manifest
+from neobench.protocol.manifest import (
+    Manifest,
+    Row,
+    dataset_keys,
+    declared_negatives,
+    load_manifest,
+    validate_manifest,
+)
 from neobench.protocol.recipe import Recipe, apply_overrides, load_recipe, parse_overrides
 from neobench.train import output as run_folder
 from neobench.train.dev_slice import split_problems
@@ -125,15 +132,3 @@ def _negatives_problems(batch_size: int, max_hard_negatives: int, rows: list[Row
         "and nothing trains. Use batch_size=2 or more (in-batch negatives), or datasets with "
         "hard negatives."
     ]
-
-
-def declared_negatives(row: Row) -> int:
-    """Hard negatives a row provides (before the recipe's max_hard_negatives caps them)."""
-    return row.num_negatives if row.num_negatives is not None else len(row.negatives)
-
-
-def dataset_keys(manifest: Manifest, datasets: str | list[str]) -> list[str]:
-    """The manifest keys the recipe's ``datasets`` value names ('all': every row)."""
-    if datasets == "all":
-        return list(manifest.rows)
-    return [datasets] if isinstance(datasets, str) else list(datasets)

@@ -1,0 +1,1 @@
+"""`neobench reproduce`: a model against its official MTEB results, and the cause of every miss."""
