@@ -158,9 +158,11 @@ class Reproduction:
 
 REPRODUCED = "reproduced"  # <output>/reproduced: the reproduction's results root by default
 
-# An evaluation: (model folder or id, conditions, tasks, results root, no_cache) -> main scores
-# per task on the given splits (None: the task failed, with its error).
-Evaluate = Callable[[str, Conditions, list[str], Path, bool], dict[str, tuple[float | None, str]]]
+# An evaluation: (model folder or id, conditions, tasks, results root, no_cache) -> per task the
+# main score on the official splits it evaluated (None: the task failed, with its error) and
+# those splits.
+Scores = dict[str, tuple[float | None, str, tuple[str, ...]]]
+Evaluate = Callable[[str, Conditions, list[str], Path, bool], Scores]
 
 
 def reference_conditions(official: OfficialModel, forced: dict[str, Any]) -> Conditions:
@@ -215,10 +217,11 @@ def reproduce(
     found = evaluate(model, conditions, tasks, results, False)
     checks = []
     for task in tasks:
-        score, error = found.get(task, (None, "no result written"))
+        score, error, splits = found.get(task, (None, "no result written", ()))
         entry = official.tasks[task]
+        splits = splits or entry.splits  # compared on the splits both evaluated
         checks.append(
-            TaskCheck(task, entry.score, score, tolerance, entry.splits, error=error or None)
+            TaskCheck(task, entry.score_on(splits), score, tolerance, splits, error=error or None)
         )
     misses = [c for c in checks if not c.within and c.reproduced is not None]
     if diagnose and misses:
@@ -231,7 +234,7 @@ def reproduce(
             # A batch-size change must encode again: the embedding cache would serve the first.
             scores = evaluate(model, changed, [c.task for c in open_misses], folder, True)
             for check in open_misses:
-                score, _ = scores.get(check.task, (None, ""))
+                score, _, _ = scores.get(check.task, (None, "", ()))
                 check.tried[said] = score
                 if score is not None and abs(score - check.official) <= tolerance:
                     check.cause = said

@@ -35,6 +35,14 @@ class OfficialTask:
     mteb_version: str | None
     dataset_revision: str | None
     scores_by_split: dict[str, float] = field(default_factory=dict)
+    result: Any = field(default=None, repr=False, compare=False)  # mteb's TaskResult
+
+    def score_on(self, splits: tuple[str, ...]) -> float:
+        """The official main score on ``splits`` only (mteb's get_score over them): a file
+        from an older mteb may hold splits the installed benchmark no longer evaluates."""
+        if not splits or set(splits) == set(self.splits) or self.result is None:
+            return self.score
+        return float(self.result.get_score(splits=list(splits)))
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,7 @@ def load_official(root: Path, name: str, tasks: list[str] | None = None) -> Offi
             result.mteb_version,
             result.dataset_revision,
             by_split,
+            result,
         )
     max_tokens = meta.get("max_tokens")
     return OfficialModel(

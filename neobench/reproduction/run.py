@@ -141,7 +141,7 @@ def _evaluate(
     official: Any,
     data_dir: Path | None,
     reused: list[str],
-) -> dict[str, tuple[float | None, str]]:
+) -> check.Scores:
     """One `neobench eval` of ``names`` under ``cond`` into ``results``: main score per task on
     the official file's splits that it evaluated; the tasks found finished there (run_eval's
     resume) are added to ``reused``."""
@@ -153,7 +153,7 @@ def _evaluate(
     model = cmd.model
     if cond.normalize != "model":
         if model_path is None:
-            return {t: (None, "normalisation: the model's folder is not here") for t in names}
+            return {t: (None, "normalisation: the model's folder is not here", ()) for t in names}
         on = cond.normalize == "on"
         model = str(check.with_normalisation(model_path, on, results / "model"))
     cfg = EvalConfig(
@@ -167,10 +167,10 @@ def _evaluate(
         length = cond.max_seq_length if isinstance(cond.max_seq_length, int) else 512
         cfg.token_budget = cond.batch_size * length
     summary = run_eval(cfg)
-    found: dict[str, tuple[float | None, str]] = {}
+    found: check.Scores = {}
     for outcome in summary.outcomes:
         if outcome.status == "failed":
-            found[outcome.task] = (None, outcome.error or "failed")
+            found[outcome.task] = (None, outcome.error or "failed", ())
             continue
         if outcome.status == "cached" and not fresh:
             reused.append(outcome.task)
@@ -178,9 +178,9 @@ def _evaluate(
         result = TaskResult.from_disk(path)
         splits = [s for s in official.tasks[outcome.task].splits if s in result.scores]
         if not splits:
-            found[outcome.task] = (None, "none of the official splits was evaluated")
+            found[outcome.task] = (None, "none of the official splits was evaluated", ())
             continue
-        found[outcome.task] = (float(result.get_score(splits=splits)), "")
+        found[outcome.task] = (float(result.get_score(splits=splits)), "", tuple(splits))
     return found
 
 
