@@ -51,7 +51,7 @@ from neobench.core.stages import stage
 from neobench.models.flops import non_embedding_parameters, text_flops
 from neobench.protocol.config import DEFAULT_BENCHMARK, TOKEN_BUDGET, EvalConfig, like, opt
 
-# The repository root, for the name the patch registry imports the clock by (core/patches.py).
+# The repository root, so the clock is imported as benchmarks.stage_clock from any folder.
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 from benchmarks.stage_clock import StageClock
 
@@ -291,7 +291,7 @@ def run_stock(cmd: HostConfig, folder: Path) -> HostRun:
 
     import mteb
 
-    from neobench.core.stages import mteb_timing
+    from neobench.compat.patches import mteb_phases as mteb_timing
     from neobench.evaluation.checks import locate_data, prepare_tasks
     from neobench.models.load import load_model, parse_max_seq_length
     from neobench.protocol.instructions import mteb_prompts

@@ -1,4 +1,4 @@
-"""What each library patch of the registry (neobench/core/patches.py) saves on MTEB(eng, v1).
+"""What each library patch of the registry (neobench/compat/patches.py) saves on MTEB(eng, v1).
 
 Each patch's step is timed directly on the mirror's data, the library's own path against the
 patched one, alternated --reps times in one process, as the main thread's CPU seconds (on a
@@ -69,13 +69,20 @@ def steps(data_dir: Path) -> list[tuple[str, str, str, Any, Any, int]]:
     """(patch, step, unit, stock step, patched step, units per step)."""
     import datasets
     import numpy as np
-    from mteb._create_dataloaders import create_dataloader
-    from mteb.abstasks.abstask import AbsTask
     from mteb.types import PromptType
 
-    from neobench.core import patches
-    from neobench.evaluation.fastdata import PlainRanking, save_task_predictions
-    from neobench.evaluation.mtebtexts import document_texts, loader_texts
+    from neobench.compat import patches
+    from neobench.compat.mteb import (
+        PlainRanking,
+        create_dataloader,
+        document_texts,
+        loader_texts,
+        save_task_predictions,
+        stock_save_predictions,
+    )
+    from neobench.compat.mteb import (
+        undersample as mteb_undersample,
+    )
 
     def patched(name: str, step):
         def run() -> None:
@@ -89,7 +96,7 @@ def steps(data_dir: Path) -> list[tuple[str, str, str, Any, Any, int]]:
 
     def undersample() -> None:
         for experiment in range(banking.n_experiments):
-            banking._undersample_data(train, experiment)
+            mteb_undersample(banking, train, experiment)
 
     def text_loader():
         return create_dataloader(
@@ -131,7 +138,7 @@ def steps(data_dir: Path) -> list[tuple[str, str, str, Any, Any, int]]:
     def mteb_writer() -> None:  # mteb's json.dump to the file, then the units' read back
         for path in folder.glob("*"):
             path.unlink()
-        AbsTask._save_task_predictions(scifact, ranking, Model, folder, "test", "default")
+        stock_save_predictions(scifact, ranking, Model, folder, "test", "default")
         json.loads((folder / scifact.prediction_file_name).read_text(encoding="utf-8"))
 
     def kept() -> None:

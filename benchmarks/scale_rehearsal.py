@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import importlib
 import json
 import logging
 import math
@@ -489,15 +488,12 @@ def registered() -> Iterator[None]:
     """
     from mteb.benchmarks.benchmark import Benchmark
 
-    module = importlib.import_module("mteb.benchmarks.get_benchmark")
-    build: Any = getattr(module, "_build_registry", None)
-    if build is None:
-        raise NeobenchError(
-            "scale rehearsal: this mteb version has no benchmark registry to add the synthetic "
-            "task to (mteb.benchmarks.get_benchmark._build_registry). Use the mteb version pinned "
-            "in pyproject.toml."
-        )
-    registry = build()
+    from neobench.compat.mteb import benchmark_registry
+
+    try:
+        registry = benchmark_registry()
+    except RuntimeError as error:
+        raise NeobenchError(f"scale rehearsal: {error}.") from None
     registry[BENCHMARK_NAME] = Benchmark(
         name=BENCHMARK_NAME, tasks=[ScaleRetrieval()], description=ScaleRetrieval.__doc__
     )

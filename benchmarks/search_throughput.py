@@ -32,11 +32,11 @@ def main() -> int:
 
     import mteb
     from datasets import Dataset
-    from mteb._create_dataloaders import create_dataloader
     from mteb.models.search_wrappers import chunked_full_corpus_search
     from mteb.types import PromptType
     from sentence_transformers.util import cos_sim
 
+    from neobench.compat.mteb import create_dataloader
     from neobench.encoder.search import top_k
 
     g = torch.Generator().manual_seed(0)

@@ -6,8 +6,8 @@ one), so the stages add up to it; other threads' work is ``busy`` seconds, repor
 ``MtebPhases`` keeps mteb's own phase record (``mteb.timing.TimingStack``) and also enters the
 matching stage, so mteb's scoring is measured by mteb's own phase marks.
 
-Imported as ``benchmarks.stage_clock`` (the name the patch registry's "mteb-phases" entry gives),
-never as a sibling script: one module, whoever imports it first.
+The "mteb-phases" patch (neobench/compat/patches.py) sets the class the clock builds
+(``mteb_timing_stack``) while the clock runs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from neobench.core import stages
-from neobench.core.stages import stage
 
 # mteb phase names -> stages ("Encoding ..." marks only the time around neobench's encoder).
 MTEB_STAGES = {
@@ -74,6 +73,9 @@ class StageClock:
             self.cpu_seconds[ended] += cpu - self._cpu_since
             self._since, self._cpu_since = now, cpu
 
+    def mteb_timing_stack(self) -> type:
+        return mteb_phases(self)
+
     def busy(self, name: str, seconds: float) -> None:
         with self._lock:
             self.busy_seconds[name] += seconds
@@ -82,42 +84,6 @@ class StageClock:
     def running(self) -> contextlib.AbstractContextManager[Any]:
         """Make this the clock neobench's stages report to (``stages.running``)."""
         return stages.running(self)
-
-
-def phase_changes(clock: StageClock) -> list[tuple[Any, str, Any]]:
-    """The "mteb-phases" patch. mteb.evaluate (2.26) does not pass its ``timer`` on to the task's
-    evaluation, which makes its own ``TimingStack()``, so the class it looks up is replaced;
-    mteb's metric computations outside its phases count as scoring too."""
-    import sys
-
-    changes: list[tuple[Any, str, Any]] = [
-        (sys.modules["mteb.evaluate"], "TimingStack", mteb_phases(clock))
-    ]
-    changes += [(owner, name, _as_scoring(f)) for owner, name, f in _unmarked_metrics()]
-    return changes
-
-
-def _unmarked_metrics() -> list[tuple[type, str, Any]]:
-    """(class, name, function) of the metric computations mteb runs after its "Scoring" phase:
-    legacy clustering's V-measure, pair classification's thresholds, STS's correlations."""
-    from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
-    from mteb.abstasks.pair_classification import AbsTaskPairClassification
-    from mteb.abstasks.sts import AbsTaskSTS
-
-    names = (
-        (AbsTaskClusteringLegacy, "_compute_metrics"),
-        (AbsTaskPairClassification, "_compute_metrics"),
-        (AbsTaskSTS, "_calculate_scores"),
-    )
-    return [(owner, name, vars(owner)[name]) for owner, name in names]
-
-
-def _as_scoring(function: Any) -> Any:
-    def scored(*args: Any, **kwargs: Any) -> Any:
-        with stage("scoring"):
-            return function(*args, **kwargs)
-
-    return scored
 
 
 def mteb_phases(clock: StageClock) -> type:

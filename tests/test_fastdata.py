@@ -1,4 +1,4 @@
-"""evaluation.fastdata and evaluation.mtebtexts (the registry's "column-cache", "prediction-json"
+"""compat/datasets.py and compat/mteb.py (the registry's "column-cache", "prediction-json"
 and "mteb-texts" patches) give mteb's own values, on the mirror's real data.
 
 Each shortcut is checked against the stock path it replaces: datasets' row-by-row Column,
@@ -19,14 +19,19 @@ import numpy as np
 import pytest
 from datasets import Dataset, Features, Value
 from datasets.arrow_dataset import Column
-from mteb._create_dataloaders import create_dataloader
 from mteb.abstasks.abstask import AbsTask
 from mteb.types import PromptType
 from torch.utils.data import DataLoader
 
-from neobench.core import patches
-from neobench.evaluation.fastdata import listed, save_task_predictions
-from neobench.evaluation.mtebtexts import document_texts, loader_texts, query_texts
+from neobench.compat import patches
+from neobench.compat.datasets import listed
+from neobench.compat.mteb import (
+    create_dataloader,
+    document_texts,
+    loader_texts,
+    query_texts,
+    save_task_predictions,
+)
 from neobench.protocol import mirror as mirror_mod
 
 BENCHMARK = "MTEB(eng, v1)"
@@ -130,7 +135,7 @@ def test_formatted_or_nested_columns_take_datasets_path():
 
 
 def test_a_long_column_is_cached_only_while_its_data_is_small(monkeypatch):
-    from neobench.evaluation import fastdata
+    from neobench.compat import datasets as fastdata
 
     data = Dataset.from_dict({"label": list(range(10)), "text": ["x" * 100] * 10})
     monkeypatch.setattr(fastdata, "MAX_CACHED_ROWS", 5)  # both columns are "long"
@@ -217,7 +222,7 @@ def test_prediction_file_identical_to_mteb_s_writer(tmp_path):
 
 
 def test_json_copy_is_a_json_round_trip():
-    from neobench.evaluation.fastdata import json_copy
+    from neobench.compat.mteb import json_copy
 
     value = {
         "a": (1, 2.5, float("nan")),

@@ -11,6 +11,7 @@ import pytest
 from conftest import benchmark_script
 
 from benchmarks import stage_clock
+from neobench.compat.patches import mteb_phases as mteb_timing
 from neobench.core import stages
 
 host_pipeline = benchmark_script("host_pipeline")
@@ -72,7 +73,7 @@ def test_metrics_mteb_leaves_unmarked_count_as_scoring(monkeypatch, owner, name)
     import importlib
     import sys
 
-    import mteb.evaluate  # noqa: F401  (mteb_timing swaps a name in that module)
+    import mteb.evaluate  # noqa: F401  (the patch swaps a name in that module)
 
     module, cls = owner.split(".")
     task_class = getattr(importlib.import_module(f"mteb.abstasks.{module}"), cls)
@@ -86,7 +87,7 @@ def test_metrics_mteb_leaves_unmarked_count_as_scoring(monkeypatch, owner, name)
 
     monkeypatch.setattr(task_class, name, metric)
     clock = stage_clock.StageClock()
-    with clock.running(), stages.stage("other"), stages.mteb_timing():
+    with clock.running(), stages.stage("other"), mteb_timing():
         assert getattr(task_class, name)(None, [0], [0]) == {"v_measure": 1.0}
         clock_time.now += 1.0
     assert clock.seconds["scoring"] == 2.0 and clock.seconds["other"] == 1.0

@@ -1,7 +1,8 @@
-"""The library patches' registry (neobench/core/patches.py): the gate, the switch, how a patch is
+"""The library patches' registry (neobench/compat/patches.py): the gate, the switch, how a patch is
 set and put back, and the scores of every task type the mirror holds with patches on and off."""
 
 import ast
+import dataclasses
 import json
 import logging
 import os
@@ -15,9 +16,10 @@ import pytest
 import yaml
 from datasets.arrow_dataset import Column
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from neobench.core import patches
+from neobench.compat import patches
 from neobench.core.errors import NeobenchError
 from neobench.evaluation import units
 from neobench.evaluation.runner import EvalConfig, run_eval
@@ -83,18 +85,47 @@ def test_on_the_tested_versions_every_patch_is_in_force():
     ]
 
 
-def test_another_library_version_turns_every_patch_off_with_one_log_line(monkeypatch, caplog):
-    monkeypatch.setitem(patches.TESTED, "mteb", "2.99.0")  # as if mteb were not the tested one
+def as_if_installed(monkeypatch, library: str, version: str) -> None:
+    """The gate sees ``library`` at ``version``; every other library as installed."""
+    real = patches.installed
+    monkeypatch.setattr(
+        patches, "installed", lambda name: version if name == library else real(name)
+    )
+
+
+MTEB_PATCHES = [n for n, p in patches.PATCHES.items() if p.library == "mteb"]
+
+
+def test_another_library_version_turns_its_patches_off_with_one_log_line_each(monkeypatch, caplog):
+    as_if_installed(monkeypatch, "mteb", "2.99.0")  # as if mteb were a version not verified
     stock_iter = Column.__iter__
     with caplog.at_level(logging.INFO, logger=patches.__name__):
-        assert patches.enabled() == [] and patches.in_force() == []
+        # The datasets and transformers patches stay in force: only mteb's are off.
+        assert patches.enabled() == [n for n in patches.PATCHES if n not in MTEB_PATCHES]
+        assert not patches.on("prediction-json") and not patches.on("mteb-texts")
         with patches.applied("column-cache") as on:
-            assert on is False and Column.__iter__ is stock_iter  # datasets as shipped
-        assert not patches.on("prediction-json")
-    (line,) = [r for r in caplog.records if r.name == patches.__name__]
-    assert line.levelno == logging.WARNING
-    assert "mteb 2.26.24 (tested: 2.99.0)" in line.getMessage()
-    assert "run as shipped" in line.getMessage()
+            assert on is True and Column.__iter__ is not stock_iter
+    lines = [r for r in caplog.records if r.name == patches.__name__]
+    assert len(lines) == len(MTEB_PATCHES) and {r.levelno for r in lines} == {logging.WARNING}
+    for name, line in zip(MTEB_PATCHES, lines, strict=True):
+        verified = patches.PATCHES[name].verified
+        assert line.getMessage() == (
+            f"library patch {name} off: mteb 2.99.0 (verified: {verified}); it runs as "
+            "shipped (slower, same scores)"
+        )
+
+
+def test_a_patch_is_in_force_on_every_version_of_its_range(monkeypatch):
+    monkeypatch.setitem(
+        patches.PATCHES,
+        "column-cache",
+        dataclasses.replace(patches.PATCHES["column-cache"], verified=">=5.2.0,<5.4"),
+    )
+    as_if_installed(monkeypatch, "datasets", "5.3.1")
+    assert patches.on("column-cache")
+    as_if_installed(monkeypatch, "datasets", "5.4.0")
+    assert not patches.on("column-cache")
+    assert patches.unverified("column-cache") == "datasets 5.4.0 (verified: >=5.2.0,<5.4)"
 
 
 def test_neobench_patches_off_or_a_list_of_names(monkeypatch, caplog):
@@ -117,11 +148,11 @@ def test_the_reason_patches_are_off_is_what_a_run_card_records(monkeypatch):
     monkeypatch.setenv(patches.ENV, "column-cache")
     assert patches.off_reason() == {"why": "NEOBENCH_PATCHES=column-cache"}
     monkeypatch.delenv(patches.ENV)
-    monkeypatch.setitem(patches.TESTED, "transformers", "0.0.1")
-    installed = patches.installed("transformers")
+    as_if_installed(monkeypatch, "transformers", "0.0.1")
+    verified = patches.PATCHES["unpadded-attention"].verified
     assert patches.off_reason() == {
-        "why": "untested library versions",
-        "untested": [f"transformers {installed} (tested: 0.0.1)"],
+        "why": "unverified library versions",
+        "untested": [f"unpadded-attention: transformers 0.0.1 (verified: {verified})"],
     }
 
 
@@ -157,13 +188,15 @@ def test_the_api_is_silent_about_the_gate_until_logging_is_configured():
     # As an untested library version does: the gate logs a warning. A library without a handler
     # of its own would print it through Python's last-resort handler.
     code = (
-        "import neobench as nb; from neobench.core import patches; "
-        "patches.TESTED['mteb'] = '0.0.1'; assert patches.enabled() == []"
+        "import neobench as nb, dataclasses; from neobench.compat import patches; "
+        "p = patches.PATCHES['mteb-texts']; "
+        "patches.PATCHES['mteb-texts'] = dataclasses.replace(p, verified='==0.0.1'); "
+        "assert 'mteb-texts' not in patches.enabled()"
     )
     silent = _python(code)
     assert silent.returncode == 0 and silent.stderr == ""
     shown = _python("import logging; logging.basicConfig(); " + code)
-    assert shown.returncode == 0 and "library patches off: mteb" in shown.stderr
+    assert shown.returncode == 0 and "library patch mteb-texts off: mteb" in shown.stderr
 
 
 def test_an_unknown_patch_name_is_refused_with_the_valid_ones(monkeypatch):
@@ -176,10 +209,15 @@ def test_an_unknown_patch_name_is_refused_with_the_valid_ones(monkeypatch):
 
 
 def test_every_patch_is_declared_in_full():
+    """Each patch: its library, what it replaces and why, its gain, a version range holding the
+    tested version of its library, and an equality test that exists."""
     for name, patch in patches.PATCHES.items():
-        assert patches._normalized(patch.library) in patches.TESTED, name
+        tested = patches.TESTED[patches._normalized(patch.library)]
+        assert Version(tested) in SpecifierSet(patch.verified), (name, patch.verified)
         assert patch.replaces and patch.why and patch.gain, name
         assert patch.scope in ("eval", "bench"), name
+        path, _, test = patch.test.partition("::")
+        assert f"def {test}(" in (REPO / path).read_text(), (name, patch.test)
         if patch.changes is not None:
             assert callable(patches._changes(name)), name
 
@@ -212,7 +250,7 @@ def test_scripts_install_the_tested_set():
 def test_nothing_but_the_registry_sets_attributes_by_name():
     """setattr/delattr, the way a patch sets an attribute of a library, appear only in the
     registry (and in the cards' reader, on neobench's own dataclasses)."""
-    allowed = {"neobench/core/patches.py", "neobench/core/cards.py"}
+    allowed = {"neobench/compat/patches.py", "neobench/core/cards.py"}
     found = set()
     for path in (REPO / "neobench").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -255,9 +293,8 @@ def _with(monkeypatch, changes):
     monkeypatch.setitem(
         patches.PATCHES,
         "test-patch",
-        patches.Patch("mteb", "a test's attributes", "tests", "none", "tests.test_patches:_made"),
+        patches.Patch("mteb", "a test's attributes", "tests", "none", ">=0", "tests", changes),
     )
-    monkeypatch.setattr(patches, "_changes", lambda name: lambda *args: changes(*args))
 
 
 def test_an_inherited_attribute_is_removed_again_and_subclasses_still_bind(monkeypatch):

@@ -91,7 +91,7 @@ def test_a_ranking_with_str_ids_is_copied_for_the_units_without_a_type_check(sci
     always Python floats): json_copy then skips the per-entry check, and still gives what a
     JSON round trip gives. Integer document ids get a plain dict (the round trip makes them
     strings)."""
-    from neobench.evaluation.fastdata import PlainRanking, json_copy
+    from neobench.compat.mteb import PlainRanking, json_copy
 
     task, corpus, queries = scifact
     fast = _run(encoder, task, corpus, queries, k=10)

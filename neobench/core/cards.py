@@ -106,11 +106,12 @@ class EvalCard:
     data: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # task -> revisions
     seeds: dict[str, Any] = dataclasses.field(default_factory=dict)
     environment: EvalEnvironment = dataclasses.field(default_factory=EvalEnvironment)
-    # The patches in force (core/patches.py), empty when off (same scores either way); None: a
+    # The patches in force (compat/patches.py), empty when off (same scores either way); None: a
     # card of a neobench that did not record them.
     library_patches: list[str] | None = None
-    # Why patches are off ({why: NEOBENCH_PATCHES=off} or {why: untested library versions,
-    # untested: [transformers 5.24.0 (tested: 5.23.0)]}); absent when all are in force.
+    # Why patches are off ({why: NEOBENCH_PATCHES=off} or {why: unverified library versions,
+    # untested: [unpadded-attention: transformers 5.25.0 (verified: ==5.24.0)]}); absent when all
+    # are in force.
     library_patches_off: dict[str, Any] | None = None
     tasks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # task -> outcome
     # Written when the run ends (or is found dead); absent from the YAML until then.

@@ -20,6 +20,11 @@ class Clock(Protocol):
 
     def busy(self, name: str, seconds: float) -> None: ...
 
+    def mteb_timing_stack(self) -> type:
+        """A ``mteb.timing.TimingStack`` subclass whose phases also enter this clock's stages
+        (the "mteb-phases" patch sets it, compat/mteb.py)."""
+        ...
+
 
 _clock: ContextVar[Clock | None] = ContextVar("neobench_stage_clock", default=None)
 
@@ -48,15 +53,6 @@ def busy(name: str, seconds: float) -> None:
         clock.busy(name, seconds)
 
 
-@contextlib.contextmanager
-def mteb_timing() -> Iterator[None]:
-    """While a clock runs, mteb's phases feed it (the "mteb-phases" patch, core/patches.py);
-    otherwise mteb runs as shipped."""
-    clock = _clock.get()
-    if clock is None:
-        yield
-        return
-    from neobench.core import patches
-
-    with patches.applied("mteb-phases", clock):
-        yield
+def running_clock() -> Clock | None:
+    """The clock running in this context, None outside benchmarks."""
+    return _clock.get()

@@ -15,12 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neobench.core import patches
+from neobench.compat import patches
+from neobench.compat.mteb import (
+    PlainRanking,
+    create_dataloader,
+    document_texts,
+    loader_texts,
+    query_texts,
+)
 from neobench.core.stages import stage
 from neobench.encoder.encode import FastEncoder
 from neobench.encoder.search import RunningTopK
-from neobench.evaluation.fastdata import PlainRanking
-from neobench.evaluation.mtebtexts import document_texts, loader_texts, query_texts
 
 if TYPE_CHECKING:
     from mteb.models import ModelMeta
@@ -167,9 +172,8 @@ class MtebEncoder:
 
     def _encode_rows(self, rows: Any, prompt_type: Any, call: _Call, out: Any = None) -> Any:
         """Queries or documents as mteb's data loader words them, encoded under the task's prompt
-        (into ``out`` when given): the plain text case read column-wise (evaluation/mtebtexts.py),
+        (into ``out`` when given): the plain text case read column-wise (compat/mteb.py),
         anything else through mteb's data loader (no public equivalent) and encode()."""
-        from mteb._create_dataloaders import create_dataloader
         from mteb.types import PromptType
 
         with stage("collate"):

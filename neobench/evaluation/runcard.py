@@ -10,7 +10,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neobench.core import card_io, patches, provenance
+from neobench.compat import patches
+from neobench.core import card_io, provenance
 from neobench.core import cards as record
 from neobench.core.cards import (
     EvalCard,

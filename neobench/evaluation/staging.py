@@ -1,7 +1,7 @@
 """mteb's result writes made atomic: a task is evaluated into a private staging folder and each
 file is moved into the results folder only when whole; the units file is built while the task's
 data is loaded and published before the task file. Behaviour: docs/guide.md, "`neobench eval`"
-(Resuming, Per-item units); patches in force while mteb evaluates: evaluation/fastdata.py.
+(Resuming, Per-item units); patches in force while mteb evaluates: compat/patches.py.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neobench.core import flock, patches
-from neobench.core.stages import mteb_timing, stage
+from neobench.compat import patches
+from neobench.compat.mteb import merge_run_settings
+from neobench.core import flock
+from neobench.core.stages import stage
 from neobench.evaluation import units
 from neobench.protocol.instructions import expand
 
@@ -61,7 +63,7 @@ def evaluate_staged(
         with (
             warnings.catch_warnings(),
             _data_kept(task, raw is not None),
-            mteb_timing(),
+            patches.mteb_phases(),
             patches.applied("column-cache"),
             # a task with its own prediction writer writes its file (read by _read_predictions)
             patches.applied("prediction-json", expand([task]), kept),
@@ -184,8 +186,6 @@ def _merge_run_settings(new: Path, final: Path) -> None:
     exact format; it exports no public one), on a copy renamed over the original: the original
     stays whole if anything fails. One merge at a time (a lock beside the file): two evals
     publishing at one moment (shards of one run) would each lose the other's entries."""
-    from mteb.results.task_result import _read_run_settings_from_file, _write_and_merge_keyed_json
-
     merged = final.with_name(f".{final.name}.{os.getpid()}.tmp")
     try:
         lock = flock.acquire(final.with_name(f".{final.name}.lock"), wait=True)
@@ -194,7 +194,7 @@ def _merge_run_settings(new: Path, final: Path) -> None:
     try:
         if final.is_file():
             shutil.copyfile(final, merged)
-        _write_and_merge_keyed_json(merged, _read_run_settings_from_file(new))
+        merge_run_settings(merged, new)
         os.replace(merged, final)
     finally:
         merged.unlink(missing_ok=True)

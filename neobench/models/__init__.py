@@ -2,7 +2,7 @@
 unpad and native NeoBERT (registered with transformers' Auto classes by `register` when a model
 is loaded or built, never at import).
 
-May import: protocol, core.
+May import: protocol, compat, core.
 """
 
 from __future__ import annotations

@@ -58,29 +58,29 @@ def check(value: str) -> str:
 def backbone_class(config_dir: Path, trust_remote_code: bool) -> type | None:
     """The class AutoModel builds for the folder (what sentence-transformers loads), or None for
     remote code, which cannot be inspected without importing it."""
-    from transformers import AutoConfig, AutoModel
-    from transformers.models.auto.auto_factory import _get_model_class
+    from transformers import AutoConfig
 
+    from neobench.compat.transformers import auto_model_class
     from neobench.models import register
 
     register()  # native NeoBERT
     config = AutoConfig.from_pretrained(str(config_dir), trust_remote_code=trust_remote_code)
     if trust_remote_code and "AutoModel" in (getattr(config, "auto_map", None) or {}):
         return None
-    if type(config) not in AutoModel._model_mapping:
-        return None  # an unregistered config class: let transformers try and report
-    return _get_model_class(config, AutoModel._model_mapping)
+    return auto_model_class(config)  # None: an unregistered config class, transformers reports
 
 
 def supported(cls: type) -> list[str]:
     """Implementations ``cls`` declares, in transformers' own class attributes."""
+    from neobench.compat.transformers import declared_attention
+
+    declared = declared_attention(cls)
     found = ["eager"]
-    if getattr(cls, "_supports_sdpa", False):
+    if "sdpa" in declared:
         found.append("sdpa")
-    # `_supports_flash_attn_2` is the older name, still found in remote code.
-    if getattr(cls, "_supports_flash_attn", False) or getattr(cls, "_supports_flash_attn_2", False):
+    if "flash" in declared:
         found += list(FLASH)
-    if getattr(cls, "_supports_flex_attn", False):
+    if "flex_attention" in declared:
         found.append("flex_attention")
     return found
 

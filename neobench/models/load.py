@@ -16,7 +16,7 @@ from pathlib import Path
 
 from safetensors import SafetensorError
 
-from neobench.core import patches
+from neobench.compat import patches
 from neobench.core.errors import NeobenchError
 from neobench.models import attention
 from neobench.models.backbone import check_weights, settle_tokenizer
@@ -304,7 +304,9 @@ def _kernel(auto_model: object, device: str) -> str:
     describe = getattr(auto_model, "attention_kernel", None)
     if callable(describe):
         return describe(device)
-    return str(getattr(auto_model.config, "_attn_implementation", "eager"))
+    from neobench.compat.transformers import attn_implementation
+
+    return str(attn_implementation(auto_model.config, "eager"))
 
 
 def _build(

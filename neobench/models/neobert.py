@@ -303,7 +303,9 @@ class NeoBERT(NeoBERTPreTrainedModel):
     def _eager(self) -> bool:
         """The padded path runs the explicit softmax when transformers was asked for eager;
         sdpa and flash requests run SDPA (the packed path covers flash-attn)."""
-        return getattr(self.config, "_attn_implementation", None) == "eager"
+        from neobench.compat.transformers import attn_implementation
+
+        return attn_implementation(self.config) == "eager"
 
     def use_unpadded(self, device: str) -> bool:
         """config.unpadded_attention: "on", "off", or "auto" (on CUDA only)."""

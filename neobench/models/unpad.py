@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from transformers import AttentionInterface
 
-from neobench.core import patches
+from neobench.compat import patches
 from neobench.models.attention import UNPADDED_KERNEL, UNPADDED_POSITIONS
 from neobench.models.neobert import pack, unpack, varlen_attention
 
@@ -80,7 +80,7 @@ def packed_forward(
     if POSITIONS[config.model_type] == "after_padding_idx":
         positions = positions + config.pad_token_id + 1
     extra = {"token_type_ids": token_type_ids[mask][None]} if token_type_ids is not None else {}
-    with patches.applied("unpadded-attention", config) as on:  # the kernel for this call only
+    with patches.applied("unpadded-attention", config, KERNEL) as on:  # for this call only
         if not on:  # NEOBENCH_PATCHES changed since the block began: padded, as shipped
             padded = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
             return forward(
@@ -97,14 +97,6 @@ def packed_forward(
             **extra,
         )
     return BaseModelOutput(last_hidden_state=unpack(out.last_hidden_state[0], mask))
-
-
-def patch_changes(owner: Any, forward: Any = None) -> list[tuple[Any, str, Any]]:
-    """The "unpadded-attention" patch: with ``forward``, the backbone ``owner``'s forward; else,
-    per packed call, the config ``owner``'s attention implementation (no per-call argument)."""
-    if forward is not None:
-        return [(owner, "forward", forward)]  # an instance attribute shadows the class method
-    return [(owner, "_attn_implementation", KERNEL)]
 
 
 @contextlib.contextmanager
@@ -131,5 +123,5 @@ def unpadded(st_model: Any, enabled: bool = True) -> Iterator[bool]:
         yield on
 
 
-# transformers' attention layers find the kernel by name (patch_changes sets it per call)
+# transformers' attention layers find the kernel by name (the patch sets it per packed call)
 AttentionInterface.register(KERNEL, _varlen_attention_forward)

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from neobench.core import patches
+from neobench.compat import patches
 from neobench.models import unpad
 from neobench.models.load import LoadedModel
 from neobench.models.neobert import varlen_kernel_name

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from neobench.compat.datasets import fingerprint
 from neobench.core import cards as record
 from neobench.core.card_io import now, owner
 from neobench.core.cards import FinetuneCard
@@ -116,7 +117,7 @@ def _data_records(built: dict[str, BuiltDataset], data_dir: Path | None) -> dict
             "rows_raw": b.rows_raw,
             "rows": len(b.dataset),
             "negatives_per_query": b.num_negatives,
-            "fingerprint": b.dataset._fingerprint,
+            "fingerprint": fingerprint(b.dataset),
             "instruction": b.row.instruction,
             "in_domain": b.row.in_domain,
         }

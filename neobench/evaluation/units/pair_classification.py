@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from mteb.abstasks.pair_classification import AbsTaskPairClassification
 from sklearn.metrics import average_precision_score
 
+from neobench.compat.mteb import best_accuracy, best_f1
 from neobench.evaluation.units.spec import TypeSpec, blocks, data_split, each_row
 from neobench.evaluation.units.sts import compact
 
@@ -65,16 +65,10 @@ def metric_value(
     scores, which a re-implementation would have to match)."""
     if metric == "ap":  # what _compute_metrics_values computes, without the threshold searches
         return float(average_precision_score(labels, scores * (1 if higher_similar else -1)))
-    # Those two methods never read ``self`` (mteb marks them PLR6301), so no task is built here.
-    searches = AbsTaskPairClassification
     if metric == "accuracy":
-        return float(
-            searches._find_best_acc_and_threshold(None, scores.tolist(), labels, higher_similar)[0]
-        )
-    f1, precision, recall, _ = searches._find_best_f1_and_threshold(
-        None, scores.tolist(), labels, higher_similar
-    )
-    return float({"f1": f1, "precision": precision, "recall": recall}[metric])
+        return best_accuracy(scores.tolist(), labels, higher_similar)
+    f1, precision, recall = best_f1(scores.tolist(), labels, higher_similar)
+    return {"f1": f1, "precision": precision, "recall": recall}[metric]
 
 
 def score(data: dict[str, np.ndarray], idx: np.ndarray, main_score: str) -> float:

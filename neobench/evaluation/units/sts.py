@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
+from neobench.compat.mteb import normalized_score
 from neobench.evaluation.units.spec import TypeSpec, blocks, data_split, each_row
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def build(
     if scores is None:  # no similarity function of its own: mteb falls back to cosine
         scores = predictions["cosine_scores"]
     # The same normalisation as mteb's (float64 arithmetic, same order of operations).
-    gold = [task._normalize(x) for x in data_split(task, hf_subset, split)["score"]]
+    gold = [normalized_score(task, x) for x in data_split(task, hf_subset, split)["score"]]
     if len(gold) != len(scores):
         raise ValueError(f"{len(scores)} predicted pairs for {len(gold)} gold pairs")
     return [str(i) for i in range(len(gold))], {"pred": compact(scores), "gold": gold}

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from mteb._evaluators.text.summarization_evaluator import DeprecatedSummarizationEvaluator
 from scipy.stats import pearsonr, spearmanr
 
+from neobench.compat.mteb import deprecated_summarization
 from neobench.evaluation.units.spec import TypeSpec, data_split
 from neobench.evaluation.units.sts import split_name
 
@@ -55,7 +55,7 @@ def build(
     task: AbsTask, predictions: dict[str, Any], hf_subset: str, split: str
 ) -> tuple[list[str], dict[str, Any]]:
     prefix, correlation = split_name(task.metadata.main_score, PREDICTION, "a summarization")
-    deprecated = issubclass(task.evaluator, DeprecatedSummarizationEvaluator)
+    deprecated = deprecated_summarization(task)
     human = predictions["human_scores"]
     terms = [
         text_term(h, p, correlation, deprecated)

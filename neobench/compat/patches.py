@@ -1,14 +1,14 @@
-"""Every replacement of a library's attribute: one registry (PATCHES), applied only on the
-tested versions (the gate) and only inside `applied` blocks, which nest and may run in threads.
-Gate, record and proof: docs/architecture.md, "Library patches: one registry, one gate"; the
-gains: docs/performance.md, "Library patches".
+"""Every replacement of a library's attribute: one registry (PATCHES). Each patch declares the
+library versions its equality test passed on (``verified``) and is in force only on those, and
+only inside `applied` blocks, which nest and may run in threads. Gate, record and proof:
+docs/architecture.md, "The boundary with the libraries"; the gains: docs/performance.md,
+"Library patches".
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import importlib.metadata
 import logging
 import os
@@ -18,11 +18,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from neobench.core.errors import NeobenchError, shipped, unknown
 
 logger = logging.getLogger(__name__)
 
 ENV = "NEOBENCH_PATCHES"
+
+# (owner, attribute name, replacement): what a patch sets for the length of a block.
+Change = tuple[Any, str, Any]
 
 
 @dataclass(frozen=True)
@@ -33,11 +39,39 @@ class Patch:
     replaces: str  # the attribute(s), as the library names them
     why: str  # what the library's own path costs, in one sentence
     gain: str  # what it saves on a whole MTEB(eng, v1) run, as measured (docs/performance.md)
-    # "module:function" returning the (owner, attribute, replacement) triples; None for a patch
-    # that replaces a step without setting an attribute (its code asks `on(name)`).
-    changes: str | None = None
+    # The library versions its equality test passed on (a PEP 440 range); off on any other.
+    verified: str
+    # The test that proves it changes no score or file (tests/<file>.py::<test>).
+    test: str
+    # Returns the changes for a block (its arguments: `applied`'s); None for a patch that
+    # replaces a step without setting an attribute (its code asks `on(name)`).
+    changes: Callable[..., Iterable[Change]] | None = None
     # "eval": every evaluation; "bench": only while a benchmark's stage clock runs.
     scope: str = "eval"
+
+
+def _column_changes() -> list[Change]:
+    from neobench.compat import datasets
+
+    return datasets.column_changes()
+
+
+def _prediction_changes(tasks: list[Any], kept: dict[str, Any] | None = None) -> list[Change]:
+    from neobench.compat import mteb
+
+    return mteb.prediction_changes(tasks, kept)
+
+
+def _unpadded_changes(owner: Any, replacement: Any) -> list[Change]:
+    from neobench.compat import transformers
+
+    return transformers.unpadded_changes(owner, replacement)
+
+
+def _phase_changes(timing_stack: type) -> list[Change]:
+    from neobench.compat import mteb
+
+    return mteb.phase_changes(timing_stack)
 
 
 # Each "eval" patch saves at least 2% of a v1 run's host (or GPU) time (docs/performance.md).
@@ -49,7 +83,9 @@ PATCHES: dict[str, Patch] = {
         "every training label once per experiment, its data loaders every text",
         gain="~946 s of a v1 run (12.5%: 202 us per label read, 191 us per text a data "
         "loader converts), plus ~7,250 s of AmazonPolarity's 36 M label reads",
-        changes="neobench.evaluation.fastdata:column_changes",
+        verified="==5.2.0",
+        test="tests/test_fastdata.py::test_listed_columns_give_datasets_own_values",
+        changes=_column_changes,
     ),
     "prediction-json": Patch(
         library="mteb",
@@ -57,16 +93,20 @@ PATCHES: dict[str, Patch] = {
         why="mteb writes a retrieval task's top-1,000 lists with the pure-Python json.dump, and "
         "the units read the file back; kept in memory instead",
         gain="~195 s of a v1 run (2.6%): 3.66 ms per query x 53,310 retrieval queries",
-        changes="neobench.evaluation.fastdata:prediction_changes",
+        verified="==2.26.24",
+        test="tests/test_fastdata.py::test_prediction_file_identical_to_mteb_s_writer",
+        changes=_prediction_changes,
     ),
     "mteb-texts": Patch(
         library="mteb",
         replaces="mteb._create_dataloaders.create_dataloader's texts (no attribute set: the "
-        "adapter reads the plain text case column-wise, evaluation/mtebtexts.py)",
+        "adapter reads the plain text case column-wise, compat/mteb.py)",
         why="mteb joins each document's title and text by a dataset.map over the corpus and "
         "formats every row of a data loader, a Python call per text",
         gain="~680 s of a v1 run (9.0%): 19.5 us per document x 33.5 M documents, 7 us "
         "per text of a data loader",
+        verified="==2.26.24",
+        test="tests/test_fastdata.py::test_document_and_query_texts_equal_mteb_s_loaders",
     ),
     "unpadded-attention": Patch(
         library="transformers",
@@ -77,7 +117,9 @@ PATCHES: dict[str, Patch] = {
         gain="GPU time, not host time: 5-12% of an H100's encode time (bench gpu, "
         "docs/performance.md), off on the CPU by default; fine-tuning: the padding share of a "
         "step's positions, 34-61% on the sample datasets (its GPU time not measured yet)",
-        changes="neobench.models.unpad:patch_changes",
+        verified="==5.23.0",
+        test="tests/test_packing.py::test_packed_losses_and_gradients_equal_padded",
+        changes=_unpadded_changes,
     ),
     "mteb-phases": Patch(
         library="mteb",
@@ -85,9 +127,9 @@ PATCHES: dict[str, Patch] = {
         "AbsTaskPairClassification._compute_metrics, AbsTaskSTS._calculate_scores",
         why="a benchmark's stage clock (benchmarks/stage_clock.py) sees mteb's own phases",
         gain="none: it changes what a benchmark measures, never what is computed",
-        # Not in the wheel: imported only while that clock runs, when the repository root is on
-        # sys.path (the editable install; host_pipeline.py adds it, and `python -m pytest` too).
-        changes="benchmarks.stage_clock:phase_changes",
+        verified="==2.26.24",
+        test="tests/test_hostbench.py::test_mteb_phases_feed_the_clock_and_keep_mtebs_record",
+        changes=_phase_changes,
         scope="bench",
     ),
 }
@@ -123,14 +165,23 @@ def installed(name: str) -> str | None:
         return None
 
 
+def unverified(name: str) -> str | None:
+    """Why patch ``name`` is off on the installed libraries (``mteb 2.27.0 (verified:
+    ==2.26.24)``), or None when its library is at a verified version."""
+    patch = PATCHES[name]
+    version = installed(_normalized(patch.library))
+    try:
+        inside = version is not None and Version(version) in SpecifierSet(patch.verified)
+    except InvalidVersion:
+        inside = False
+    if inside:
+        return None
+    return f"{patch.library} {version or 'not installed'} (verified: {patch.verified})"
+
+
 def untested() -> list[str]:
-    """Each library a patch touches that is not at its tested version, as ``name version``."""
-    found = []
-    for name in sorted({_normalized(p.library) for p in PATCHES.values()}):
-        version = installed(name)
-        if version != TESTED.get(name):
-            found.append(f"{name} {version or 'not installed'} (tested: {TESTED.get(name)})")
-    return found
+    """Each patch off for its library's version, as ``patch: library version (verified: ...)``."""
+    return [f"{n}: {why}" for n in PATCHES if (why := unverified(n)) is not None]
 
 
 @dataclass(frozen=True)
@@ -142,8 +193,9 @@ class Gate:
 
 
 def gate() -> Gate:
-    """The gate over the registry, ``NEOBENCH_PATCHES`` first, then the installed versions; why
-    patches are off is logged once per process, as a warning (the run is slower than measured)."""
+    """The gate over the registry: ``NEOBENCH_PATCHES`` first, then each patch's verified
+    versions. Why patches are off is logged once per process, one warning per patch off for a
+    version (the run is slower than measured, its scores the same)."""
     setting = os.environ.get(ENV, "").strip()
     if setting.lower() == "off":
         _log_once(f"library patches off ({ENV}=off): the libraries run as shipped")
@@ -155,15 +207,20 @@ def gate() -> Gate:
     ]
     if wrong:
         raise NeobenchError(wrong)
-    versions = untested()
-    if versions:
-        shipped_note = "the libraries run as shipped (slower, same scores)"
-        _log_once(f"library patches off: {', '.join(versions)}; {shipped_note}")
-        return Gate([], {"why": "untested library versions", "untested": versions})
+    versions = {n: why for n in PATCHES if (why := unverified(n)) is not None}
+    for name, why in versions.items():
+        _log_once(f"library patch {name} off: {why}; it runs as shipped (slower, same scores)")
     if names:
         _log_once(f"library patches {', '.join(names)} off ({ENV}): those run as shipped")
-        return Gate([n for n in PATCHES if n not in names], {"why": f"{ENV}={setting}"})
-    return Gate(list(PATCHES), None)
+    if not versions and not names:
+        return Gate(list(PATCHES), None)
+    off: dict[str, Any] = {}
+    if names:
+        off["why"] = f"{ENV}={setting}"
+    if versions:
+        off["why"] = "; ".join([*([off["why"]] if names else []), "unverified library versions"])
+        off["untested"] = [f"{n}: {why}" for n, why in versions.items()]
+    return Gate([n for n in PATCHES if n not in names and n not in versions], off)
 
 
 def enabled() -> list[str]:
@@ -174,7 +231,7 @@ def enabled() -> list[str]:
 def on(name: str) -> bool:
     """Whether the declared patch ``name`` is in force (see `enabled`)."""
     if name not in PATCHES:
-        raise KeyError(f"{name!r} is not a declared library patch (neobench/core/patches.py)")
+        raise KeyError(f"{name!r} is not a declared library patch (neobench/compat/patches.py)")
     return name in enabled()
 
 
@@ -184,8 +241,8 @@ def in_force() -> list[str]:
 
 
 def off_reason() -> dict[str, Any] | None:
-    """A run card's ``library_patches_off``: why patches are off (the setting, or each untested
-    library with its version), None when all are in force."""
+    """A run card's ``library_patches_off``: why patches are off (the setting, or each patch
+    off for its library's version), None when all are in force."""
     return gate().off
 
 
@@ -236,7 +293,7 @@ def _original(owner: Any, name: str) -> Any:
     return _INHERITED
 
 
-def _set(changes: Iterable[tuple[Any, str, Any]]) -> list[tuple[int, str]]:
+def _set(changes: Iterable[Change]) -> list[tuple[int, str]]:
     keys = []
     with _lock:
         for owner, name, replacement in changes:
@@ -268,15 +325,10 @@ def _unset(keys: list[tuple[int, str]]) -> None:
                 setattr(owner, name, original)
 
 
-@functools.cache
-def _changes(name: str) -> Callable[..., Iterable[tuple[Any, str, Any]]]:
-    target = PATCHES[name].changes
-    if target is None:
+def _changes(name: str) -> Callable[..., Iterable[Change]]:
+    changes = PATCHES[name].changes
+    if changes is None:
         raise ValueError(f"library patch {name!r} sets no attribute: ask on({name!r})")
-    module, _, function = target.partition(":")
-    changes: Callable[..., Iterable[tuple[Any, str, Any]]] = getattr(
-        importlib.import_module(module), function
-    )
     return changes
 
 
@@ -291,3 +343,18 @@ def applied(name: str, *args: Any) -> Iterator[bool]:
         yield True
     finally:
         _unset(keys)
+
+
+@contextlib.contextmanager
+def mteb_phases() -> Iterator[None]:
+    """While a benchmark's stage clock runs (core/stages.py), mteb's phases feed it: the
+    "mteb-phases" patch with the clock's ``mteb_timing_stack()``; otherwise mteb runs as
+    shipped."""
+    from neobench.core import stages
+
+    clock = stages.running_clock()
+    if clock is None:
+        yield
+        return
+    with applied("mteb-phases", clock.mteb_timing_stack()):
+        yield

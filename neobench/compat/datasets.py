@@ -1,5 +1,6 @@
-"""Two of the registry's library patches (neobench/core/patches.py) in force while mteb evaluates;
-what they replace and save: docs/performance.md, "Library patches".
+"""neobench's uses of datasets' private names: the "column-cache" patch (compat/patches.py) and
+a dataset's fingerprint. What the patch replaces and saves: docs/performance.md, "Library
+patches".
 
 "column-cache": a datasets 5 ``Column`` in the plain case converts its whole column once, on first
 element access or iteration, with datasets' own batch formatting (``column[:]``: the same
@@ -7,14 +8,10 @@ formatter and feature decoding as a row), and keeps the list, tied to the datase
 (renewed on every change). Anything else (a nested Column, a formatted or transformed dataset, a
 feature that needs decoding, a non-int key, a column too large to hold twice) takes datasets' path.
 The class is patched (not instances), so mteb's internal datasets are covered too.
-
-"prediction-json": mteb's prediction writes (below).
 """
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,81 +95,7 @@ def column_changes() -> list[tuple[Any, str, Any]]:
     return [(Column, "__iter__", _iter), (Column, "__getitem__", _getitem)]
 
 
-# --- predictions ---------------------------------------------------------------------------
-# mteb writes with json.dump (the pure-Python encoder: seconds per split of top-1000 lists);
-# json.dumps with the same arguments gives the identical text through the C encoder.
-
-
-def save_task_predictions(
-    task: Any,
-    predictions: Any,
-    model: Any,
-    prediction_folder: Any,
-    hf_split: str,
-    hf_subset: str,
-    kept: dict[str, Any] | None = None,
-) -> None:
-    """mteb's AbsTask._save_task_predictions (mteb 2.26), writing with json.dumps; with
-    ``kept``, the file's content is kept in memory instead (``kept[task name]``), as json.load
-    would read it back (json_copy), and no file is written."""
-    existing: dict[str, Any] = {
-        "mteb_model_meta": {
-            "model_name": model.mteb_model_meta.name,
-            "revision": model.mteb_model_meta.revision,
-        }
-    }
-    if kept is not None:
-        existing = kept.setdefault(task.metadata.name, existing)
-        existing.setdefault(hf_subset, {})[hf_split] = json_copy(predictions)
-        return
-    path = task._predictions_path(prediction_folder)
-    if path.exists():
-        with path.open("r", encoding="utf-8") as file:
-            existing = json.load(file)
-    existing.setdefault(hf_subset, {})[hf_split] = predictions
-    text = json.dumps(existing)
-    with path.open("w", encoding="utf-8") as file:
-        file.write(text)
-
-
-class PlainRanking(dict):
-    """``{query id: {document id: score}}`` of str ids and Python floats only, so json_copy
-    checks no entry's type (2/3 of the copy's time). mteb may remove entries, never add one."""
-
-
-def json_copy(value: Any) -> Any:
-    """``json.loads(json.dumps(value))`` without the text (lists for tuples, Python floats for
-    float subclasses); anything else a round trip would change takes the round trip."""
-    kind = type(value)
-    if kind is PlainRanking:
-        return {qid: dict(docs) for qid, docs in value.items()}
-    # set(map(type, ...)) runs in C: no Python step per entry of a ranking.
-    if kind is dict:
-        if not {*map(type, value)} <= {str}:
-            return json.loads(json.dumps(value))
-        if {*map(type, value.values())} <= {float}:  # a ranking: {doc id: score}
-            return dict(value)
-        return {k: json_copy(v) for k, v in value.items()}
-    if kind is list or kind is tuple:
-        if {*map(type, value)} <= {int, float}:
-            return list(value)
-        return [json_copy(v) for v in value]
-    if value is None or kind in (str, int, float, bool):
-        return value
-    return json.loads(json.dumps(value))
-
-
-def prediction_changes(
-    tasks: list[Any], kept: dict[str, Any] | None = None
-) -> list[tuple[Any, str, Any]]:
-    """The "prediction-json" patch: save_task_predictions as each task's instance attribute
-    (found before the class's); a class overriding mteb's method keeps its own. With ``kept``,
-    the predictions stay in that dict instead of a file."""
-    from mteb.abstasks.abstask import AbsTask
-
-    return [
-        (task, "_save_task_predictions", functools.partial(save_task_predictions, task, kept=kept))
-        for task in tasks
-        if type(task)._save_task_predictions is AbsTask._save_task_predictions
-        and "_save_task_predictions" not in vars(task)
-    ]
+def fingerprint(dataset: Dataset) -> str:
+    """The dataset's fingerprint: datasets renews it on every change, so two equal fingerprints
+    are the same rows in the same state (a run card records it)."""
+    return str(dataset._fingerprint)
