@@ -217,9 +217,12 @@ def benchmark_registry() -> dict[str, Any]:
     """mteb's benchmark registry, the dict ``mteb.get_benchmark`` looks names up in: mteb 2.x
     builds it once and offers no public way to add a benchmark (a benchmark's synthetic task is
     put in and taken out again: benchmarks/scale_rehearsal.py)."""
-    from mteb.benchmarks import get_benchmark
+    import sys
 
-    build = getattr(get_benchmark, "_build_registry", None)
+    import mteb.benchmarks.get_benchmark  # noqa: F401  (the module; mteb.benchmarks exports
+    # a function of the same name, so the module is taken from sys.modules)
+
+    build = getattr(sys.modules["mteb.benchmarks.get_benchmark"], "_build_registry", None)
     if build is None:
         raise RuntimeError(
             "this mteb version has no benchmark registry to add a benchmark to "
