@@ -21,7 +21,7 @@ from neobench._version import __version__
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 API = ("finetune", "evaluate", "load_runs", "leaderboard", "compare", "load_study", "reproduce",
-       "Study", "Runs", "NeobenchError")  # fmt: skip
+       "publish", "Study", "Runs", "NeobenchError")  # fmt: skip
 __all__ = ["__version__", *API]
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from neobench.core.runs import Run
     from neobench.evaluation.outcomes import EvalSummary
+    from neobench.publishing.run import Published
     from neobench.report.compare import Comparison
     from neobench.report.table import LeaderTable
     from neobench.reproduction.check import Reproduction
@@ -36,6 +37,7 @@ __all__ = [
     "leaderboard",
     "load_runs",
     "load_study",
+    "publish",
     "reproduce",
 ]
 
@@ -123,6 +125,20 @@ def reproduce(
     cfg = _config(ReproduceCommand, "reproduce", options, model=model, official=str(official))
     with _quiet(not progress):
         return run_reproduce(cfg)
+
+
+def publish(results: PathLike, model: str, out: PathLike, **options: Any) -> Published:
+    """The run ``model`` (its model name or row label) of the results root ``results`` in the
+    MTEB results repository's layout with its model card, in the new folder ``out``;
+    `neobench publish`'s flags as keywords (``name=...``, ``submit=CLONE``,
+    ``push_to_hub=REPO``, ``verify=K``, ``data_dir=...``). Everything is checked before anything
+    is written. The result's ``lines()``: what the CLI prints; ``ok``: every --verify re-run
+    within 0.001."""
+    from neobench.publishing.config import PublishCommand
+    from neobench.publishing.run import run_publish
+
+    given = {"results": str(results), "model": model, "out": str(out)}
+    return run_publish(_config(PublishCommand, "publish", options, **given))
 
 
 IN_MEMORY_NAME = "local/in-memory"  # the results name of a model evaluated from memory

@@ -196,7 +196,7 @@ def test_refusals_come_before_anything_is_written(golden, results_clone, tmp_pat
         assert code == 2 and said in text, (extra, text)
         assert not out.exists()
     # A clone of the real repository, offline: its origin cannot be fetched.
-    from neobench.publish.results import RESULTS_REMOTE
+    from neobench.publishing.results import RESULTS_REMOTE
 
     git("remote", "set-url", "origin", RESULTS_REMOTE, cwd=clone)
     code, text = run(capsys, *base, "--submit", clone)
@@ -342,3 +342,20 @@ def test_a_run_without_units_publishes_a_card_without_intervals(without_units, t
     assert "bootstrap" not in about and "seed" not in about
     [row] = [line for line in body.splitlines() if line.startswith("| t/mini")]
     assert "±" not in row and "±" not in body
+
+
+def test_publish_is_a_library_function(golden, tmp_path):
+    """`nb.publish` does what the CLI does and returns what happened; the CLI prints its lines."""
+    import neobench as nb
+
+    out = tmp_path / "api"
+    done = nb.publish(golden / "runs", "golden/MiniLM-ft", out, name="lab/minilm-ft")
+    assert done.out == out and done.ok and not done.verified
+    assert done.written and done.read_back == len(done.written)
+    assert all(path.is_file() and out in path.parents for path in done.written)
+    assert (out / "README.md").is_file()
+    assert done.lines()[0].startswith(f"wrote {out}: {len(done.written)} result file(s)")
+    with pytest.raises(nb.NeobenchError, match="exists and is not empty"):
+        nb.publish(golden / "runs", "golden/MiniLM-ft", out)
+    with pytest.raises(nb.NeobenchError, match="Did you mean 'verify'"):
+        nb.publish(golden / "runs", "golden/MiniLM-ft", tmp_path / "other", verfy=1)

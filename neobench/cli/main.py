@@ -33,6 +33,7 @@ from neobench.cli.run import cmd_eval, cmd_finetune
 from neobench.cli.study import cmd_study_run, cmd_study_status, cmd_study_table
 from neobench.core.errors import NeobenchError, os_error_message
 from neobench.protocol import config
+from neobench.publishing.config import PublishCommand
 from neobench.reproduction.config import ReproduceCommand
 
 # Every command: its words, the dataclass its flags come from, its handler (whose docstring is
@@ -48,7 +49,7 @@ COMMANDS: list[flags.Command] = [
     (("reproduce",), ReproduceCommand, cmd_reproduce, EXAMPLES["reproduce"]),
     (("table",), commands.TableCommand, cmd_table, EXAMPLES["table"]),
     (("compare",), commands.CompareCommand, cmd_compare, EXAMPLES["compare"]),
-    (("publish",), commands.PublishCommand, cmd_publish, EXAMPLES["publish"]),
+    (("publish",), PublishCommand, cmd_publish, EXAMPLES["publish"]),
     (("ls",), commands.LsCommand, cmd_ls, EXAMPLES["ls"]),
     (("validate",), None, cmd_validate, EXAMPLES["validate"]),
     (("study", "run"), commands.StudyRunCommand, cmd_study_run, EXAMPLES["study"]),

@@ -13,7 +13,7 @@ from typing import Any
 
 from neobench.core import results
 from neobench.core.errors import NeobenchError
-from neobench.publish.results import Member, Publication, hub_id_problem
+from neobench.publishing.results import Member, Publication, hub_id_problem
 
 TAGS = ["sentence-transformers", "sentence-similarity", "feature-extraction", "mteb", "neobench"]
 

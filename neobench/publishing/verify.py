@@ -14,7 +14,7 @@ from pathlib import Path
 from neobench.core import results
 from neobench.core.errors import NeobenchError
 from neobench.protocol.config import EvalConfig
-from neobench.publish.results import Member
+from neobench.publishing.results import Member
 
 TOLERANCE = 0.001  # main scores are 0-1: the maintainers' accepted difference
 
