@@ -26,6 +26,7 @@ def run_reproduce(cmd: ReproduceCommand) -> Reproduction:
     <output>/reproduce.json (and --json)."""
     import mteb
 
+    from neobench.models.load import resolve_device
     from neobench.protocol import mirror
     from neobench.protocol.tasks import load_benchmark
 
@@ -83,6 +84,7 @@ def run_reproduce(cmd: ReproduceCommand) -> Reproduction:
         cmd.model, official, tasks, conditions, output, evaluate, has_normalize, remaining,
         cmd.tolerance, diagnose=not cmd.no_diagnose,
         results=Path(cmd.results).expanduser().resolve() if cmd.results else None,
+        half=not resolve_device(cmd.device).startswith("cpu"),
     )  # fmt: skip
     found.missing = missing
     found.reused = reused
