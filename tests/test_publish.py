@@ -359,3 +359,18 @@ def test_publish_is_a_library_function(golden, tmp_path):
         nb.publish(golden / "runs", "golden/MiniLM-ft", out)
     with pytest.raises(nb.NeobenchError, match="Did you mean 'verify'"):
         nb.publish(golden / "runs", "golden/MiniLM-ft", tmp_path / "other", verfy=1)
+
+
+def test_mteb_s_eval_results_go_only_to_the_repo_the_results_are_filed_under(golden):
+    """mteb's push_eval_results uploads to the results' model name: another --push-to-hub repo,
+    or results under experiments/, is said, not pushed elsewhere."""
+    from neobench.publishing import card, results
+
+    pub = results.prepare(golden / "runs", "golden/MiniLM-ft", "lab/minilm-ft", "MTEB(eng, v1)",
+                          True)  # fmt: skip
+    why = card.eval_results_problem(pub, "lab/other")
+    assert why == "the results are filed under lab/minilm-ft, not lab/other (give --name lab/other)"
+    # The golden runs were evaluated under the paper's instructions (experiments/).
+    assert pub.pointed.meta.experiment_kwargs
+    found = card.eval_results_problem(pub, "lab/minilm-ft")
+    assert found == "the run was evaluated under other conditions than mteb's plain ones"

@@ -212,3 +212,24 @@ def push(repo: str, token: str, model_folder: Path, card_text: str) -> str:
         commit_message="neobench publish: model card",
     )  # fmt: skip
     return str(commit)
+
+
+def eval_results_problem(pub: Publication, repo: str) -> str | None:
+    """Why mteb's ``.eval_results`` cannot go with the push to ``repo``, or None: mteb uploads
+    them to the repo named by the results' model name, and reads only mteb's plain conditions."""
+    if repo != pub.name:
+        return f"the results are filed under {pub.name}, not {repo} (give --name {repo})"
+    if pub.pointed.meta.experiment_kwargs:
+        return "the run was evaluated under other conditions than mteb's plain ones"
+    return None
+
+
+def push_eval_results(out: Path, pub: Publication) -> None:
+    """mteb's own ``.eval_results`` of the published revision (ModelMeta.push_eval_results: one
+    YAML per task, and the benchmark's mean), read from the published folder: what the hub
+    shows as the model's evaluation results beside the card's model-index."""
+    import mteb
+
+    pub.pointed.meta.push_eval_results(
+        tasks=mteb.get_benchmark(pub.benchmark), cache=mteb.ResultCache(out)
+    )

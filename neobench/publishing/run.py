@@ -34,6 +34,7 @@ class Published:
     pushed: str | None = None  # the hub repo's URL
     model_folder: Path | None = None
     hub_repo: str | None = None
+    eval_results: str | None = None  # what became of mteb's .eval_results on the push
     checks: list[verify.Check] = field(default_factory=list)
     verified: bool = False  # --verify ran
 
@@ -66,6 +67,7 @@ class Published:
                 )
         if self.pushed is not None:
             out.append(f"pushed {self.model_folder} and its card to {self.hub_repo}: {self.pushed}")
+            out.append(f"eval results (mteb's .eval_results): {self.eval_results}")
         if self.verified:
             out += [f"verify {check.line()}" for check in self.checks]
             within = sum(c.within for c in self.checks)
@@ -90,6 +92,7 @@ def run_publish(cfg: PublishCommand) -> Published:
     if clone is not None:
         results.check_clone(clone, cfg.results_remote)
     token = card.check_push(cfg.push_to_hub) if cfg.push_to_hub else None
+    why_not = card.eval_results_problem(pub, cfg.push_to_hub) if cfg.push_to_hub else None
     model_folder = Path(pub.pointed.model_path)
     if cfg.push_to_hub and not model_folder.is_dir():
         raise NeobenchError(
@@ -110,6 +113,11 @@ def run_publish(cfg: PublishCommand) -> Published:
     if cfg.push_to_hub and token:
         done.model_folder, done.hub_repo = model_folder, cfg.push_to_hub
         done.pushed = card.push(cfg.push_to_hub, token, model_folder, model_card.content)
+        if why_not is None:
+            card.push_eval_results(out, pub)
+            done.eval_results = f"pushed to {cfg.push_to_hub}"
+        else:
+            done.eval_results = f"not pushed: {why_not}"
     if rerun is not None:
         done.checks, done.verified = verify.verify(rerun), True
     return done
