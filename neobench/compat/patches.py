@@ -214,11 +214,9 @@ def gate() -> Gate:
         _log_once(f"library patches {', '.join(names)} off ({ENV}): those run as shipped")
     if not versions and not names:
         return Gate(list(PATCHES), None)
-    off: dict[str, Any] = {}
-    if names:
-        off["why"] = f"{ENV}={setting}"
+    why = [f"{ENV}={setting}"] * bool(names) + ["unverified library versions"] * bool(versions)
+    off: dict[str, Any] = {"why": "; ".join(why)}
     if versions:
-        off["why"] = "; ".join([*([off["why"]] if names else []), "unverified library versions"])
         off["untested"] = [f"{n}: {why}" for n, why in versions.items()]
     return Gate([n for n in PATCHES if n not in names and n not in versions], off)
 

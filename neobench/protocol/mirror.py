@@ -131,17 +131,22 @@ def hub_offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE)
 
 
+def reachable(host: str, port: int, timeout: float = 5.0) -> bool:
+    """One TCP connect to ``host``: fails in milliseconds without DNS, never hangs."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def hub_reachable(timeout: float = 5.0) -> bool:
-    """One TCP connect to the hub endpoint: fails in milliseconds without DNS, never hangs."""
+    """One TCP connect to the hub endpoint (`reachable`)."""
     from huggingface_hub import constants
 
     parsed = urlparse(constants.ENDPOINT)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    try:
-        with socket.create_connection((parsed.hostname, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
+    return reachable(str(parsed.hostname), port, timeout)
 
 
 def _in_hub_cache(need: RepoNeed) -> bool:

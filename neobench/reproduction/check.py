@@ -16,8 +16,6 @@ by mteb like any other.
 from __future__ import annotations
 
 import json
-import math
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -289,14 +287,6 @@ def with_normalisation(folder: Path, on: bool, into: Path) -> Path:
         module["idx"], module["name"] = idx, str(idx)
     (into / "modules.json").write_text(json.dumps(kept, indent=2))
     return into
-
-
-def scratch() -> Path:
-    return Path(tempfile.mkdtemp(prefix="neobench-reproduce-"))
-
-
-def finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
 
 
 # ------------------------------------------------------------------------------ what is printed

@@ -11,7 +11,6 @@ size: the official runs are mteb's defaults, float32 and batches of 32.
 from __future__ import annotations
 
 import json
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +64,9 @@ def results_root(official: str) -> Path:
     import mteb
 
     if official == REMOTE:
-        if not _reachable(*RESULTS_HOST):
+        from neobench.protocol.mirror import reachable
+
+        if not reachable(*RESULTS_HOST, timeout=REACH_TIMEOUT_S):
             raise NeobenchError(
                 "--official remote: github.com (the MTEB results repository) is not reachable "
                 "from here. On a connected machine run it there, or clone "
@@ -91,14 +92,6 @@ def results_root(official: str) -> Path:
             "(https://github.com/embeddings-benchmark/results) or a copy of its layout."
         )
     return root.resolve()
-
-
-def _reachable(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=REACH_TIMEOUT_S):
-            return True
-    except OSError:
-        return False
 
 
 def load_official(root: Path, name: str, tasks: list[str] | None = None) -> OfficialModel:

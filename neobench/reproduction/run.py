@@ -124,11 +124,13 @@ def _local_folder(model: str) -> Path | None:
     path = Path(model).expanduser()
     if path.is_dir():
         return path.resolve()
-    try:
-        from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
 
+    try:
         return Path(snapshot_download(model, local_files_only=True))
-    except Exception:  # not cached: normalisation cannot be changed (the cause is skipped)
+    # Not in the hub cache (or no hub id): the normalisation cause is skipped, and said so.
+    except (LocalEntryNotFoundError, ValueError, OSError):
         return None
 
 
