@@ -291,7 +291,7 @@ def run_stock(cmd: HostConfig, folder: Path) -> HostRun:
 
     import mteb
 
-    from neobench.compat.patches import mteb_phases as mteb_timing
+    from neobench.core.stages import mteb_call
     from neobench.evaluation.checks import locate_data, prepare_tasks
     from neobench.models.load import load_model, parse_max_seq_length
     from neobench.protocol.instructions import mteb_prompts
@@ -318,15 +318,23 @@ def run_stock(cmd: HostConfig, folder: Path) -> HostRun:
                         return preprocess(*args, **kwargs)
 
                 model.preprocess = timed_preprocess  # encode() calls it per batch
-            with warnings.catch_warnings(), mteb_timing():
+            results: list[Any] = []
+            with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                outcome = mteb.evaluate(
-                    model,
-                    tasks,
-                    cache=mteb.ResultCache(folder / "results-stock"),
-                    encode_kwargs={"batch_size": cfg.batch_size, "show_progress_bar": False},
-                    show_progress_bar=False,
-                )
+                for task in tasks:  # one task a call: mteb times each from its own start
+                    with mteb_call() as returned:
+                        outcome = mteb.evaluate(
+                            model,
+                            [task],
+                            cache=mteb.ResultCache(folder / "results-stock"),
+                            encode_kwargs={
+                                "batch_size": cfg.batch_size,
+                                "show_progress_bar": False,
+                            },
+                            show_progress_bar=False,
+                        )
+                        returned += outcome.task_results
+                    results += outcome.task_results
         wall = time.perf_counter() - start
     return HostRun(
         cache="stock",
@@ -340,7 +348,7 @@ def run_stock(cmd: HostConfig, folder: Path) -> HostRun:
         model_config=config,
         tasks=[
             {"task": r.task_name, "seconds": r.evaluation_time, "main_score": r.get_score()}
-            for r in outcome.task_results
+            for r in results
         ],
     )
 

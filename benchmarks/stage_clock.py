@@ -3,11 +3,13 @@ evaluation's host time goes, split by the stages neobench marks (neobench/core/s
 
 A running clock splits the main thread's wall time exclusively (a nested stage pauses the outer
 one), so the stages add up to it; other threads' work is ``busy`` seconds, reported beside it.
-``MtebPhases`` keeps mteb's own phase record (``mteb.timing.TimingStack``) and also enters the
-matching stage, so mteb's scoring is measured by mteb's own phase marks.
 
-The "mteb-phases" patch (neobench/compat/patches.py) sets the class the clock builds
-(``mteb_timing_stack``) while the clock runs.
+mteb's scoring and loading are measured by mteb's own phase record: every result mteb returns
+holds it (``TaskResult.evaluation_phases``: name, start, end). After each ``mteb.evaluate`` call the
+clock lays the record over its timeline (``mteb_phases``): the time a phase spans in which no
+stage of neobench's ran inside it goes to the phase's stage, as if the phase had been a stage.
+mteb's metric computations outside its phases (legacy clustering's V-measure, STS's
+correlations, pair classification's thresholds) stay in the stage around the call.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ class StageClock:
         self.busy_seconds: dict[str, float] = defaultdict(float)  # summed over worker threads
         self.counts: dict[str, int] = defaultdict(int)
         self._stack: list[str] = []
+        # The main thread's timeline since the last mteb call was placed: [stack, start, end,
+        # cpu seconds, the stage it counts for] per stretch between two stage changes.
+        self._spans: list[list[Any]] = []
         self._since = 0.0  # when the innermost running stage last (re)started
         self._cpu_since = 0.0  # the main thread's CPU time then
         self._thread = threading.get_ident()
@@ -57,24 +62,65 @@ class StageClock:
             finally:
                 self.busy(name, time.perf_counter() - start)
             return
-        now, cpu = time.perf_counter(), time.thread_time()
-        if self._stack:
-            self.seconds[self._stack[-1]] += now - self._since
-            self.cpu_seconds[self._stack[-1]] += cpu - self._cpu_since
+        self._advance()
         self._stack.append(name)
         self.counts[name] += 1
-        self._since, self._cpu_since = now, cpu
         try:
             yield
         finally:
-            now, cpu = time.perf_counter(), time.thread_time()
-            ended = self._stack.pop()
-            self.seconds[ended] += now - self._since
-            self.cpu_seconds[ended] += cpu - self._cpu_since
-            self._since, self._cpu_since = now, cpu
+            self._advance()
+            self._stack.pop()
 
-    def mteb_timing_stack(self) -> type:
-        return mteb_phases(self)
+    def _advance(self) -> None:
+        """Count the time since the last stage change for the innermost stage."""
+        # time.monotonic: the clock mteb's phase record is kept by
+        now, cpu = time.monotonic(), time.thread_time()
+        if self._stack:
+            top = self._stack[-1]
+            self.seconds[top] += now - self._since
+            self.cpu_seconds[top] += cpu - self._cpu_since
+            self._spans.append([tuple(self._stack), self._since, now, cpu - self._cpu_since, top])
+        self._since, self._cpu_since = now, cpu
+
+    def mteb_phases(self, phases: list[dict[str, Any]], since: float) -> None:
+        """Lay the phase record of one task's ``mteb.evaluate`` call, called at ``since``
+        (``time.monotonic()``) from the stage running now, over the timeline: where a phase's
+        stage (MTEB_STAGES) spans time that stage held as the innermost, that time is the
+        phase's. A nested phase wins over the one around it, as a nested stage does. mteb keeps
+        phases in seconds from its first one, which starts after the call's own checks (its
+        result cache, the task's superseded flag): the placement is early by that much."""
+        if threading.get_ident() != self._thread:
+            return
+        self._advance()
+        around = tuple(self._stack)
+        spans = [s for s in self._spans if s[0] == around and s[2] > since]
+        for phase in sorted(phases, key=lambda p: (p["start"], -p["end"])):
+            target = mteb_stage(str(phase["name"]))
+            if target is None:
+                continue
+            self.counts[target] += 1
+            spans = [piece for span in spans for piece in self._claim(span, since, phase, target)]
+        self._spans.clear()  # the next call starts later: nothing before now is placed again
+
+    def _claim(
+        self, span: list[Any], since: float, phase: dict[str, Any], target: str
+    ) -> list[list[Any]]:
+        """``span`` cut at the phase's ends, the part inside counted for ``target``."""
+        stack, start, end, cpu, holder = span
+        low, high = max(start, since + phase["start"]), min(end, since + phase["end"])
+        if high <= low:
+            return [span]
+        wall = end - start
+        pieces = []
+        for a, b, who in ((start, low, holder), (low, high, target), (high, end, holder)):
+            if b > a:
+                pieces.append([stack, a, b, cpu * (b - a) / wall, who])
+        moved, moved_cpu = high - low, cpu * (high - low) / wall
+        self.seconds[holder] -= moved
+        self.cpu_seconds[holder] -= moved_cpu
+        self.seconds[target] += moved
+        self.cpu_seconds[target] += moved_cpu
+        return pieces
 
     def busy(self, name: str, seconds: float) -> None:
         with self._lock:
@@ -86,27 +132,8 @@ class StageClock:
         return stages.running(self)
 
 
-def mteb_phases(clock: StageClock) -> type:
-    """A ``mteb.timing.TimingStack`` class whose phases also enter ``clock``'s stages."""
-    from mteb.timing import TimingStack
-
-    class MtebPhases(TimingStack):
-        def __call__(self, name: str, *args: Any, **kwargs: Any) -> Any:
-            inner = super().__call__(name, *args, **kwargs)
-            target = MTEB_STAGES.get(name) or next(
-                (s for p, s in MTEB_PREFIX_STAGES.items() if name.startswith(p)), None
-            )
-            if target is None:
-                return inner
-            return _both(inner, clock.stage(target))
-
-    return MtebPhases
-
-
-@contextlib.contextmanager
-def _both(*contexts: contextlib.AbstractContextManager[Any]) -> Iterator[None]:
-    """mteb's phase context, then the clock's stage (mteb's record first, kept as mteb keeps it)."""
-    with contextlib.ExitStack() as stack:
-        for context in contexts:
-            stack.enter_context(context)
-        yield
+def mteb_stage(phase: str) -> str | None:
+    """The stage an mteb phase counts as; None for a phase left to the stage around it."""
+    return MTEB_STAGES.get(phase) or next(
+        (s for prefix, s in MTEB_PREFIX_STAGES.items() if phase.startswith(prefix)), None
+    )

@@ -6,12 +6,12 @@ from __future__ import annotations
 import contextvars
 import json
 import threading
+from types import SimpleNamespace
 
 import pytest
 from conftest import benchmark_script
 
 from benchmarks import stage_clock
-from neobench.compat.patches import mteb_phases as mteb_timing
 from neobench.core import stages
 
 host_pipeline = benchmark_script("host_pipeline")
@@ -19,7 +19,7 @@ ENCODER_STAGES = host_pipeline.ENCODER_STAGES
 
 
 class FakeTime:
-    """perf_counter that moves only when told, so stage arithmetic is exact."""
+    """A clock that moves only when told, so stage arithmetic is exact."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -30,7 +30,7 @@ class FakeTime:
 
 def test_nested_stages_are_exclusive_and_workers_count_as_busy(monkeypatch):
     clock_time = FakeTime()
-    monkeypatch.setattr(stage_clock.time, "perf_counter", clock_time)
+    monkeypatch.setattr(stage_clock.time, "monotonic", clock_time)
     clock = stage_clock.StageClock()
     with clock.running(), stages.stage("outer"):
         clock_time.now += 1.0
@@ -48,53 +48,42 @@ def test_nested_stages_are_exclusive_and_workers_count_as_busy(monkeypatch):
     assert "ignored" not in clock.counts
 
 
-def test_mteb_phases_feed_the_clock_and_keep_mtebs_record(monkeypatch):
+def test_mteb_phases_are_laid_over_the_timeline(monkeypatch):
+    """mteb's phase record of a call (seconds from its start) takes the time the stage around the
+    call held inside each phase; neobench's own stages inside keep theirs; a nested phase wins
+    over the one around it; a phase without a stage is left to the stage around the call."""
     clock_time = FakeTime()
-    monkeypatch.setattr(stage_clock.time, "perf_counter", clock_time)
+    monkeypatch.setattr(stage_clock.time, "monotonic", clock_time)
+    monkeypatch.setattr(stages.time, "monotonic", clock_time)
     clock = stage_clock.StageClock()
-    timer = stage_clock.mteb_phases(clock)()
+    phases = [
+        {"name": "Scoring", "start": 0.0, "end": 3.0, "split": "test", "subset": ""},
+        {"name": "Encoding corpus", "start": 0.5, "end": 2.5, "split": "test", "subset": ""},
+        {"name": "Running experiment (1/10)", "start": 3.0, "end": 4.0, "split": "", "subset": ""},
+    ]
     with clock.running(), stages.stage("other"):
-        with timer("Scoring", split="test"):
-            clock_time.now += 3.0
-        with timer("Running experiment (1/10)"):  # not a stage: left to the enclosing one
-            clock_time.now += 1.0
-    assert clock.seconds["scoring"] == 3.0 and clock.seconds["other"] == 1.0
-    assert [p["name"] for p in timer.phases] == ["Scoring", "Running experiment (1/10)"]
+        clock_time.now = 10.0
+        with stages.mteb_call() as returned:  # the call starts at 10
+            clock_time.now = 11.0
+            with stages.stage("tokenize"):  # neobench's encoder, inside "Encoding corpus"
+                clock_time.now = 12.0
+            clock_time.now = 14.0
+            returned.append(SimpleNamespace(evaluation_phases=phases))
+        clock_time.now = 15.0
+    assert dict(clock.seconds) == pytest.approx(
+        {"other": 10.0 + 1.0 + 1.0, "tokenize": 1.0, "mteb encode call": 1.0, "scoring": 1.0}
+    )
+    assert sum(clock.seconds.values()) == pytest.approx(15.0)
+    assert clock.counts["scoring"] == 1 and clock.counts["mteb encode call"] == 1
 
 
-@pytest.mark.parametrize(
-    ("owner", "name"),
-    [("clustering_legacy.AbsTaskClusteringLegacy", "_compute_metrics"),
-     ("sts.AbsTaskSTS", "_calculate_scores")],
-)  # fmt: skip
-def test_metrics_mteb_leaves_unmarked_count_as_scoring(monkeypatch, owner, name):
-    """Legacy clustering's V-measure per set and STS's correlations run after mteb's "Scoring"
-    phase: inside mteb_timing they are scoring too, and mteb's own method is back afterwards."""
-    import importlib
-    import sys
-
-    import mteb.evaluate  # noqa: F401  (the patch swaps a name in that module)
-
-    module, cls = owner.split(".")
-    task_class = getattr(importlib.import_module(f"mteb.abstasks.{module}"), cls)
-    stock = vars(task_class)[name]
-    clock_time = FakeTime()
-    monkeypatch.setattr(stage_clock.time, "perf_counter", clock_time)
-
-    def metric(self, *args):
-        clock_time.now += 2.0
-        return {"v_measure": 1.0}
-
-    monkeypatch.setattr(task_class, name, metric)
+def test_a_result_without_phases_or_no_clock_places_nothing(monkeypatch):
     clock = stage_clock.StageClock()
-    with clock.running(), stages.stage("other"), mteb_timing():
-        assert getattr(task_class, name)(None, [0], [0]) == {"v_measure": 1.0}
-        clock_time.now += 1.0
-    assert clock.seconds["scoring"] == 2.0 and clock.seconds["other"] == 1.0
-    assert vars(task_class)[name] is metric
-    assert sys.modules["mteb.evaluate"].TimingStack.__name__ == "TimingStack"
-    monkeypatch.undo()
-    assert vars(task_class)[name] is stock
+    with clock.running(), stages.stage("other"), stages.mteb_call() as returned:
+        returned.append(SimpleNamespace(evaluation_phases=None))  # a result read from a file
+    assert set(clock.seconds) == {"other"}
+    with stages.mteb_call() as returned:  # no clock: the results are simply not read
+        returned.append(object())
 
 
 @pytest.fixture(scope="module")

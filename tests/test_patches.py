@@ -80,9 +80,6 @@ def _fresh_log(monkeypatch):
 def test_on_the_tested_versions_every_patch_is_in_force():
     assert patches.untested() == []
     assert patches.enabled() == list(patches.PATCHES)
-    assert patches.in_force() == [
-        name for name, patch in patches.PATCHES.items() if patch.scope == "eval"
-    ]
 
 
 def as_if_installed(monkeypatch, library: str, version: str) -> None:
@@ -132,7 +129,7 @@ def test_neobench_patches_off_or_a_list_of_names(monkeypatch, caplog):
     names = list(patches.PATCHES)
     with caplog.at_level(logging.INFO, logger=patches.__name__):
         monkeypatch.setenv(patches.ENV, "off")
-        assert patches.enabled() == [] and patches.in_force() == []
+        assert patches.enabled() == []
         monkeypatch.setenv(patches.ENV, f"{names[0]}, {names[1]}")
         assert patches.enabled() == names[2:]
         monkeypatch.setenv(patches.ENV, "on")
@@ -215,7 +212,6 @@ def test_every_patch_is_declared_in_full():
         tested = patches.TESTED[patches._normalized(patch.library)]
         assert Version(tested) in SpecifierSet(patch.verified), (name, patch.verified)
         assert patch.replaces and patch.why and patch.gain, name
-        assert patch.scope in ("eval", "bench"), name
         path, _, test = patch.test.partition("::")
         assert f"def {test}(" in (REPO / path).read_text(), (name, patch.test)
         if patch.changes is not None:
@@ -372,5 +368,5 @@ def test_every_task_type_scores_the_same_with_patches_on_and_off(
     assert sorted(on_scores) == sorted(EQUALITY_TASKS)
     assert on_scores == off_scores
     assert on_units == off_units
-    assert off_card == [] and on_card == patches.in_force() != []
+    assert off_card == [] and on_card == patches.enabled() != []
     assert off_why == {"why": "NEOBENCH_PATCHES=off"} and on_why is None

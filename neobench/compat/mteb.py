@@ -1,5 +1,5 @@
 """neobench's uses of mteb's private names, each in one function: the "mteb-texts",
-"prediction-json" and "mteb-phases" patches (compat/patches.py), the data loader mteb builds
+and "prediction-json" patches (compat/patches.py), the data loader mteb builds
 for a task, the merge of run_settings.jsonl, and the pieces of mteb's scoring the per-item
 units reuse bit for bit. What the patches replace and save: docs/performance.md, "Library
 patches"; each is compared with mteb's own path in its test (compat/patches.py names it).
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -282,39 +281,3 @@ def deprecated_summarization(task: Any) -> bool:
     from mteb._evaluators.text.summarization_evaluator import DeprecatedSummarizationEvaluator
 
     return issubclass(task.evaluator, DeprecatedSummarizationEvaluator)
-
-
-# --- "mteb-phases" -----------------------------------------------------------------------------
-
-
-def phase_changes(timing_stack: type) -> list[Any]:
-    """The "mteb-phases" patch: mteb.evaluate (2.26) does not pass its ``timer`` on to the
-    task's evaluation, which makes its own ``TimingStack()``, so the class it looks up is
-    replaced by ``timing_stack`` (a subclass that also enters a clock's stages); the metric
-    computations mteb runs after its "Scoring" phase (legacy clustering's V-measure, pair
-    classification's thresholds, STS's correlations) count as scoring too."""
-    import sys
-
-    from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
-    from mteb.abstasks.pair_classification import AbsTaskPairClassification
-    from mteb.abstasks.sts import AbsTaskSTS
-
-    unmarked = (
-        (AbsTaskClusteringLegacy, "_compute_metrics"),
-        (AbsTaskPairClassification, "_compute_metrics"),
-        (AbsTaskSTS, "_calculate_scores"),
-    )
-    changes: list[Any] = [(sys.modules["mteb.evaluate"], "TimingStack", timing_stack)]
-    changes += [(owner, name, _as_scoring(vars(owner)[name])) for owner, name in unmarked]
-    return changes
-
-
-def _as_scoring(function: Callable[..., Any]) -> Callable[..., Any]:
-    from neobench.core.stages import stage
-
-    @functools.wraps(function)
-    def scored(*args: Any, **kwargs: Any) -> Any:
-        with stage("scoring"):
-            return function(*args, **kwargs)
-
-    return scored

@@ -46,8 +46,6 @@ class Patch:
     # Returns the changes for a block (its arguments: `applied`'s); None for a patch that
     # replaces a step without setting an attribute (its code asks `on(name)`).
     changes: Callable[..., Iterable[Change]] | None = None
-    # "eval": every evaluation; "bench": only while a benchmark's stage clock runs.
-    scope: str = "eval"
 
 
 def _column_changes() -> list[Change]:
@@ -68,13 +66,7 @@ def _unpadded_changes(owner: Any, replacement: Any) -> list[Change]:
     return transformers.unpadded_changes(owner, replacement)
 
 
-def _phase_changes(timing_stack: type) -> list[Change]:
-    from neobench.compat import mteb
-
-    return mteb.phase_changes(timing_stack)
-
-
-# Each "eval" patch saves at least 2% of a v1 run's host (or GPU) time (docs/performance.md).
+# Each patch saves at least 2% of a v1 run's host (or GPU) time (docs/performance.md).
 PATCHES: dict[str, Patch] = {
     "column-cache": Patch(
         library="datasets",
@@ -120,17 +112,6 @@ PATCHES: dict[str, Patch] = {
         verified=">=5.23.0,<=5.24.0",
         test="tests/test_packing.py::test_packed_losses_and_gradients_equal_padded",
         changes=_unpadded_changes,
-    ),
-    "mteb-phases": Patch(
-        library="mteb",
-        replaces="mteb.evaluate.TimingStack; AbsTaskClusteringLegacy._compute_metrics, "
-        "AbsTaskPairClassification._compute_metrics, AbsTaskSTS._calculate_scores",
-        why="a benchmark's stage clock (benchmarks/stage_clock.py) sees mteb's own phases",
-        gain="none: it changes what a benchmark measures, never what is computed",
-        verified="==2.26.24",
-        test="tests/test_hostbench.py::test_mteb_phases_feed_the_clock_and_keep_mtebs_record",
-        changes=_phase_changes,
-        scope="bench",
     ),
 }
 
@@ -231,11 +212,6 @@ def on(name: str) -> bool:
     if name not in PATCHES:
         raise KeyError(f"{name!r} is not a declared library patch (neobench/compat/patches.py)")
     return name in enabled()
-
-
-def in_force() -> list[str]:
-    """A run card's ``library_patches``: the "eval" patches in force, in the registry's order."""
-    return [n for n in enabled() if PATCHES[n].scope == "eval"]
 
 
 def off_reason() -> dict[str, Any] | None:
@@ -341,18 +317,3 @@ def applied(name: str, *args: Any) -> Iterator[bool]:
         yield True
     finally:
         _unset(keys)
-
-
-@contextlib.contextmanager
-def mteb_phases() -> Iterator[None]:
-    """While a benchmark's stage clock runs (core/stages.py), mteb's phases feed it: the
-    "mteb-phases" patch with the clock's ``mteb_timing_stack()``; otherwise mteb runs as
-    shipped."""
-    from neobench.core import stages
-
-    clock = stages.running_clock()
-    if clock is None:
-        yield
-        return
-    with applied("mteb-phases", clock.mteb_timing_stack()):
-        yield

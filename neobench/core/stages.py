@@ -1,16 +1,18 @@
 """Stage marks: where an evaluation's host time goes, seen only by a benchmark's clock.
 
 Code marks its stages with ``with stage("tokenize"):``, one ContextVar read when no clock runs
-(always, outside benchmarks). The clock itself and mteb's phase mapping are developer tooling:
-benchmarks/stage_clock.py, which makes its clock current with ``running``.
+(always, outside benchmarks), and hands the clock mteb's own phase record of each
+``mteb.evaluate`` call (``mteb_phases``). The clock itself and mteb's phase mapping are developer
+tooling: benchmarks/stage_clock.py, which makes its clock current with ``running``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Clock(Protocol):
@@ -20,9 +22,9 @@ class Clock(Protocol):
 
     def busy(self, name: str, seconds: float) -> None: ...
 
-    def mteb_timing_stack(self) -> type:
-        """A ``mteb.timing.TimingStack`` subclass whose phases also enter this clock's stages
-        (the "mteb-phases" patch sets it, compat/mteb.py)."""
+    def mteb_phases(self, phases: list[dict[str, Any]], since: float) -> None:
+        """Place one task's phase record (``TaskResult.evaluation_phases``) of an
+        ``mteb.evaluate`` call made at ``since`` (``time.monotonic()``)."""
         ...
 
 
@@ -53,6 +55,13 @@ def busy(name: str, seconds: float) -> None:
         clock.busy(name, seconds)
 
 
-def running_clock() -> Clock | None:
-    """The clock running in this context, None outside benchmarks."""
-    return _clock.get()
+@contextlib.contextmanager
+def mteb_call() -> Iterator[list[Any]]:
+    """Around one task's ``mteb.evaluate`` call: put the results it returned in the yielded list,
+    and a running clock places their phase records (mteb's own load, encode and score times)."""
+    since, returned = time.monotonic(), []
+    yield returned
+    clock = _clock.get()
+    if clock is not None:
+        for result in returned:  # mteb.TaskResult
+            clock.mteb_phases(list(result.evaluation_phases or []), since)

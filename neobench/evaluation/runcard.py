@@ -72,7 +72,7 @@ def new_card(
         data=_data_record(tasks, data_dir),
         seeds={t.metadata.name: getattr(t, "seed", None) for t in tasks},
         environment=card_io.card_from_dict(EvalEnvironment, provenance.environment()),
-        library_patches=patches.in_force(),
+        library_patches=patches.enabled(),
         library_patches_off=patches.off_reason(),
     )
 

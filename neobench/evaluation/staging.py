@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from neobench.compat import patches
 from neobench.compat.mteb import merge_run_settings
 from neobench.core import flock
-from neobench.core.stages import stage
+from neobench.core.stages import mteb_call, stage
 from neobench.evaluation import units
 from neobench.protocol.instructions import expand
 
@@ -63,10 +63,10 @@ def evaluate_staged(
         with (
             warnings.catch_warnings(),
             _data_kept(task, raw is not None),
-            patches.mteb_phases(),
             patches.applied("column-cache"),
             # a task with its own prediction writer writes its file (read by _read_predictions)
             patches.applied("prediction-json", expand([task]), kept),
+            mteb_call() as returned,  # a benchmark's stage clock reads mteb's phases from them
         ):
             warnings.filterwarnings("ignore", message=".*superseded.*")
             outcome = mteb.evaluate(
@@ -78,6 +78,7 @@ def evaluate_staged(
                 encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
                 show_progress_bar=False,
             )
+            returned += outcome.task_results
             with stage("units"):
                 text = _units_text(task, raw, kept, outcome.task_results) if raw else None
         with stage("writing"):
