@@ -203,11 +203,10 @@ def test_an_older_card_loads_and_names_what_it_lacks(tmp_path, biosses):
     assert table_csv(tmp_path / "res", tmp_path)["org/older-model"]["dtype"] == ""
     # A later run in that folder: the unrecorded dtype is not held against it, the rest is.
     same = EvalConditions("paper", OLD_CARD["conditions"]["instructions_sha256"], 512, "float16")
-    check_same_conditions(folder, same)
+    check_same_conditions(folder, EvalCard(conditions=same))
     with pytest.raises(NeobenchError, match="max_seq_length: 512 there, 256 now"):
-        check_same_conditions(
-            folder, EvalConditions(same.instructions, same.instructions_sha256, 256)
-        )
+        longer = EvalConditions(same.instructions, same.instructions_sha256, 256)
+        check_same_conditions(folder, EvalCard(conditions=longer))
 
 
 def test_write_then_read_round_trips_and_keeps_unknown_keys(tmp_path):

@@ -12,7 +12,7 @@ from conftest import SHARED
 
 from neobench.cli.main import main
 from neobench.core.errors import NeobenchError
-from neobench.reproduction.check import Conditions, normalisation_of, with_normalisation
+from neobench.reproduction.check import EvalSettings, normalisation_of, with_normalisation
 from neobench.reproduction.official import load_official, results_root
 
 OFFICIAL = SHARED / "fixtures" / "mteb-results"
@@ -95,7 +95,7 @@ def test_normalisation_is_changed_in_a_view_of_the_same_weights(minilm, tmp_path
     assert (off / "model.safetensors").resolve() == (minilm / "model.safetensors").resolve()
     on = with_normalisation(off, True, tmp_path / "on")
     assert normalisation_of(on)
-    assert Conditions(normalize="off").differs(Conditions()) == "normalisation model -> off"
+    assert EvalSettings(normalize="off").differs(EvalSettings()) == "normalisation model -> off"
 
 
 def test_bad_input_is_one_clear_message(minilm, tmp_path, capsys):

@@ -5,22 +5,50 @@ SCORING always, the recipe among fine-tuned runs; the benchmark is recorded, not
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from neobench.core.cards import EvalCard
 
-# How a model was evaluated, as every row records it.
-EVAL = ("instructions", "instructions_sha256", "max_seq_length", "dtype", "benchmark", "mteb")
-# What changes a task's score: must match for two rows to be compared at all.
-SCORING = ("instructions", "instructions_sha256", "max_seq_length", "dtype", "mteb")
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition, and the rules it takes part in."""
+
+    name: str
+    # How a model was evaluated, as every row records it (the recipe: how it was fine-tuned).
+    evaluation: bool
+    # Changes a task's score: must match for two rows to be compared at all (the recipe: among
+    # fine-tuned rows only, `Conditions.compared`).
+    scoring: bool
+    # `neobench eval` requires it of the earlier runs of a results folder it adds to.
+    folder: bool
+    # Set by a `neobench eval` flag: a study gives it to every eval job and pins it (the
+    # benchmark is given, not pinned: a result serves every benchmark holding its task).
+    flag: bool = False
+
+
+# The one declaration of the conditions; the tuples below are views of it.
+DECLARED = (
+    Condition("recipe", evaluation=False, scoring=False, folder=False),
+    Condition("instructions", evaluation=True, scoring=True, folder=True, flag=True),
+    Condition("instructions_sha256", evaluation=True, scoring=True, folder=True),
+    Condition("max_seq_length", evaluation=True, scoring=True, folder=True, flag=True),
+    Condition("dtype", evaluation=True, scoring=True, folder=True, flag=True),
+    Condition("benchmark", evaluation=True, scoring=False, folder=False, flag=True),
+    Condition("mteb", evaluation=True, scoring=True, folder=False),
+)
 RECIPE = "recipe"
-FIELDS = (RECIPE, *EVAL)
-# What `neobench eval` requires of the earlier runs of a results folder it adds to.
-FOLDER = ("instructions", "instructions_sha256", "max_seq_length", "dtype")
-# The `neobench eval` flags that set the conditions (a study gives them to every eval job).
-FLAGS = ("benchmark", "instructions", "max_seq_length", "dtype")
+EVAL = tuple(c.name for c in DECLARED if c.evaluation)
+SCORING = tuple(c.name for c in DECLARED if c.scoring)
+FIELDS = tuple(c.name for c in DECLARED)
+FOLDER = tuple(c.name for c in DECLARED if c.folder)
+# The flags in the order a study's eval jobs give them (the benchmark first: commands already
+# planned keep their text), and those it pins.
+FLAGS = ("benchmark", *(c.name for c in DECLARED if c.flag and c.name != "benchmark"))
+PINNED = FLAGS[1:]
 NOT_FINETUNED = "none (not fine-tuned by neobench)"
 SWEEP = "sweep:"  # the recipe condition of a row a sweep selected: sweep:<hash of the sweep>
 # The keys of Conditions.record, the conditions of every JSON and CSV row.
@@ -47,6 +75,12 @@ class Conditions(dict[str, Any]):
                 "mteb": card.mteb_version,
             }
         )
+
+    @classmethod
+    def asked(cls, flags: Mapping[str, Any]) -> Conditions:
+        """The conditions a command was asked for: its flag values (a card's ``config``, a
+        study's eval section), before the model resolves them (``max_seq_length: model``)."""
+        return cls({name: flags.get(name) for name in FLAGS})
 
     def record(self) -> dict[str, Any]:
         """The RECORD fields for a program: finetuned, its recipe hash (None when not
@@ -81,8 +115,13 @@ class Conditions(dict[str, Any]):
         return {
             key: (self.value(key), other.value(key))
             for key in keys
-            if self.value(key) != other.value(key) and not (known and self.get(key) is None)
+            if not self.same(other, key) and not (known and self.get(key) is None)
         }
+
+    def same(self, other: Conditions, key: str) -> bool:
+        """The one rule two values of a condition are compared by: as text, an unrecorded one
+        reading "unknown" (a length of 512 in one card and "512" in a flag are the same)."""
+        return self.value(key) == other.value(key)
 
 
 def _recipe(card: EvalCard) -> str:
@@ -95,8 +134,9 @@ def _recipe(card: EvalCard) -> str:
 
 
 def groups(labelled: list[tuple[str, Conditions]]) -> dict[str, dict[str, list[str]]]:
-    """Where several runs may not be compared (the rule of `Conditions.differences`): field ->
-    value -> the labels holding it, for each scoring field and, among fine-tuned runs, recipe."""
+    """Where several runs may not be compared (the rule of `Conditions.same`, over the fields
+    `Conditions.compared` names): field -> value -> the labels holding it, for each scoring
+    field and, among fine-tuned runs, recipe."""
     out: dict[str, dict[str, list[str]]] = {}
     checks = [(key, labelled) for key in SCORING]
     checks.append((RECIPE, [(label, c) for label, c in labelled if c.finetuned]))

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from neobench.core import cards as record
 from neobench.core import results
-from neobench.core.cards import EvalCard, EvalConditions, EvalShard
+from neobench.core.cards import EvalCard, EvalShard
 from neobench.core.conditions import FOLDER, Conditions
 from neobench.core.errors import NeobenchError, RunFailed, disk_full
 from neobench.evaluation.outcomes import EvalSummary
@@ -33,10 +32,12 @@ def experiment_kwargs(profile: str, max_seq_length: int) -> dict[str, Any] | Non
     return {"instructions": profile, "max_seq_length": max_seq_length}
 
 
-def check_same_conditions(results_dir: Path, conditions: EvalConditions) -> None:
-    """Refuse to add results to a folder whose earlier runs used other conditions: the folder
-    key holds the profile name and length; this also catches an edited profile (another hash) or
-    another dtype. A condition an older card does not record is not held against it."""
+def check_same_conditions(results_dir: Path, new: EvalCard) -> None:
+    """Refuse to add the run of card ``new`` to a folder whose earlier runs used other
+    conditions (conditions.FOLDER): the folder key holds the profile name and length; this also
+    catches an edited profile (another hash) or another dtype. A condition an older card does
+    not record is not held against it."""
+    now = Conditions.from_card(new)
     for card_path in results.card_paths(results_dir):
         card = record.read_eval_card(card_path)
         if record.mark_orphaned_eval_card(card_path, card):
@@ -45,8 +46,7 @@ def check_same_conditions(results_dir: Path, conditions: EvalConditions) -> None
                 "marked interrupted",
                 card_path,
             )
-        there, now = Conditions(asdict(card.conditions)), Conditions(asdict(conditions))
-        differing = there.differences(now, FOLDER, known=True)
+        differing = Conditions.from_card(card).differences(now, FOLDER, known=True)
         if differing:
             raise NeobenchError(
                 f"{results_dir} holds results made under other conditions ("

@@ -111,7 +111,7 @@ def _prepare(
     card = new_card(cfg, tasks, model, instructions, data_dir)
     results = mteb.ResultCache(root)
     results_dir = results.get_task_result_path("_", encoder.mteb_model_meta).parent
-    check_same_conditions(results_dir, card.conditions)
+    check_same_conditions(results_dir, card)
     # 7. The card written before any work.
     path = card_path(results_dir, card.shard)
     write_card(path, card, root)

@@ -39,8 +39,9 @@ HALF = ("float16", "bfloat16")
 
 
 @dataclass(frozen=True)
-class Conditions:
-    """What moves a score, as one evaluation sets it."""
+class EvalSettings:
+    """The settings of one evaluation a reproduction runs: what may move a score, tried one at
+    a time against the official run's (not core/conditions.py's record of a finished run)."""
 
     max_seq_length: int | str = MODEL_LENGTH
     instructions: str = "none"
@@ -48,7 +49,7 @@ class Conditions:
     dtype: str = OFFICIAL_DTYPE
     batch_size: int = OFFICIAL_BATCH_SIZE
 
-    def differs(self, other: Conditions) -> str:
+    def differs(self, other: EvalSettings) -> str:
         """The first condition that differs from ``other``, as a reader names it."""
         names = {
             "max_seq_length": "max length", "instructions": "instructions",
@@ -107,7 +108,7 @@ class Reproduction:
     model: str
     name: str
     official_revision: str | None
-    conditions: Conditions
+    conditions: EvalSettings
     tasks: list[TaskCheck]
     tolerance: float
     output: Path
@@ -161,22 +162,22 @@ REPRODUCED = "reproduced"  # <output>/reproduced: the reproduction's results roo
 # main score on the official splits it evaluated (None: the task failed, with its error) and
 # those splits.
 Scores = dict[str, tuple[float | None, str, tuple[str, ...]]]
-Evaluate = Callable[[str, Conditions, list[str], Path, bool], Scores]
+Evaluate = Callable[[str, EvalSettings, list[str], Path, bool], Scores]
 
 
-def reference_conditions(official: OfficialModel, forced: dict[str, Any]) -> Conditions:
+def reference_conditions(official: OfficialModel, forced: dict[str, Any]) -> EvalSettings:
     """The official run's conditions, with the user's flags (``forced``) in their place."""
-    base = Conditions(instructions="none" if official.use_instructions is not True else "paper")
+    base = EvalSettings(instructions="none" if official.use_instructions is not True else "paper")
     given = {k: v for k, v in forced.items() if v is not None}
     return replace(base, **given)
 
 
 def variants(
-    conditions: Conditions, official: OfficialModel, has_normalize: bool, half: bool = True
-) -> list[tuple[str, Conditions]]:
+    conditions: EvalSettings, official: OfficialModel, has_normalize: bool, half: bool = True
+) -> list[tuple[str, EvalSettings]]:
     """One condition changed at a time, per cause (CAUSES), each to the values it may have had in
     the official run."""
-    out: list[tuple[str, Conditions]] = []
+    out: list[tuple[str, EvalSettings]] = []
     other_norm = "off" if (conditions.normalize == "on" or has_normalize) else "on"
     if conditions.normalize != "model":
         other_norm = "model"
@@ -201,7 +202,7 @@ def reproduce(
     model: str,
     official: OfficialModel,
     tasks: list[str],
-    conditions: Conditions,
+    conditions: EvalSettings,
     output: Path,
     evaluate: Evaluate,
     has_normalize: bool,

@@ -11,7 +11,7 @@ from typing import Any
 
 from neobench.core.errors import NeobenchError
 from neobench.reproduction import check
-from neobench.reproduction.check import Conditions, Reproduction
+from neobench.reproduction.check import EvalSettings, Reproduction
 from neobench.reproduction.config import ReproduceCommand
 from neobench.reproduction.official import OfficialTask, load_official, results_root
 
@@ -72,7 +72,7 @@ def run_reproduce(cmd: ReproduceCommand) -> Reproduction:
     installed = mteb.__version__
     reused: list[str] = []
 
-    def evaluate(model: str, cond: Conditions, names: list[str], results: Path, fresh: bool):
+    def evaluate(model: str, cond: EvalSettings, names: list[str], results: Path, fresh: bool):
         return _evaluate(
             cmd, name, model_path, cond, names, results, fresh, official, data_dir, reused
         )
@@ -138,7 +138,7 @@ def _evaluate(
     cmd: ReproduceCommand,
     name: str,
     model_path: Path | None,
-    cond: Conditions,
+    cond: EvalSettings,
     names: list[str],
     results: Path,
     fresh: bool,

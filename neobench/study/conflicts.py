@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from neobench.core import cards as record
 from neobench.core import results
-from neobench.core.conditions import FLAGS
+from neobench.core.conditions import PINNED, Conditions
 from neobench.core.errors import NeobenchError, check_choice, collect
 from neobench.protocol import config
 from neobench.study.spec import Eval, Finetune
@@ -75,14 +76,17 @@ def finetune_conflicts(card_path: Path, model: str, tune: Finetune, seed: int) -
 
 
 def _differ(where: Path, what: str, there: dict[str, Any], now: dict[str, Any]) -> list[str]:
-    differing = [k for k in now if str(there[k]) != str(now[k])]
-    if not differing:
-        return []
-    fields_text = "; ".join(f"{k}: {there[k]} there, {now[k]} in the study" for k in differing)
-    return [
+    """A fine-tune's settings there and in the study, compared as text (its overrides parsed)."""
+    differing = {k: (str(there[k]), str(now[k])) for k in now if str(there[k]) != str(now[k])}
+    return [_conflict(where, what, differing)] if differing else []
+
+
+def _conflict(where: Path, what: str, differing: dict[str, tuple[str, str]]) -> str:
+    fields_text = "; ".join(f"{k}: {a} there, {b} in the study" for k, (a, b) in differing.items())
+    return (
         f"{where} was {what} under other conditions than the study now gives ({fields_text}). "
         + START_OVER
-    ]
+    )
 
 
 def finished_at(folder: Path) -> str | None:
@@ -133,15 +137,15 @@ class EvalCards:
         return max(cards, key=lambda c: c.started).path.parent.parent
 
 
-def eval_conflicts(found: EvalCards, name: str, argv: list[str]) -> None:
-    """Refuse when an eval of ``name`` already ran with other flags than the job's. The
-    benchmark is not one: a result serves every benchmark holding its task (core/conditions.py),
-    so a study may move to another benchmark on the same results."""
-    pinned = [k for k in FLAGS if k != "benchmark"]
-    now = {f"eval.{k}": argv[argv.index(f"--{k.replace('_', '-')}") + 1] for k in pinned}
-    problems: list[str] = []
+def eval_conflicts(found: EvalCards, name: str, asked: Mapping[str, str]) -> None:
+    """Refuse when an eval of ``name`` already ran asked for other conditions than the study's
+    eval section gives (``asked``: `Eval.conditions()`), by the one rule of core/conditions.py.
+    The benchmark is given, not pinned: a result serves every benchmark holding its task, so a
+    study may move to another benchmark on the same results."""
+    now = Conditions.asked(asked)
     for card in found.by_name.get(name, []):
-        there = {f"eval.{k}": card.config.get(k) for k in pinned}
-        problems += _differ(card.path, f"evaluated for {name}", there, now)
-    if problems:
-        raise NeobenchError(problems[:1])  # one card says it; its siblings would repeat it
+        differing = Conditions.asked(card.config).differences(now, PINNED)
+        if differing:  # one card says it; its siblings would repeat it
+            raise NeobenchError(_conflict(card.path, f"evaluated for {name}", {
+                f"eval.{k}": pair for k, pair in differing.items()
+            }))  # fmt: skip

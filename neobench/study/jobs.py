@@ -94,7 +94,8 @@ def add_evals(
     for k, names in shards:
         if names:
             job = _eval_job(plan.study, model, seed, tuned, (k, n), names, row)
-            collect(problems, _mark_eval, job, found, tuned, plan.tasks)
+            asked = plan.study.eval.conditions()
+            collect(problems, _mark_eval, job, found, tuned, plan.tasks, asked)
             plan.jobs.append(job)
 
 
@@ -192,12 +193,16 @@ def _eval_job(
 
 
 def _mark_eval(
-    job: Job, found: conflicts.EvalCards, tuned: Job | None, tasks: dict[str, Any]
+    job: Job,
+    found: conflicts.EvalCards,
+    tuned: Job | None,
+    tasks: dict[str, Any],
+    asked: dict[str, str],
 ) -> None:
     """Done when eval_done says so for the shard's tasks, of the finished fine-tune (not an
     earlier one)."""
     assert job.model_name is not None
-    conflicts.eval_conflicts(found, job.model_name, job.argv)
+    conflicts.eval_conflicts(found, job.model_name, asked)
     if tuned is not None and not tuned.done:
         return
     since = conflicts.finished_at(tuned.output) if tuned else None
