@@ -53,6 +53,8 @@ from typing import Any
 
 import yaml
 
+from neobench.study.kinds import JobKind
+
 REPO = Path(__file__).resolve().parent.parent
 SLURM_LOCAL = REPO / "scripts" / "slurm-local.sh"
 NAME = "rehearsal"  # the study's name: Slurm job names are rehearsal-finetune, -eval, -table
@@ -667,7 +669,7 @@ def _shard_costs(plan: Any) -> dict[str, int]:
     return {
         j.key: sum(task_cost(tasks[t]) for t in j.tasks if t in tasks)
         for j in plan.jobs
-        if j.kind == "eval"
+        if j.kind is JobKind.EVAL
     }
 
 
@@ -937,7 +939,7 @@ def compare(faulted: Path, reference: Path, tasks: list[str], plan: Any) -> dict
     expected = {
         f"{Path(j.argv[j.argv.index('--model') + 1]).name}/{t}"
         for j in plan.jobs
-        if j.kind == "eval"
+        if j.kind is JobKind.EVAL
         for t in j.tasks
     }
     missing = sorted((expected - set(score_f)) | (expected - set(score_r)))
@@ -1140,7 +1142,7 @@ def rehearse(args: argparse.Namespace, report: dict[str, Any]) -> None:
     study_dir = args.work / "study"
     faulted_path = write_study(study_dir, args, tasks, "faulted", args.finetune_time)
     plan = plan_of(faulted_path)
-    kinds = {k: sum(j.kind == k for j in plan.jobs) for k in ("finetune", "eval", "table")}
+    kinds = {k.value: sum(j.kind is k for j in plan.jobs) for k in JobKind}
     report["plan"] = {
         "backbones": args.backbones,
         "seeds": args.seeds,
@@ -1179,7 +1181,7 @@ def rehearse(args: argparse.Namespace, report: dict[str, Any]) -> None:
                 "faults": [f.kind for f in injector.faults if j.key in (f.key, *f.running)],
             }
             for j in final.jobs
-            if j.kind == "finetune"
+            if j.kind is JobKind.FINETUNE
         }
         if args.reference == "run":
             ref_path = write_study(

@@ -270,7 +270,7 @@ class Study:
 
         listed = store.queues(self.plan)
         rows = [
-            {"job": j.key, "kind": j.kind, "model": j.model, "seed": j.seed,
+            {"job": j.key, "kind": j.kind.value, "model": j.model, "seed": j.seed,
              "shard": f"{j.shard[0]}/{j.shard[1]}" if j.shard else None,
              "state": store.state(self.plan, j, listed),
              "resources": j.resources.text() if j.resources else None, "log": str(j.log)}

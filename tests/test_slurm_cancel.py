@@ -24,6 +24,7 @@ import sys
 import pytest
 from conftest import stopping_command, wait_for
 
+from neobench.study.jobs import Job
 from neobench.study.launchers.slurm_job import JobCommand
 
 pytestmark = [pytest.mark.slurm]
@@ -60,8 +61,9 @@ def test_a_scancel_during_the_notice_ends_the_job_cancelled_not_requeued(
         additional_parameters={"requeue": True},
     )  # fmt: skip
     argv = [sys.executable, "-c", COMMAND]
-    job = executor.submit(JobCommand(argv, str(tmp_path), "finetune/m-seed0", "finetune",
-                                     str(tmp_path / "out")))  # fmt: skip
+    out = tmp_path / "out"
+    tune = Job("finetune", "finetune/m-seed0", [], out, out / "job.log", None)
+    job = executor.submit(JobCommand(argv, str(tmp_path), tune))
     env = slurm_cluster.env
     log = job.paths.stdout
 

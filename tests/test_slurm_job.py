@@ -12,7 +12,9 @@ import pytest
 from conftest import stopping_command, wait_for
 
 from neobench.core import cards
-from neobench.study.launchers.slurm_job import JobCommand, JobFailed, _requeue, progress
+from neobench.study.jobs import Job
+from neobench.study.kinds import JobKind
+from neobench.study.launchers.slurm_job import JobCommand, JobFailed, _requeue
 
 
 def test_eval_progress_skips_a_folder_that_vanishes_while_it_is_read(tmp_path, monkeypatch):
@@ -35,9 +37,13 @@ def test_eval_progress_skips_a_folder_that_vanishes_while_it_is_read(tmp_path, m
 
     monkeypatch.setattr(os, "scandir", scandir)
     tasks = ["BIOSSES", "STS16", "SICK-R"]  # the shard's tasks: two of them written
-    assert progress("eval", tmp_path, tasks) == 2
-    assert progress("eval", tmp_path, ["SciFact"]) == 0  # other jobs' results do not count
-    assert progress("eval", tmp_path / "missing", tasks) == 0
+
+    def progress(output: Path, tasks: list[str]) -> int:
+        return JobKind.EVAL.progress(_job("eval", output, tasks))
+
+    assert progress(tmp_path, tasks) == 2
+    assert progress(tmp_path, ["SciFact"]) == 0  # other jobs' results do not count
+    assert progress(tmp_path / "missing", tasks) == 0
 
 
 @pytest.fixture
@@ -85,11 +91,16 @@ def test_a_scancel_while_the_job_stops_reads_completing_and_is_not_requeued(scon
     assert "requeue 41" not in scontrol.read_text()
 
 
+def _job(kind: str, output: Path, tasks: list[str] | None = None) -> Job:
+    key = f"{kind}/m-seed0" + ("/1of1" if kind == "eval" else "")
+    return Job(kind, key, [], output, output / "job.log", None, tasks=tasks or [])
+
+
 def _command(tmp_path: Path, script: str, kind: str = "finetune") -> JobCommand:
     """A JobCommand whose command is a small Python program (the job's own process is this
     test's: the signals below are sent to it, as Slurm sends them to the job)."""
     argv = [sys.executable, "-c", script]
-    return JobCommand(argv, str(tmp_path), f"{kind}/m-seed0", kind, str(tmp_path / "out"))
+    return JobCommand(argv, str(tmp_path), _job(kind, tmp_path / "out"))
 
 
 class Moments(threading.Thread):
@@ -201,13 +212,13 @@ def test_eval_progress_counts_only_its_own_model_and_revision(tmp_path):
     ):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "BIOSSES.json").write_text("{}")
-    job = JobCommand(["true"], str(tmp_path), "eval/m-seed0/1of1", "eval", str(tmp_path))
-    job.tasks, job.model_name, job.model = ["BIOSSES", "STS16"], "study/m", str(model)
+    job = JobCommand(["true"], str(tmp_path), _job("eval", tmp_path, ["BIOSSES", "STS16"]))
+    job.job.model_name, job.job.source = "study/m", str(model)
     assert job._progress() == 1
     (own / "STS16.json").write_text("{}")
     (tmp_path / "results" / "study__n" / "r" / "STS16.json").write_text("{}")
     assert job._progress() == 2
-    # Progress is not completeness: these files are no results (study/jobs.eval_done decides).
+    # Progress is not completeness: these files are no results (study/kinds.eval_done decides).
     job.benchmark = "MTEB(eng, v1)"
     assert not job._complete()
 

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from neobench.core import results
 from neobench.core.card_io import now, write_text_atomic
 from neobench.core.errors import RunFailed
-from neobench.study import conflicts, launchers, store
-from neobench.study.jobs import eval_done, job_log
+from neobench.study import launchers, store
+from neobench.study.jobs import job_log
+from neobench.study.kinds import JobKind
 from neobench.study.plan import Job, Plan
 from neobench.study.spec import CANARY_GPU_HOURS
 
@@ -44,8 +44,12 @@ def canary_plan(plan: Plan, small_task: str) -> Plan:
     root = plan.study.output / FOLDER
     jobs: list[Job] = []
     for model in dict.fromkeys(j.model for j in plan.pending if j.model):
-        tuned = next((j for j in plan.pending if j.kind == "finetune" and j.model == model), None)
-        first_eval = next((j for j in plan.jobs if j.kind == "eval" and j.model == model), None)
+        tuned = next(
+            (j for j in plan.pending if j.kind is JobKind.FINETUNE and j.model == model), None
+        )
+        first_eval = next(
+            (j for j in plan.jobs if j.kind is JobKind.EVAL and j.model == model), None
+        )
         source = None
         if tuned is not None:
             job = _finetune(plan, tuned, root)
@@ -63,7 +67,7 @@ def _finetune(plan: Plan, real: Job, root: Path) -> Job:
     argv += [f"max_steps={CANARY_STEPS}", "checkpoint_every=1", "keep_checkpoints=false"]
     key = f"canary/{real.key}"
     log = job_log(plan.study, key)
-    return Job("finetune", key, argv, folder, log, real.resources, model=real.model)
+    return Job(JobKind.FINETUNE, key, argv, folder, log, real.resources, model=real.model)
 
 
 def _eval(
@@ -77,10 +81,10 @@ def _eval(
     argv += ["--tasks", task]
     key = f"canary/eval/{real.model}"
     log = job_log(plan.study, key)
-    job = Job("eval", key, argv, root, log, real.resources, model=real.model)
+    job = Job(JobKind.EVAL, key, argv, root, log, real.resources, model=real.model)
     job.tasks = [task]
     job.model_name, job.source = real.model_name, source or real.source
-    job.after = [j.key for j in before if j.kind == "finetune" and j.model == real.model]
+    job.after = [j.key for j in before if j.kind is JobKind.FINETUNE and j.model == real.model]
     return job
 
 
@@ -144,11 +148,8 @@ def run(plan: Plan, launcher: str, tell: Callable[..., None]) -> None:
 
 def passed(canary: Plan, job: Job) -> bool:
     """A canary fine-tune that finished; a canary eval whose task result is complete (the rules
-    of core/results.py, the same a study's jobs are marked done by)."""
-    if job.kind == "finetune":
-        return results.finetune_finished(job.output)
-    found = conflicts.EvalCards.scan(job.output)
-    return eval_done(found, job, [canary.tasks[job.tasks[0]]])
+    a study's jobs are marked done by)."""
+    return job.kind.complete(job, canary.tasks)
 
 
 def _cost(canary: Plan, job: Job) -> str:

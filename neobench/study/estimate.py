@@ -34,6 +34,7 @@ from neobench.protocol.tasks import (
     task_tokens,
 )
 from neobench.study.jobs import Job
+from neobench.study.kinds import JobKind
 from neobench.study.models import ResolvedModel
 from neobench.study.plan import Plan
 
@@ -68,7 +69,7 @@ class Fit:
 class Calibration:
     source: str  # where the figures come from, as the summary says it
     card: str
-    rates: dict[str, list[Rate]]  # job kind (finetune, eval) -> the calibrated models' rates
+    rates: dict[JobKind, list[Rate]]  # fine-tune and eval -> the calibrated models' rates
     memory_gib: float | None = None  # the card's memory, as the record says it
     fits: list[Fit] = field(default_factory=list)  # from train rows with a peak
 
@@ -92,7 +93,7 @@ class Calibration:
             )
         return 1.0, "the formula (the calibration records no training peak)"
 
-    def rate(self, kind: str, model_type: str) -> tuple[float, str]:
+    def rate(self, kind: JobKind, model_type: str) -> tuple[float, str]:
         """(FLOP/s, why) for a model of ``model_type``: a calibrated model of that type, else the
         median over the calibrated models."""
         found = self.rates[kind]
@@ -135,7 +136,7 @@ def load_calibration(given: str | None) -> Calibration:
             f"--calibration {source}: records of {len(cards)} cards ({', '.join(cards)}); keep "
             "the records of the card the study's jobs will run on."
         )
-    rates = {"finetune": _train_rates(records), "eval": _eval_rates(records)}
+    rates = {JobKind.FINETUNE: _train_rates(records), JobKind.EVAL: _eval_rates(records)}
     missing = [kind for kind, found in rates.items() if not found]
     if missing:
         raise NeobenchError(
@@ -438,8 +439,8 @@ def estimate_plan(plan: Plan, calibration: Calibration) -> Estimate:
             found.unknown.append(name)
             found.models[name] = f"not estimated: {shape.where}"
             continue
-        _, train_why = calibration.rate("finetune", shape.model_type)
-        _, eval_why = calibration.rate("eval", shape.model_type)
+        _, train_why = calibration.rate(JobKind.FINETUNE, shape.model_type)
+        _, eval_why = calibration.rate(JobKind.EVAL, shape.model_type)
         found.models[name] = (
             f"{_weights(shape.params)} weights per token ({shape.where}); fine-tune at "
             f"{train_why}, eval at {eval_why}"
@@ -448,9 +449,9 @@ def estimate_plan(plan: Plan, calibration: Calibration) -> Estimate:
     memo: dict[tuple, FinetuneMemory] = {}
     for job in plan.jobs:
         shape = shapes.get(str(job.model))
-        if job.kind not in ("finetune", "eval") or shape is None or shape.model_type is None:
-            continue
-        if job.kind == "finetune":
+        if job.kind not in calibration.rates or shape is None or shape.model_type is None:
+            continue  # a table: no model, no rate
+        if job.kind is JobKind.FINETUNE:
             flops = finetune_flops(job, shape)
             # The same model, recipe and flags: the same step (seeds and folders aside).
             memo_key = (str(job.model), _memory_argv(job))
@@ -799,7 +800,7 @@ def finetune_estimate(cfg: Any, calibration: str | None = None) -> tuple[Any, li
     worst = found.plans[found.worst]
     budget_said = found.budget.text if found.budget else "none (the CPU without --memory-budget)"
     if card is not None:
-        rate, why = card.rate("finetune", str(shape.model_type))
+        rate, why = card.rate(JobKind.FINETUNE, str(shape.model_type))
         hours = chunked_flops(recipe_flops(recipe.values, shape), found) / rate / 3600 / world
         hours_said = (
             f"GPU-hours: {hours_text(hours)} on each of {world} {card.card} at {why}"

@@ -14,6 +14,7 @@ from neobench.core import results
 from neobench.core.errors import collect
 from neobench.protocol.cache_policy import DEFAULT_POLICY
 from neobench.study import conflicts
+from neobench.study.kinds import JobKind, eval_done
 from neobench.study.models import ResolvedModel
 from neobench.study.spec import Resources, Study
 from neobench.train.output import last_checkpoint
@@ -21,7 +22,7 @@ from neobench.train.output import last_checkpoint
 
 @dataclass
 class Job:
-    kind: str  # finetune | eval | table
+    kind: JobKind  # what running it means (study/kinds.py); its word is accepted too
     key: str  # unique in the study, e.g. eval/MiniLM-seed0/1of2
     argv: list[str]  # after `neobench`
     output: Path
@@ -36,6 +37,9 @@ class Job:
     # eval: the name its results are filed under and the model folder or hub id it evaluates
     model_name: str | None = None
     source: str | None = None
+
+    def __post_init__(self) -> None:
+        self.kind = JobKind(self.kind)
 
 
 @dataclass
@@ -73,7 +77,7 @@ class Plan:
     @property
     def table(self) -> Job | None:
         """The table job; None while a sweep has not selected (it is planned after)."""
-        return next((j for j in self.jobs if j.kind == "table"), None)
+        return next((j for j in self.jobs if j.kind is JobKind.TABLE), None)
 
     def job(self, key: str) -> Job:
         return next(j for j in self.jobs if j.key == key)
@@ -109,10 +113,6 @@ def job_log(study: Study, key: str) -> Path:
     return study.output / "logs" / (key.replace("/", "-") + ".log")
 
 
-def slurm_resources(study: Study, kind: str) -> Resources | None:
-    return getattr(study.slurm, kind) if study.slurm else None
-
-
 def finetune_key(model_slug: str, seed: int, point: str = "") -> str:
     """A fine-tune's job key, which is also its folder under the study's output."""
     return f"finetune/{model_slug}{f'-{point}' if point else ''}-seed{seed}"
@@ -132,8 +132,8 @@ def finetune_job(
     argv += ["--seed", str(seed), "--model-name", name]
     argv += ["--report-to", tune.report_to] if tune.report_to != "none" else []
     argv += _common(study, model) + [f"{k}={v}" for k, v in tune.overrides.items()]
-    resources = slurm_resources(study, "finetune")
-    job = Job("finetune", key, argv, folder, job_log(study, key), resources)
+    resources = JobKind.FINETUNE.resources(study.slurm)
+    job = Job(JobKind.FINETUNE, key, argv, folder, job_log(study, key), resources)
     job.model, job.seed = model.name, seed
     card = folder / record.FINETUNE_CARD
     if card.is_file():
@@ -185,7 +185,8 @@ def _eval_job(
         argv += ["--cache-max-gb", str(ev.cache_max_gb)]
     argv += list(row.extra)
     key = f"eval/{row.slug}{'' if seed is None else f'-seed{seed}'}/{k}of{n}"
-    job = Job("eval", key, argv, row.results, job_log(study, key), slurm_resources(study, "eval"))
+    kind = JobKind.EVAL
+    job = Job(kind, key, argv, row.results, job_log(study, key), kind.resources(study.slurm))
     job.after = [tuned.key] if tuned else []
     job.model, job.seed, job.shard, job.tasks = model.name, seed, shard, tasks
     job.model_name, job.source = row.name, source
@@ -207,12 +208,3 @@ def _mark_eval(
         return
     since = conflicts.finished_at(tuned.output) if tuned else None
     job.done = eval_done(found, job, [tasks[t] for t in job.tasks], since)
-
-
-def eval_done(
-    found: conflicts.EvalCards, job: Job, tasks: list[Any], since: str | None = None
-) -> bool:
-    """Whether ``job``'s newest eval folder (started after ``since``) holds a complete result of
-    each of ``tasks`` (mteb task objects), by the rule `neobench eval` skips tasks by."""
-    folder = found.folder(str(job.model_name), since, job.source)
-    return folder is not None and not results.left_to_run(folder, tasks)[0]

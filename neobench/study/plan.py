@@ -16,8 +16,8 @@ from neobench.study.jobs import (  # Job and Plan: the launchers and the CLI nam
     add_evals,
     finetune_job,
     job_log,
-    slurm_resources,
 )
+from neobench.study.kinds import JobKind
 from neobench.study.models import ResolvedModel, resolve_models
 from neobench.study.spec import Study, parse_study
 from neobench.study.sweep_plan import plan_sweep
@@ -88,7 +88,7 @@ def table_inputs(study: Study, jobs: list[Job]) -> dict[str, Any]:
     """The arguments of report.leaderboard.leaderboard for the study's table (and its job)."""
     baseline = None
     if study.baseline:
-        first = next(j for j in jobs if j.kind == "eval" and j.model == study.baseline)
+        first = next(j for j in jobs if j.kind is JobKind.EVAL and j.model == study.baseline)
         baseline = first.model_name
     return {
         "results": [str(study.output)],
@@ -105,8 +105,9 @@ def _table_job(study: Study, jobs: list[Job]) -> Job:
     argv += ["--out", str(out), "--html", str(out.with_name(PAGE_FILE)), "--ci"]
     for flag in ("reference", "baseline"):
         argv += [f"--{flag}", given[flag]] if given[flag] else []
-    job = Job("table", "table", argv, out, job_log(study, "table"), slurm_resources(study, "table"))
-    job.after = [j.key for j in jobs if j.kind == "eval"]
+    kind = JobKind.TABLE
+    job = Job(kind, "table", argv, out, job_log(study, "table"), kind.resources(study.slurm))
+    job.after = [j.key for j in jobs if j.kind is JobKind.EVAL]
     # Done: every job done, and no task result written after the table.
     done = all(j.done for j in jobs) and out.is_file()
     job.done = done and out.stat().st_mtime >= results.last_write(study.output)

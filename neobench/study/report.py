@@ -17,6 +17,7 @@ from neobench.study.estimate import (
     FinetuneMemory,
     hours_text,
 )
+from neobench.study.kinds import JobKind
 from neobench.study.plan import Plan
 
 
@@ -50,8 +51,8 @@ def estimate_lines(plan: Plan, found: Estimate) -> list[str]:
     calibration = found.calibration
     lines = [f"Estimated on one {calibration.card}, from {calibration.source}:"]
     lines += [f"  {name}: {how}" for name, how in found.models.items()]
-    for kind in ("finetune", "eval"):
-        hours = [found.hours[j.key] for j in plan.jobs if j.kind == kind and j.key in found.hours]
+    for kind in calibration.rates:
+        hours = [found.hours[j.key] for j in plan.jobs if j.kind is kind and j.key in found.hours]
         if hours:
             low, high = hours_text(min(hours)), hours_text(max(hours))
             each = low if low == high else f"{low} to {high}"
@@ -99,7 +100,7 @@ def memory_lines(plan: Plan, found: Estimate) -> list[str]:
 
 def _short_limits(plan: Plan, found: Estimate) -> list[str]:
     """One warning per (model, kind) whose time limit is below MARGIN x its longest estimate."""
-    short: dict[tuple[str, str], tuple[float, str]] = {}
+    short: dict[tuple[str, JobKind], tuple[float, str]] = {}
     for job in plan.jobs:
         hours = found.hours.get(job.key)
         if hours is None or job.resources is None:
@@ -157,7 +158,7 @@ def status_listing(plan: Plan, listed: store.Queues | None = None) -> Listing:
     and, for a job a scheduler holds (Slurm), its id there."""
     rows = []
     for job in plan.jobs:
-        stage = job.kind if job.shard is None else f"eval {job.shard[0]}/{job.shard[1]}"
+        stage = job.kind.value + ("" if job.shard is None else f" {job.shard[0]}/{job.shard[1]}")
         seed = "-" if job.seed is None else str(job.seed)
         current = store.state(plan, job, listed)
         log = str(job.log) if job.log.is_file() else "-"

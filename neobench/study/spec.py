@@ -14,6 +14,7 @@ from neobench.core.conditions import FLAGS
 from neobench.core.errors import NeobenchError, check_choice, collect, read_yaml, unknown
 from neobench.protocol import config
 from neobench.protocol.cache_policy import CACHE_POLICIES
+from neobench.study.kinds import JobKind
 
 
 @dataclass(frozen=True)
@@ -340,7 +341,7 @@ def _eval(value: Any, problems: list[str]) -> Eval:
 
 def _slurm(value: Any, problems: list[str]) -> Slurm:
     known = _known("slurm", value, Slurm, problems)
-    for kind in ("finetune", "eval", "table"):
+    for kind in JobKind:  # a section of resources per kind of job
         if kind in known:
             known[kind] = _resources(f"slurm.{kind}", known[kind], problems)
     for key in ("sbatch", "setup"):

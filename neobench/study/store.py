@@ -10,9 +10,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from neobench.core import cards, results
-from neobench.core.card_io import now, write_text_atomic
-from neobench.core.errors import NeobenchError
+from neobench.core.card_io import write_text_atomic
 from neobench.study import launchers
 from neobench.study.plan import Job, Plan
 
@@ -86,21 +84,6 @@ def state(plan: Plan, job: Job, listed: Queues | None = None) -> str:
     return module.job_state(rec, (listed or {}).get(rec.launcher, {}))
 
 
-def unfinished(kind: str, output: Path) -> str | None:
-    """Why a job whose command exited 0 lacks its output, or None: a fine-tune whose card does
-    not say complete (an eval's exit status is its own word). Local runner and Slurm job ask."""
-    if kind != "finetune":
-        return None
-    path = output / cards.FINETUNE_CARD
-    try:
-        if results.finetune_finished(output):
-            return None
-        status = cards.read_finetune_card(path).status if path.is_file() else None
-    except (NeobenchError, OSError) as error:
-        return f"its fine-tune card cannot be read ({error})"
-    return f"its fine-tune card says {status}" if status else "it wrote no fine-tune card"
-
-
 def log_lines(path: Path) -> list[str]:
     """The lines of a log; none when it cannot be read."""
     try:
@@ -113,18 +96,3 @@ def last_error(log: Path) -> str | None:
     """The last `error:` line of a job's log (the command's own word on why it failed)."""
     found = (line.strip() for line in reversed(log_lines(log)) if line.startswith("error:"))
     return next(found, None)
-
-
-def close_card(job: Job, how: str) -> None:
-    """Mark a fine-tune card still saying running, whose job has ended (killed: SIGKILL, out of
-    memory, a node lost), interrupted and how, so no reader takes it for a live run."""
-    path = job.output / cards.FINETUNE_CARD
-    if job.kind != "finetune" or not path.is_file():
-        return
-    try:
-        card = cards.read_finetune_card(path)
-        if card.status == "running":
-            card.status, card.finished = f"interrupted: {how}", now()
-            cards.write_finetune_card(path, card)
-    except (NeobenchError, OSError):
-        return  # a card that cannot be read or written is reported by the commands that need it

@@ -54,7 +54,7 @@ def why(plan: Plan, job: Job, rec: JobRecord) -> str:
     """How a local job ended without its output, and the last error line of its log."""
     how, said = _how(rec), store.last_error(job.log)
     text = f"{how}: {said}" if said else how
-    store.close_card(job, text)
+    job.kind.close_card(job.output, text)
     return text
 
 
@@ -204,7 +204,7 @@ def _end(plan: Plan, job: Job, rec: JobRecord, returncode: int | None, stopped: 
     if returncode is None:
         return
     rec.returncode, rec.ended = returncode, now()
-    unfinished = store.unfinished(job.kind, job.output) if returncode == 0 else None
+    unfinished = job.kind.unfinished(job.output) if returncode == 0 else None
     rec.ended_as = f"interrupted by {stopped}" if stopped else signalled(returncode) or unfinished
     rec.state = "done" if returncode == 0 and rec.ended_as is None else "failed"
     write_record(plan, job, rec)

@@ -168,7 +168,7 @@ def check_resources(plan: Plan) -> None:
     offer = listed.get(name)  # None: a partition sinfo does not list (sbatch says so)
     problems: list[str] = []
     for kind in sorted({job.kind for job in plan.pending}):
-        res, key = getattr(settings, kind), f"slurm.{kind}"
+        res, key = kind.resources(settings), f"slurm.{kind}"
         problems += _too_short(key, res, settings)
         if offer:
             problems += _misfits(key, res, offer, given=plan.study.slurm is not None)
@@ -285,7 +285,7 @@ def held(plan: Plan, job: Job, listed: dict[str, str]) -> store.JobRecord | None
 
 def _parameters(plan: Plan, job: Job, ids: dict[str, str]) -> dict[str, Any]:
     settings = plan.study.slurm or Slurm()
-    res = job.resources or getattr(settings, job.kind)
+    res = job.resources or job.kind.resources(settings)
     extra: dict[str, Any] = {"requeue": True, "kill_on_invalid_dep": "yes"}
     extra |= dict(_sbatch_flag(line) for line in settings.sbatch)
     waits = [ids[k] for k in job.after if k in ids]
@@ -340,7 +340,7 @@ def _command(plan: Plan, job: Job, finished: list[Path]) -> JobCommand:
     job.log.parent.mkdir(parents=True, exist_ok=True)
     python = [sys.executable, "-m"]
     gpus = job.resources.gpus if job.resources else 0
-    if job.kind == "finetune" and gpus > 1:
+    if job.kind.under_torchrun and gpus > 1:
         # torchrun that survives Slurm's notice and says one line on a stop (train/torchrun.py)
         python += ["neobench.train.torchrun", "--standalone", f"--nproc_per_node={gpus}", "-m"]
     command = shlex.join([*python, "neobench", *job.argv])
@@ -349,7 +349,7 @@ def _command(plan: Plan, job: Job, finished: list[Path]) -> JobCommand:
     script = f"export {CACHE_ENV}={shlex.quote(str(cache))}; "
     others = os.pathsep.join(str(p) for p in finished if p.parent != cache)
     script += f"export {READ_ENV}={shlex.quote(others)}; "
-    if job.kind == "finetune":
+    if job.kind.resumes:
         # Requeued after preemption: continue from the checkpoint the first attempt left.
         saved = shlex.quote(str(job.output / "checkpoints"))
         script += f"if compgen -G {saved}/'checkpoint-*' > /dev/null; then set -- --resume; fi; "
@@ -357,11 +357,7 @@ def _command(plan: Plan, job: Job, finished: list[Path]) -> JobCommand:
     script += f'exec {command} "$@" >> {log} 2>&1'
     # bash -c SCRIPT NAME: the name is $0, so "$@" starts empty.
     argv = ["bash", "-c", script, "neobench-job"]
-    runs = JobCommand(argv, str(Path.cwd()), job.key, job.kind, str(job.output), job.tasks)
-    if job.kind == "eval":
-        runs.model_name, runs.model = job.model_name, job.source
-        runs.benchmark = plan.study.eval.benchmark
-    return runs
+    return JobCommand(argv, str(Path.cwd()), job, plan.study.eval.benchmark)
 
 
 # What became of a job.
@@ -400,7 +396,7 @@ def why(plan: Plan, job: Job, rec: store.JobRecord) -> str:
             store.write_record(plan, job, rec)
     parts = [p for p in (rec.ended_as, rec.why) if p]
     said = ": ".join(parts) if parts else "ended without its output (no reason found)"
-    store.close_card(job, f"Slurm job {rec.launcher_job_id}: {said}")
+    job.kind.close_card(job.output, f"Slurm job {rec.launcher_job_id}: {said}")
     return said
 
 

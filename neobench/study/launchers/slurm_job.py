@@ -15,9 +15,9 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
 
+from neobench.study.jobs import Job
 from neobench.study.launchers import signalled
 
 # SIGUSR2: what submitit asks Slurm to send before the time limit.
@@ -32,19 +32,15 @@ class JobFailed(RuntimeError):
 
 @dataclass
 class JobCommand:
-    """One study job as submitit's callable: ``argv`` run in ``cwd``; ``kind`` and ``output``
-    say how progress is read (a fine-tune's last whole checkpoint, an eval's result files)."""
+    """One study job as submitit's callable: ``argv`` (the job's command, wrapped for Slurm) run
+    in ``cwd``; the job's kind says how its progress and completeness are read (study/kinds.py),
+    an eval's against its ``benchmark``."""
 
     argv: list[str]
     cwd: str
-    key: str
-    kind: str
-    output: str
-    tasks: list[str] = field(default_factory=list)  # an eval's tasks
-    told: list[int] = field(default_factory=list)
-    model_name: str = ""  # an eval's --model-name and --model: where its results land
-    model: str = ""
+    job: Job
     benchmark: str = ""  # an eval's benchmark: what its tasks ask of a result file
+    told: list[int] = field(default_factory=list)
 
     def __call__(self) -> None:
         # SIGTERM and the notice are this job's from its first line to its last: recorded, and
@@ -60,11 +56,10 @@ class JobCommand:
                 signal.signal(signum, previous)
 
     def _run(self, child: list[subprocess.Popen]) -> None:
-        # An eval's check reads mteb's benchmark (5 s of CPU): its first start skips it, since the
-        # study submits only jobs it found unfinished; a requeued start checks first.
+        kind, key = self.job.kind, self.job.key
         requeued = os.environ.get("SLURM_RESTART_COUNT", "0") not in ("", "0")
-        if (requeued or self.kind != "eval") and self._complete():
-            print(f"neobench: {self.key}: already complete; nothing to run", flush=True)
+        if (requeued or kind.checked_before_first_start) and self._complete():
+            print(f"neobench: {key}: already complete; nothing to run", flush=True)
             return
         before = self._progress()
         code = None  # the command is not started when a signal came first
@@ -76,25 +71,25 @@ class JobCommand:
             while child[0].poll() is None:
                 time.sleep(POLL_S)
             code = child[0].returncode
-        if (code == 0 and self.kind != "finetune") or self._complete():
+        if (code == 0 and kind.exit_zero_is_done) or self._complete():
             return
         if signal.SIGTERM in self.told or code == 128 + signal.SIGTERM:
             raise JobFailed(
-                f"{self.key}: stopped by SIGTERM (scancel, preemption or a requeue by hand); "
+                f"{key}: stopped by SIGTERM (scancel, preemption or a requeue by hand); "
                 "not requeued by the job itself. Run the study again to continue from where it "
                 "stopped."
             )
         if self.told or code == 128 + NOTICE:
             after = self._progress()
             if after > before:
-                _requeue(self.key, before, after)
+                _requeue(key, before, after)
             raise JobFailed(
-                f"{self.key}: the time limit came before the job made any progress (no new "
+                f"{key}: the time limit came before the job made any progress (no new "
                 f"checkpoint or result in this window: {before} before, {after} after). Raise "
-                f"slurm.{self.kind}.time in the study (or lower checkpoint_every), then run again."
+                f"slurm.{kind}.time in the study (or lower checkpoint_every), then run again."
             )
         assert code is not None  # not started only when told
-        raise JobFailed(f"{self.key}: its command {self._ended(code)}; its log says why.")
+        raise JobFailed(f"{key}: its command {self._ended(code)}; its log says why.")
 
     def _ended(self, code: int) -> str:
         """How the command ended without its output, in words: the signal its exit code names
@@ -103,9 +98,7 @@ class JobCommand:
         if said:
             return f"was {said} (exit code {code})"
         if code == 0:
-            from neobench.study.store import unfinished
-
-            return f"exited 0, but {unfinished(self.kind, Path(self.output))}"
+            return f"exited 0, but {self.job.kind.unfinished(self.job.output)}"
         return f"exited with code {code}"
 
     def _relay(self, child: list[subprocess.Popen]) -> Callable[[int, FrameType | None], None]:
@@ -123,40 +116,11 @@ class JobCommand:
         return handle
 
     def _progress(self) -> int:
-        return progress(self.kind, Path(self.output), self.tasks, self._results())
+        return self.job.kind.progress(self.job)
 
     def _complete(self) -> bool:
-        """The study's own test of a finished job (study/jobs.py), read on the node."""
-        if self.kind == "finetune":
-            from neobench.core.results import finetune_finished
-
-            return finetune_finished(Path(self.output))
-        # (a job pickled before its benchmark was recorded just runs: eval skips what is done)
-        if self.kind != "eval" or not (self.tasks and self.benchmark):
-            return False
-        from neobench.protocol.tasks import load_benchmark, select_tasks
-        from neobench.study.conflicts import EvalCards
-        from neobench.study.jobs import Job, eval_done
-
-        tasks = select_tasks(load_benchmark(self.benchmark), self.tasks)
-        job = Job("eval", self.key, [], Path(self.output), Path(), None)
-        job.model_name, job.source = self.model_name, self.model or None
-        return eval_done(EvalCards.scan(Path(self.output)), job, tasks)
-
-    def _results(self) -> Path | None:
-        """An eval's own results folder, as `neobench eval` names it: the model's folder, and
-        in it a local model's revision (its content hash), so that other models' and other
-        seeds' results of the same tasks do not count as this job's progress."""
-        if self.kind != "eval" or not self.model_name:
-            return None
-        from neobench.core.results import model_folder
-
-        folder = model_folder(Path(self.output), self.model_name)
-        if self.model and Path(self.model).is_dir():
-            from neobench.models.fingerprint import fingerprint
-
-            folder = folder / fingerprint(Path(self.model))
-        return folder
+        """The study's own test of a finished job (study/kinds.py), read on the node."""
+        return self.job.kind.complete(self.job, self.benchmark)
 
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -171,23 +135,6 @@ def thread_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
     if "OMP_NUM_THREADS" not in env and cpus.isdigit() and int(cpus) > 0:
         env.update(dict.fromkeys(THREAD_VARIABLES, cpus))
     return env
-
-
-def progress(kind: str, output: Path, tasks: list[str], results: Path | None = None) -> int:
-    """How far a job has got, as one number that only grows: a fine-tune's last whole
-    checkpoint step (its model saved: above any step), the result files of an eval's tasks
-    (other jobs write beside them: only these count, under ``results`` when given)."""
-    if kind == "finetune":
-        from neobench.train.output import last_checkpoint
-
-        if (output / "model.safetensors").is_file():
-            return sys.maxsize
-        last = last_checkpoint(output)
-        return int(last.rsplit("-", 1)[-1]) if last else 0
-    from neobench.core.results import RESULTS, written
-
-    # Only this job's tasks count, under its own model's folder when given.
-    return written(results if results is not None else output / RESULTS, tasks)
 
 
 def _requeue(key: str, before: int, after: int) -> None:
