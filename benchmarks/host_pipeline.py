@@ -292,9 +292,10 @@ def run_stock(cmd: HostConfig, folder: Path) -> HostRun:
     import mteb
 
     from neobench.core.stages import mteb_call
-    from neobench.evaluation.checks import locate_data, prepare_tasks
+    from neobench.evaluation.checks import prepare_tasks
     from neobench.models.load import load_model, parse_max_seq_length
     from neobench.protocol.instructions import mteb_prompts
+    from neobench.protocol.mirror import locate
 
     cfg = _eval_config(cmd, folder / "results-stock", no_cache=True)
     clock = StageClock()
@@ -302,8 +303,9 @@ def run_stock(cmd: HostConfig, folder: Path) -> HostRun:
         start = time.perf_counter()
         with clock.stage("other"):
             with stage("setup"):
-                tasks, profile = prepare_tasks(cfg)
-                locate_data(cfg, tasks)
+                inputs = prepare_tasks(cfg)
+                tasks, profile = inputs.tasks, inputs.profile
+                locate(tasks, cfg.data_dir, cfg.benchmark)
                 loaded = load_model(
                     cfg.model, max_seq_length=parse_max_seq_length(cfg.max_seq_length)
                 )

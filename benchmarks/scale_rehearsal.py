@@ -58,7 +58,7 @@ from neobench.core.errors import NeobenchError, RunFailed
 from neobench.evaluation.adapter import CORPUS_CHUNK
 from neobench.protocol.config import DEFAULT_BENCHMARK, TOKEN_BUDGET, EvalConfig, like, opt
 from neobench.protocol.instructions import expand
-from neobench.protocol.mirror import check_hub_access, point_tasks_at_mirror, resolve_data_dir
+from neobench.protocol.mirror import locate
 from neobench.protocol.tasks import load_benchmark, select_tasks
 
 # The null forward pass and the timed evaluation are host_pipeline.py's, beside this script (on
@@ -198,11 +198,7 @@ def source_tasks(cmd: ScaleConfig) -> list[Any]:
     """The corpus and query tasks of the benchmark, reading from the mirror (or the hub)."""
     names = list(dict.fromkeys([*cmd.corpus_tasks, *cmd.query_tasks]))
     tasks = [copy.deepcopy(t) for t in select_tasks(load_benchmark(cmd.benchmark), names)]
-    data_dir = resolve_data_dir(cmd.data_dir)
-    if data_dir is not None:
-        point_tasks_at_mirror(tasks, data_dir, cmd.benchmark)
-    else:
-        check_hub_access(tasks, cmd.benchmark)
+    locate(tasks, cmd.data_dir, cmd.benchmark)
     return tasks
 
 

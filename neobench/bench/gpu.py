@@ -191,11 +191,7 @@ def task_texts(names: list[str], benchmark: str, data_dir: str | None, limit: in
     through the mirror (or the hub). Unique: every encoder does the same work (deduplication is
     the cache's gain)."""
     tasks = [copy.deepcopy(t) for t in select_tasks(load_benchmark(benchmark), names)]
-    folder = mirror.resolve_data_dir(data_dir)
-    if folder:
-        mirror.point_tasks_at_mirror(tasks, folder, benchmark)
-    else:
-        mirror.check_hub_access(tasks, benchmark)
+    mirror.locate(tasks, data_dir, benchmark)
     texts: list[str] = []
     for task in tasks:
         task.load_data()

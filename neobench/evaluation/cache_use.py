@@ -22,25 +22,6 @@ if TYPE_CHECKING:
 GB = 10**9  # --cache-max-gb counts decimal gigabytes, as disks and `du --si` do
 
 
-def effective_policy(cfg: EvalConfig) -> str:
-    """--no-cache is --cache-policy off."""
-    return "off" if cfg.no_cache else cfg.cache_policy
-
-
-def max_bytes(cfg: EvalConfig) -> int | None:
-    return None if cfg.cache_max_gb is None else int(cfg.cache_max_gb * GB)
-
-
-def open_cache(cfg: EvalConfig) -> EmbeddingCache | None:
-    """The run's cache (None under policy off), its policy and cap written into the file."""
-    policy = effective_policy(cfg)
-    if policy == "off":
-        return None
-    cache = EmbeddingCache(cache_path(cfg.cache_dir), max_bytes=max_bytes(cfg))
-    cache.record_settings(policy)
-    return cache
-
-
 @dataclass
 class CacheUse:
     """The policy of one run and the decision it took for each task."""
@@ -50,6 +31,22 @@ class CacheUse:
     prompts: dict[str, str]  # mteb's prompt keys -> prompt, as the encoder uses them
     tasks: dict[str, AbsTask]  # the run's tasks by name
     decisions: dict[str, StoreDecision] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, cfg: EvalConfig, prompts: dict[str, str], tasks: list[AbsTask]) -> CacheUse:
+        """The run's policy (--no-cache is --cache-policy off) and cap, for its tasks."""
+        policy = "off" if cfg.no_cache else cfg.cache_policy
+        cap = None if cfg.cache_max_gb is None else int(cfg.cache_max_gb * GB)
+        return cls(policy, cap, prompts, {t.metadata.name: t for t in tasks})
+
+    def open(self, folder: str | None) -> EmbeddingCache | None:
+        """The run's cache in ``folder`` (None under policy off), its policy and cap written
+        into the file."""
+        if self.policy == "off":
+            return None
+        cache = EmbeddingCache(cache_path(folder), max_bytes=self.max_bytes)
+        cache.record_settings(self.policy)
+        return cache
 
     def before_task(self, task: AbsTask, later: list[str], fast: FastEncoder) -> None:
         """Tell the encoder whether ``task``'s new embeddings are stored (``later``: the run's

@@ -1,12 +1,12 @@
 """Checks before `neobench eval` loads anything heavy: every cheap input (flags, profile, shard,
-results folder, task selection) checked before one problem is reported, then every task's data
-must be loadable before the model is loaded.
+results folder, task selection) checked before one problem is reported.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +14,7 @@ from neobench.core.errors import NeobenchError, check_choice, collect, writable_
 from neobench.encoder.tokenpool import resolve_workers
 from neobench.models import attention
 from neobench.models.load import check_spec, parse_max_seq_length, resolve_device
-from neobench.protocol import config, mirror
+from neobench.protocol import config
 from neobench.protocol.config import UNPADDED_CHOICES, EvalConfig
 from neobench.protocol.instructions import (
     InstructionProfile,
@@ -28,9 +28,19 @@ if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
 
-def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], InstructionProfile]:
-    """Validate every cheap input at once and return (this shard's tasks, profile)."""
+@dataclass(frozen=True)
+class EvalInputs:
+    """An eval's inputs once checked: this shard's tasks, the instruction profile, the shard."""
+
+    tasks: list[AbsTask]
+    profile: InstructionProfile
+    shard: tuple[int, int]  # (K, N) of --shard K/N
+
+
+def prepare_tasks(cfg: EvalConfig) -> EvalInputs:
+    """Validate every cheap input at once; this shard's tasks, the profile and the shard."""
     problems: list[str] = []
+    collect(problems, check_spec, cfg.model)  # the model first: what the run is of
     benchmark = collect(problems, load_benchmark, cfg.benchmark)
     profile = collect(problems, load_profile, cfg.instructions)
     shard_kn = collect(problems, parse_shard, cfg.shard)
@@ -46,7 +56,6 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], InstructionProfile]:
         )
     collect(problems, attention.check, cfg.attn_implementation)
     collect(problems, resolve_workers, cfg.tokenize_workers)
-    collect(problems, check_spec, cfg.model)
     if cfg.batch_size < 1:
         problems.append(f"--batch-size {cfg.batch_size}: must be a positive number of texts.")
     if cfg.token_budget is not None and cfg.token_budget < 1:
@@ -66,14 +75,4 @@ def prepare_tasks(cfg: EvalConfig) -> tuple[list[AbsTask], InstructionProfile]:
         raise NeobenchError(problems)
     k, n = shard_kn
     # mteb hands out the same task objects on every call; copies keep our path edits local.
-    return [copy.deepcopy(t) for t in shard(selected, k, n)], profile
-
-
-def locate_data(cfg: EvalConfig, tasks: list[AbsTask]) -> Path | None:
-    """The mirror the tasks read from (None: the hub), checked to hold every task's data."""
-    data_dir = mirror.resolve_data_dir(cfg.data_dir)
-    if data_dir is not None:
-        mirror.point_tasks_at_mirror(tasks, data_dir, cfg.benchmark)
-    else:
-        mirror.check_hub_access(tasks, cfg.benchmark)
-    return data_dir
+    return EvalInputs([copy.deepcopy(t) for t in shard(selected, k, n)], profile, (k, n))

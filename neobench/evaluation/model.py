@@ -16,8 +16,9 @@ from neobench.protocol.instructions import InstructionProfile
 
 
 @dataclass
-class EvalModelRun:
-    """The loaded model and the precision it runs in (step 4 of run_eval)."""
+class PreparedModel:
+    """The model made ready to evaluate: loaded, on its device, in its precision, with the
+    record of the fine-tune that made it (step 5 of run_eval)."""
 
     loaded: LoadedModel
     device: str
@@ -25,7 +26,7 @@ class EvalModelRun:
     tuned: record.OutputModel | None  # set when `neobench finetune` made the model
 
 
-def load(cfg: EvalConfig) -> EvalModelRun:
+def load(cfg: EvalConfig) -> PreparedModel:
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device)
     loaded = load_model(
@@ -42,12 +43,12 @@ def load(cfg: EvalConfig) -> EvalModelRun:
     tuned = record.finetuned_model(Path(loaded.path))
     if tuned and tuned.name and not cfg.model_name:
         loaded.name = tuned.name
-    return EvalModelRun(loaded, device, dtype, tuned)
+    return PreparedModel(loaded, device, dtype, tuned)
 
 
 def encoder(
     cfg: EvalConfig,
-    model: EvalModelRun,
+    model: PreparedModel,
     profile: InstructionProfile,
     prompts: dict[str, str],
     embedding_cache: EmbeddingCache | None,

@@ -56,6 +56,15 @@ def check_same_conditions(results_dir: Path, new: EvalCard) -> None:
             )
 
 
+def start_card(results_dir: Path, card: EvalCard, root: Path) -> Path:
+    """The run's card written into ``results_dir`` before any work, once the folder is found
+    to hold no runs made under other conditions; its path."""
+    check_same_conditions(results_dir, card)
+    path = card_path(results_dir, card.shard)
+    write_card(path, card, root)
+    return path
+
+
 def card_path(results_dir: Path, shard: EvalShard) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = f"run-{stamp}-shard{shard.k}of{shard.n}-{os.getpid()}"

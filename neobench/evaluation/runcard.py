@@ -22,17 +22,16 @@ from neobench.core.cards import (
     EvalShard,
 )
 from neobench.core.selection import eval_record
-from neobench.evaluation.model import EvalModelRun
+from neobench.evaluation.model import PreparedModel
 from neobench.evaluation.outcomes import EvalSummary
-from neobench.protocol import mirror
 from neobench.protocol.config import EvalConfig
-from neobench.protocol.tasks import parse_shard
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
     from neobench.encoder.cache import EmbeddingCache
     from neobench.encoder.encode import FastEncoder
+    from neobench.protocol.mirror import TaskData
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +39,16 @@ logger = logging.getLogger(__name__)
 def new_card(
     cfg: EvalConfig,
     tasks: list[AbsTask],
-    model: EvalModelRun,
+    model: PreparedModel,
     instructions: EvalInstructions,
-    data_dir: Path | None,
+    data: TaskData,
+    shard: tuple[int, int],
 ) -> EvalCard:
-    """The run card as written before any work (status running, no task yet)."""
+    """The run card as written before any work (status running, no task yet): ``shard`` is the
+    parsed --shard (K, N)."""
     import torch
 
-    k, n = parse_shard(cfg.shard)
+    k, n = shard
     return EvalCard(
         started=card_io.now(),
         owner=card_io.owner(),
@@ -69,7 +70,7 @@ def new_card(
             "batch_size": cfg.batch_size,
         },
         instructions=instructions,
-        data=_data_record(tasks, data_dir),
+        data=data.record,
         seeds={t.metadata.name: getattr(t, "seed", None) for t in tasks},
         environment=card_io.card_from_dict(EvalEnvironment, provenance.environment()),
         library_patches=patches.enabled(),
@@ -118,7 +119,7 @@ AS_LOADED = ("name", "revision", "source", "kind", "path", "architecture", "max_
 AS_LOADED += ("attn_implementation", "unpadded", "tokenizer", "trust_remote_code")
 
 
-def _model_section(cfg: EvalConfig, model: EvalModelRun) -> EvalModel:
+def _model_section(cfg: EvalConfig, model: PreparedModel) -> EvalModel:
     loaded = model.loaded
     return EvalModel(
         **{key: getattr(loaded, key) for key in AS_LOADED},
@@ -146,19 +147,3 @@ def _pooling(model: Any) -> str:
         if hasattr(module, "pooling_mode"):
             return str(module.pooling_mode)
     return "unknown"
-
-
-def _data_record(tasks: list[AbsTask], data_dir: Path | None) -> dict[str, dict]:
-    lock = mirror.read_lock(data_dir) if data_dir else {}
-    out = {}
-    for need in mirror.repo_needs(tasks):
-        repo = need.repo_id if data_dir is None else str(Path(need.repo_id).relative_to(data_dir))
-        entry = {
-            "repo_id": repo,
-            "pinned_revision": need.revision,
-            "source": f"mirror:{data_dir}" if data_dir else "hub",
-        }
-        if repo in lock:
-            entry["mirror_revision"] = lock[repo].get("resolved_revision")
-        out[need.task] = entry
-    return out

@@ -20,19 +20,20 @@ from neobench.core.stages import stage
 from neobench.encoder.cache import EmbeddingCache
 from neobench.evaluation import model as eval_model
 from neobench.evaluation.adapter import MtebEncoder
-from neobench.evaluation.cache_use import CacheUse, effective_policy, max_bytes, open_cache
-from neobench.evaluation.checks import locate_data, prepare_tasks
+from neobench.evaluation.cache_use import CacheUse
+from neobench.evaluation.checks import prepare_tasks
 from neobench.evaluation.claims import Claim
 from neobench.evaluation.outcomes import EvalSummary, Reporter, TaskOutcome
 from neobench.evaluation.results_folder import (
-    card_path,
     check_same_conditions,
     disk_full_message,
+    start_card,
     write_card,
 )
 from neobench.evaluation.runcard import end_card, new_card
 from neobench.evaluation.staging import evaluate_staged
 from neobench.models.load import LoadedModel
+from neobench.protocol import mirror
 from neobench.protocol.config import EvalConfig
 from neobench.protocol.instructions import mteb_prompts
 
@@ -45,8 +46,9 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class _Run:
-    """What the task loop works with (steps 5-7 produce it)."""
+class _Prepared:
+    """What _prepare readies for the task loop (steps 4-6): an eval run in progress, private to
+    the runner; a finished run is read back from its results as core/runs.Run."""
 
     root: Path  # the results root (--results)
     results: Any  # mteb.ResultCache at the root
@@ -72,56 +74,53 @@ def run_eval(
         prepared = _prepare(cfg, model_hook)
     if prepared is None:
         return EvalSummary(Path(cfg.results).expanduser().resolve(), None)
-    # 8. Tasks, one at a time, so a kill loses at most the task in flight.
+    # 7. Tasks, one at a time, so a kill loses at most the task in flight.
     tasks, run = prepared
     return _run_tasks(tasks, run, reporter or Reporter())
 
 
 def _prepare(
     cfg: EvalConfig, model_hook: Callable[[LoadedModel], None] | None
-) -> tuple[list[AbsTask], _Run] | None:
-    """Steps 1-7: everything before the first task; None when the shard holds no task."""
+) -> tuple[list[AbsTask], _Prepared] | None:
+    """Steps 1-6: everything before the first task; None when the shard holds no task."""
     import mteb
 
     # 1. Inputs: every cheap check at once, then this shard's tasks.
-    tasks, profile = prepare_tasks(cfg)
+    inputs = prepare_tasks(cfg)
+    tasks, profile = inputs.tasks, inputs.profile
     root = Path(cfg.results).expanduser().resolve()
     if not tasks:
         logger.warning("shard %s holds no task (more shards than tasks)", cfg.shard)
         return None
     # 2. Data: every task must be loadable before the model is loaded.
-    data_dir = locate_data(cfg, tasks)
-    # 3. Embedding cache, before the model: an unusable folder fails in seconds.
-    embedding_cache = open_cache(cfg)
-    # 4. Model.
+    data = mirror.locate(tasks, cfg.data_dir, cfg.benchmark)
+    # 3. Prompts: the profile's, which replace whatever the model folder carries.
+    prompts, without_instruction = mteb_prompts(profile, tasks)
+    instructions = EvalInstructions(
+        profile.name, profile.source, profile.sha256, prompts, without_instruction
+    )
+    # 4. Embedding cache, before the model: an unusable folder fails in seconds.
+    cache_use = CacheUse.of(cfg, prompts, tasks)
+    embedding_cache = cache_use.open(cfg.cache_dir)
+    # 5. Model, and the encoder mteb calls.
     with stage("model load"):
         model = eval_model.load(cfg)
     if model_hook is not None:
         model_hook(model.loaded)
-    # 5. Prompts (the profile's replace whatever the model folder carried) and the encoder.
-    prompts, without_instruction = mteb_prompts(profile, tasks)
     encoder = eval_model.encoder(cfg, model, profile, prompts, embedding_cache)
-    cache_use = CacheUse(
-        effective_policy(cfg), max_bytes(cfg), prompts, {t.metadata.name: t for t in tasks}
-    )
-    # 6. Run card; the results folder must not hold runs made under other conditions.
-    instructions = EvalInstructions(
-        profile.name, profile.source, profile.sha256, prompts, without_instruction
-    )
-    card = new_card(cfg, tasks, model, instructions, data_dir)
+    # 6. Run card, written before any work; the results folder must not hold runs made under
+    # other conditions.
+    card = new_card(cfg, tasks, model, instructions, data, inputs.shard)
     results = mteb.ResultCache(root)
     results_dir = results.get_task_result_path("_", encoder.mteb_model_meta).parent
-    check_same_conditions(results_dir, card)
-    # 7. The card written before any work.
-    path = card_path(results_dir, card.shard)
-    write_card(path, card, root)
+    path = start_card(results_dir, card, root)
     keep_units = not cfg.no_predictions
-    return tasks, _Run(
+    return tasks, _Prepared(
         root, results, encoder, embedding_cache, cache_use, card, path, cfg.batch_size, keep_units
     )
 
 
-def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSummary:
+def _run_tasks(tasks: list[AbsTask], run: _Prepared, reporter: Reporter) -> EvalSummary:
     """Each task evaluated (or found done), the card rewritten after each; the card is ended
     whatever happens (complete, failed, interrupted). A task is evaluated only under its claim
     (evaluation/claims.py): one another eval of this run is evaluating is left for the end, then
@@ -186,7 +185,9 @@ def _run_tasks(tasks: list[AbsTask], run: _Run, reporter: Reporter) -> EvalSumma
     return summary
 
 
-def _record(outcome: TaskOutcome, summary: EvalSummary, run: _Run, order: dict[str, int]) -> None:
+def _record(
+    outcome: TaskOutcome, summary: EvalSummary, run: _Prepared, order: dict[str, int]
+) -> None:
     """A task's outcome into the summary and the card (both in the run's task order, whatever
     order the tasks ended in), the card rewritten; a full disk ends the run."""
     summary.outcomes.append(outcome)
@@ -201,7 +202,7 @@ def _record(outcome: TaskOutcome, summary: EvalSummary, run: _Run, order: dict[s
 
 
 def _claimed_task(
-    task: AbsTask, folder: Path, run: _Run, reporter: Reporter, later: list[str]
+    task: AbsTask, folder: Path, run: _Prepared, reporter: Reporter, later: list[str]
 ) -> TaskOutcome:
     """A task under this process's claim: found done (by an earlier run, or by another eval
     while this one waited), else evaluated; a result file mteb cannot read is moved aside first
@@ -231,7 +232,7 @@ def _found_done(task: AbsTask, folder: Path) -> TaskOutcome:
 
 
 def _run_task(
-    task: AbsTask, folder: Path, run: _Run, reporter: Reporter, later: list[str]
+    task: AbsTask, folder: Path, run: _Prepared, reporter: Reporter, later: list[str]
 ) -> TaskOutcome:
     """One task evaluated, its new embeddings stored as the cache policy decides (``later``: the
     run's tasks still to run after it); a failure is recorded in the outcome (the run goes on),

@@ -67,6 +67,35 @@ def resolve_data_dir(arg: str | Path | None) -> Path | None:
     return path
 
 
+@dataclass(frozen=True)
+class TaskData:
+    """Where a run's tasks read their data, and per task the record its run card keeps of it."""
+
+    folder: Path | None  # the mirror; None: the hub
+    record: dict[str, dict]  # task -> repo id, pinned revision, source, the mirror's revision
+
+
+def locate(tasks: list[AbsTask], data_dir: str | Path | None, benchmark: str) -> TaskData:
+    """The tasks pointed at the mirror (``data_dir``, else $NEOBENCH_DATA_DIR), checked to hold
+    every task's data; without a mirror, the hub checked to serve it. Every missing repo is
+    reported at once, before any model loads."""
+    folder = resolve_data_dir(data_dir)
+    needs = repo_needs(tasks)  # read before the tasks point at the mirror: plain repo ids
+    if folder is not None:
+        point_tasks_at_mirror(tasks, folder, benchmark)
+    else:
+        check_hub_access(tasks, benchmark)
+    lock = read_lock(folder) if folder else {}
+    source = f"mirror:{folder}" if folder else "hub"
+    record = {}
+    for need in needs:
+        entry = {"repo_id": need.repo_id, "pinned_revision": need.revision, "source": source}
+        if need.repo_id in lock:
+            entry["mirror_revision"] = lock[need.repo_id].get("resolved_revision")
+        record[need.task] = entry
+    return TaskData(folder, record)
+
+
 def repo_needs(tasks: list[AbsTask]) -> list[RepoNeed]:
     """The dataset repos of these tasks (aggregates expanded), in task order."""
     needs = []

@@ -31,10 +31,14 @@ class Member:
     fine-tune card of the model it evaluated (None: not a neobench fine-tune) and its ModelMeta."""
 
     run: Run
-    seed: int | None
     eval_card: cards.EvalCard
     tune: cards.FinetuneCard | None
     meta: Any  # mteb's ModelMeta, as published
+
+    @property
+    def seed(self) -> int | None:
+        """The fine-tune's seed; None for a model neobench did not fine-tune."""
+        return self.run.finetune.seed if self.run.finetune else None
 
     @property
     def model_path(self) -> str:
@@ -151,8 +155,7 @@ def _member(run: Run, name: str, open_weights: bool) -> Member:
         base = tune.output_model.adapted_from or tune.model.name
         if base and base.count("/") == 1 and not base.startswith("local/"):  # a hub id
             update["adapted_from"] = base
-    seed = run.finetune.seed if run.finetune else None
-    return Member(run, seed, eval_card, tune, meta.model_copy(update=update))
+    return Member(run, eval_card, tune, meta.model_copy(update=update))
 
 
 def weight_count(folder: Path) -> int | None:
