@@ -96,3 +96,9 @@ def test_only_a_fine_tune_s_card_says_whether_an_exit_0_finished_it(tmp_path):
         "its fine-tune card says interrupted: killed (SIGKILL)"
     )
     assert [k.exit_zero_is_done for k in JobKind] == [False, True, True]
+
+
+def test_every_kind_has_its_resources_section_in_a_study_s_slurm_section():
+    from neobench.study.spec import RESOURCE_SECTIONS
+
+    assert tuple(kind.value for kind in JobKind) == RESOURCE_SECTIONS

@@ -14,7 +14,6 @@ from neobench.core.conditions import FLAGS
 from neobench.core.errors import NeobenchError, check_choice, collect, read_yaml, unknown
 from neobench.protocol import config
 from neobench.protocol.cache_policy import CACHE_POLICIES
-from neobench.study.kinds import JobKind
 
 
 @dataclass(frozen=True)
@@ -105,6 +104,10 @@ class Slurm:
     # How long a job takes to start working (Python, torch, the model, the data): with
     # signal_s, the shortest useful time limit (neobench/study/launchers/slurm.py).
     startup_s: int = 60
+
+
+# The slurm section's entries of resources, one per kind of job (study/kinds.py names them).
+RESOURCE_SECTIONS = tuple(f.name for f in fields(Slurm) if f.type == "Resources")
 
 
 @dataclass(frozen=True)
@@ -341,7 +344,7 @@ def _eval(value: Any, problems: list[str]) -> Eval:
 
 def _slurm(value: Any, problems: list[str]) -> Slurm:
     known = _known("slurm", value, Slurm, problems)
-    for kind in JobKind:  # a section of resources per kind of job
+    for kind in RESOURCE_SECTIONS:
         if kind in known:
             known[kind] = _resources(f"slurm.{kind}", known[kind], problems)
     for key in ("sbatch", "setup"):
