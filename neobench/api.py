@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from neobench.evaluation.outcomes import EvalSummary
     from neobench.publishing.run import Published
     from neobench.report.compare import Comparison
+    from neobench.report.planner import SeedsPlan
     from neobench.report.table import LeaderTable
     from neobench.reproduction.check import Reproduction
     from neobench.study.plan import Plan
@@ -37,6 +38,7 @@ __all__ = [
     "leaderboard",
     "load_runs",
     "load_study",
+    "plan",
     "publish",
     "reproduce",
 ]
@@ -245,6 +247,16 @@ def compare(results: PathLike | Sequence[PathLike], baseline: str, **options: An
     given = {"results": _roots(results), "baseline": baseline}
     cfg = _config(config.CompareOptions, "compare", options, **given)
     return comparison.compare(**dataclasses.asdict(cfg))
+
+
+def plan(results: PathLike | Sequence[PathLike] = ".", **options: Any) -> SeedsPlan:
+    """`neobench plan`: from the pilot under ``results``, the difference ``seeds=N`` seeds per
+    backbone detect at 80% power, and with ``delta=D`` the power and the seeds D needs, per type
+    and for Avg. Its ``to_pandas()``: one row per column."""
+    from neobench.report.planner import plan_seeds
+
+    cfg = _config(config.PlanOptions, "plan", options, results=_roots(results))
+    return plan_seeds(**dataclasses.asdict(cfg))
 
 
 class Study:

@@ -1,11 +1,11 @@
 """Golden outputs: what neobench prints and writes for real runs stays byte-identical.
 
-The tables (md, csv, tex, json; with --ci --baseline, and --per-task) and `compare --out .json`
-of the real runs frozen under tests/golden/runs (conftest.golden_runs: MiniLM as it is, a 4-step
-fine-tune of it, two 2-layer BERTs fine-tuned the same way, one of them with two seeds; four small
-MTEB(eng, v1) tasks of the mirror, with per-item units), the dry runs of both shipped studies,
-and the keys of the run cards of a fine-tune and an eval made here, are compared with the files
-frozen under tests/golden/.
+The tables (md, csv, tex, json; with --ci --baseline, --per-task, and --ranks --per-type) and
+`compare --out .json` of the real runs frozen under tests/golden/runs (conftest.golden_runs:
+MiniLM as it is, a 4-step fine-tune of it, two 2-layer BERTs fine-tuned the same way, one of them
+with two seeds; four small MTEB(eng, v1) tasks of the mirror, with per-item units), the dry runs
+of both shipped studies, and the keys of the run cards of a fine-tune and an eval made here, are
+compared with the files frozen under tests/golden/.
 
 The report reads frozen results, not runs made afresh, so that its numbers are the same on every
 CPU (a fine-tune's last bits are not: see conftest). Numbers are still compared with a guard of
@@ -64,13 +64,17 @@ def differences(made: str, frozen: str) -> list[str]:
     return [f"{a} instead of {b}" for a, b in pairs if not _close(a, b)]
 
 
+# The tables' variants beside --ci --baseline: per task, and ranked on Avg. and each type.
+VARIANTS = (("", []), ("-per-task", ["--per-task"]), ("-ranks", ["--ranks", "--per-type"]))
+
+
 def outputs(root: Path, tmp: Path) -> dict[str, str]:
     """Every golden output, by file name, made by the CLI from the runs under ``root``."""
     found: dict[str, str] = {}
     results = root / "runs"
     common = ["--results", results, "--reference", "paper", "--ci", "--baseline", BASELINE]
     for suffix in ("md", "csv", "tex", "json"):
-        for variant, extra in (("", []), ("-per-task", ["--per-task"])):
+        for variant, extra in VARIANTS:
             out = tmp / f"table{variant}.{suffix}"
             cli("table", *common, *extra, "--out", out)
             found[out.name] = out.read_text()

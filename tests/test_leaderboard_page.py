@@ -22,6 +22,7 @@ from conftest import GOLDEN_BASELINE, cli
 from neobench.protocol.config import DEFAULT_BENCHMARK
 from neobench.report.columns import AVG
 from neobench.report.compare import compare
+from neobench.report.leaderboard import leaderboard
 from neobench.report.page import PAIR_FIELDS, page_data
 from neobench.report.render.html import to_html
 
@@ -88,18 +89,24 @@ def test_every_pair_is_compares_own_rows(page, golden_runs):
         assert values[PAIR_FIELDS.index("delta")] == round(row["delta"], 6)
 
 
-def test_rank_groups_follow_the_paired_test_on_avg(page):
+def test_the_page_s_ranks_are_the_table_s(page, golden_runs):
+    """The Rank and Group columns hold `table --ranks`'s numbers: one engine for both."""
     _, data, _ = page
     view = data["views"]["all"]
-    groups = view["groups"]
-    avg = {label: view["rows"][label]["cells"][AVG]["v"] for label in view["computed"]}
-    best = max(avg, key=avg.get)
-    assert groups[best] == 1
-    for label in view["computed"]:
-        if label != best:
-            tied = not pair(data, "all", best, label)["significant"][-1]
-            assert (groups[label] == 1) == tied, label
-    assert all(label not in groups for label in (r["label"] for r in data["rows"] if r["quoted"]))
+    table = leaderboard([golden_runs / "runs"], DEFAULT_BENCHMARK, ranks=True)
+    for row in table.rows:
+        found = table.row(row.label).ranks.get(AVG)
+        shown = view["ranks"].get(row.label)
+        assert (found is None) == (shown is None), row.label
+        if found is not None:
+            assert [shown[k] for k in ("rank", "lo", "hi", "group")] == [
+                found.point,
+                found.low,
+                found.high,
+                found.group,
+            ]
+    assert view["ranks"], "no row was ranked"
+    assert all(r["label"] not in view["ranks"] for r in data["rows"] if r["quoted"])
 
 
 def test_the_zero_shot_view_leaves_out_undeclared_rows(page):
@@ -302,7 +309,7 @@ def test_the_page_in_a_browser(page, browser, tmp_path, capsys):
     # Filter to STS: the STS column and its tasks held by a row, Avg.; nothing of other types.
     Select(chrome.find_element(By.ID, "f-type")).select_by_value("STS")
     heads = [th.text for th in chrome.find_elements(By.CSS_SELECTOR, "#board thead th")]
-    assert heads[:3] == ["Model", "Group", "STS (10)"] and "BIOSSES" in heads[3]
+    assert heads[:4] == ["Model", "Rank", "Group", "STS (10)"] and "BIOSSES" in heads[4]
     assert not any(h.startswith("Class.") for h in heads)
     assert "type=STS" in chrome.execute_script("return location.hash")
 
@@ -315,7 +322,9 @@ def test_the_page_in_a_browser(page, browser, tmp_path, capsys):
     while not csv_path.is_file() and time.monotonic() < deadline:
         time.sleep(0.1)
     lines = csv_path.read_text().splitlines()
-    assert lines[1].startswith("model,quoted,group,STS,STS_ci_low,STS_ci_high,STS_mark,BIOSSES")
+    assert lines[1].startswith(
+        "model,quoted,rank,rank_ci_low,rank_ci_high,group,STS,STS_ci_low,STS_ci_high,STS_mark,BIOSSES"
+    )
     assert len(lines) == 2 + len(data["rows"])
 
     # A score's provenance, on click: model, revision, recipe, instructions, mteb...

@@ -32,6 +32,9 @@ Overrides (key=value) change recipe values; they are recorded and change the rec
   neobench table --results runs/eval --models sentence-transformers/all-MiniLM-L6-v2 --format md \\
       --out table.md --plot table.png
   neobench table --results runs/eval --per-task --format csv --out per_task.csv --strict""",
+    "plan": """examples:
+  neobench plan --results runs/pilot                 # the difference 3 seeds per backbone detect
+  neobench plan --results runs/pilot --delta 0.5 --seeds 5""",
     "compare": """examples:
   neobench compare --results runs/eval --baseline bert-base-uncased
   neobench compare --results runs/eval --baseline bert-base-uncased --models neobench/neobert \\

@@ -1,4 +1,5 @@
-"""`neobench table` and `neobench compare`: results read back as a table or a paired comparison."""
+"""`neobench table`, `compare` and `plan`: results read back as a table, a paired comparison or a
+seeds plan."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 from neobench.cli import commands
 from neobench.cli.output import out, print_listing, say
 from neobench.protocol import listing
-from neobench.protocol.config import CompareOptions, TableOptions, options
+from neobench.protocol.config import CompareOptions, PlanOptions, TableOptions, options
 
 
 def cmd_table(cfg: commands.TableCommand) -> int:
@@ -66,4 +67,15 @@ def cmd_compare(cfg: commands.CompareCommand) -> int:
     ]))  # fmt: skip
     for line in [compare.legend(found), *found.notes]:
         say(line, markup=False)
+    return 0
+
+
+def cmd_plan(cfg: PlanOptions) -> int:
+    """seeds planner: the difference N seeds detect, and the seeds a difference needs"""
+    from neobench.report.planner import PLAN_LEGEND, plan_seeds
+
+    found = plan_seeds(**options(cfg, PlanOptions))
+    print_listing(found.listing())
+    for note in [*found.notes, PLAN_LEGEND]:
+        say(note, markup=False)
     return 0

@@ -28,6 +28,8 @@ def cmd_study_run(cfg: commands.StudyRunCommand) -> int:
         _print_sweep(plan)
     for line in report.summary(plan) + (report.estimate_lines(plan, found) if found else []):
         say(line, markup=False)
+    for line in report.pilot_lines(plan) if cfg.dry_run else []:
+        say(line, markup=False)
     if cfg.canary and cfg.no_canary:
         raise NeobenchError("--canary and --no-canary: choose one.")
     if not cfg.dry_run:

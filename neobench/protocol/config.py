@@ -30,6 +30,9 @@ RESAMPLES = 1_000
 MIN_RESAMPLES = 100
 BOOTSTRAP_SEED = 0
 ALPHA = 0.05
+# The seeds planner (`neobench plan`): the power a plan asks for, and the seeds it plans with.
+POWER = 0.8
+PLAN_SEEDS = 3
 # Texts per mteb data-loader batch; the encoder regroups them by token budget (speed: no matter).
 BATCH_SIZE = 32
 DTYPE_NAMES = ("float32", "float16", "bfloat16")  # autocast dtypes (float32: none)
@@ -266,6 +269,12 @@ class TableOptions:
     zero_shot_only: bool = opt(
         False, "average only over the tasks no row trained on (drops in-domain tasks)"
     )
+    ranks: bool = opt(
+        False,
+        "rank the rows on Avg. with 95% intervals and letter groups (paired tests between every "
+        "two rows, Holm)",
+    )
+    per_type: bool = opt(False, "with --ranks: rank the rows on each task type too")
 
 
 @dataclass(kw_only=True)
@@ -286,6 +295,23 @@ class CompareOptions:
     zero_shot_only: bool = opt(
         False, "compare only on the tasks no compared model trained on (drops in-domain tasks)"
     )
+
+
+@dataclass(kw_only=True)
+class PlanOptions:
+    """`neobench plan`'s pilot and question: the keywords of report's plan_seeds()."""
+
+    results: list[str] = opt(["."], "results root of the pilot; repeat to combine several")
+    models: list[str] | None = opt(
+        None, "comma-separated rows of the pilot (default: every run found)", csv=True
+    )
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose tasks make the columns")
+    delta: float | None = opt(
+        None, "a difference (points x100) to detect: the power and the seeds it needs"
+    )
+    seeds: int = opt(PLAN_SEEDS, "seeds per backbone the detectable difference is computed for")
+    resamples: int = opt(RESAMPLES, "bootstrap resamples of each task's units")
+    seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
 
 
 def options(cfg: Any, cls: type) -> dict[str, Any]:

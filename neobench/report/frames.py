@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from neobench.core.conditions import RECORD, Conditions
 from neobench.core.frames import frame, number, scaled
 from neobench.core.runs import NAMES, Run, identity, labelled
+from neobench.report import ranks
 from neobench.report.columns import AVG, MARK_WORDS
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ def leader_frame(table: LeaderTable) -> pd.DataFrame:
         ci=any(row.ci for row in table.rows),
         sd=any(row.sd for row in table.rows),
         marks=table.baseline is not None or any(row.marks for row in table.rows),
+        ranked=tuple(table.ranked),
     )
     columns = [*table.columns_shown(), AVG]
     floats = [*extras.floats(columns), "mean_task_type"]
@@ -40,6 +42,7 @@ class _Extras:
     ci: bool
     sd: bool
     marks: bool
+    ranked: tuple[str, ...] = ()  # --ranks: rank, rank_ci_low, rank_ci_high, group (Avg.'s plain)
 
     def floats(self, columns: list[str]) -> list[str]:
         ci = ("_ci_low", "_ci_high") if self.ci else ()
@@ -69,6 +72,8 @@ def _score(row: Row, column: str, value: float | None, extras: _Extras) -> dict[
         out[f"{column}_sd"] = number(row.sd.get(column))
     if extras.marks:
         out[f"{column}_mark"] = MARK_WORDS.get(row.marks.get(column, ""))
+    if column in extras.ranked:
+        out |= ranks.fields(row.ranks.get(column), "" if column == AVG else f"{column}_")
     return out
 
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from neobench.core.errors import NeobenchError
 from neobench.core.runs import Run, find_one
-from neobench.report import stats
-from neobench.report.columns import DOWN, MARKS, UP
+from neobench.report import ranks, stats
+from neobench.report.columns import AVG, DOWN, MARKS, UP
 from neobench.report.table import LeaderTable
 
 if TYPE_CHECKING:
@@ -24,8 +24,10 @@ def annotate(
     *,
     ci: bool,
     baseline: str | None,
+    ranked: list[str] | None = None,
 ) -> None:
-    """Fill the rows' ``ci`` (when ``ci``) and ``marks`` (when ``baseline``), and the legend."""
+    """Fill the rows' ``ci`` (when ``ci``), ``marks`` (when ``baseline``) and ``ranks`` on the
+    columns ``ranked``, and the legends."""
     stats.check(settings)
     columns = table.columns(tasks)
     needed = set().union(*columns.values())  # a task no column averages needs no resampling
@@ -35,9 +37,9 @@ def annotate(
         if refused:
             raise NeobenchError(refused)
         raise NeobenchError(
-            "--ci/--baseline: none of the results has per-item predictions (they were evaluated "
-            "before neobench saved them, or with --no-predictions). Delete the task files and "
-            "re-run the same `neobench eval` to add them, or use --over tasks."
+            "--ci/--baseline/--ranks: none of the results has per-item predictions (they were "
+            "evaluated before neobench saved them, or with --no-predictions). Delete the task "
+            "files and re-run the same `neobench eval` to add them, or use --over tasks."
         )
     for row in table.rows:
         if row.label in sides and ci:
@@ -47,6 +49,8 @@ def annotate(
         table.notes.append(_legend(settings))
     if baseline:
         _mark(table, runs, sides, columns, baseline, settings)
+    if ranked:
+        _rank(table, sides, {c: columns[c] for c in ranked if c in columns}, settings)
 
 
 def _legend(settings: stats.Settings) -> str:
@@ -115,4 +119,32 @@ def _mark(
         f"resampled {settings.over}, {settings.resamples} resamples; over the tasks both rows "
         f"hold; Holm over each row's columns but Avg., a single test; alpha "
         f"{settings.alpha:g}; the same test as `neobench compare`)."
+    )
+
+
+def _rank(
+    table: LeaderTable,
+    sides: dict[str, stats.Side],
+    columns: dict[str, list[str]],
+    settings: stats.Settings,
+) -> None:
+    """Each computed row's rank, interval and group on each of ``columns`` (report/ranks.py)."""
+    computed = {row.label: sides[row.label] for row in table.rows if row.label in sides}
+    ranks.check(len(computed), settings)
+    table.ranked = list(columns)
+    for column, names in columns.items():
+        for label, found in ranks.rank_column(computed, names, column, settings).items():
+            table.row(label).ranks[column] = found
+    unranked = [label for label in computed if AVG in columns and AVG not in table.row(label).ranks]
+    if unranked:
+        table.notes.append(
+            f"Not ranked: {', '.join(unranked)} (a task of Avg. without per-item predictions "
+            "or not held by the row)."
+        )
+    table.notes.append(
+        f"Rank [95% interval] groups: 1 = the highest score; the interval runs from 1 + the rows "
+        f"significantly above to N - the rows significantly below (paired bootstrap over the "
+        f"same resampled {settings.over}, {settings.resamples} resamples, between every two "
+        f"ranked rows of the column, Holm over those pairs, alpha {settings.alpha:g}); rows "
+        "sharing a letter are not significantly different."
     )

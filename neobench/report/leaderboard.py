@@ -11,6 +11,7 @@ from neobench.core.runs import Run, find
 from neobench.protocol.config import BOOTSTRAP_SEED, RESAMPLES
 from neobench.report import overlap as overlap_marks
 from neobench.report import replicates, stats
+from neobench.report.columns import AVG
 from neobench.report.load import load, load_zero_shot
 from neobench.report.table import LeaderTable, build_table
 
@@ -31,14 +32,24 @@ def leaderboard(
     seed: int = BOOTSTRAP_SEED,
     over: str = "items",
     zero_shot_only: bool = False,
+    ranks: bool = False,
+    per_type: bool = False,
 ) -> LeaderTable:
     """The table of the runs under ``results`` (unreadable files skipped, with a note); ``ci``
-    adds intervals, ``baseline`` marks against that row, ``zero_shot_only`` keeps the tasks no
-    row trained on."""
+    adds intervals, ``baseline`` marks against that row, ``ranks`` each row's rank on Avg. (and
+    on each type with ``per_type``) with its interval and group, ``zero_shot_only`` keeps the
+    tasks no row trained on."""
     from neobench.protocol.tasks import load_benchmark, select_tasks
 
     settings = stats.Settings(resamples, seed, over)
-    if ci or baseline:
+    if per_type and not ranks:
+        raise NeobenchError("--per-type ranks the rows on each task type: give it with --ranks.")
+    if per_type and per_task:
+        raise NeobenchError(
+            "--per-type with --per-task: the type columns it ranks are not shown per task. "
+            "Leave out one of the two (--ranks alone ranks Avg.)."
+        )
+    if ci or baseline or ranks:
         stats.check(settings)  # before anything is read
     bench = load_benchmark(benchmark)
     tasks = select_tasks(bench)
@@ -72,10 +83,13 @@ def leaderboard(
     table.notes += merged
     table.notes += [sweep_note(label, run) for label, run in selected.items() if run.sweep]
     replicates.annotate(table, selected, tasks, ci=ci)
-    if ci or baseline:
+    if ci or baseline or ranks:
         from neobench.report import intervals
 
-        intervals.annotate(table, selected, tasks, settings, ci=ci, baseline=baseline)
+        ranked = [*(t for t, _ in table.types if per_type), AVG] if ranks else []
+        intervals.annotate(
+            table, selected, tasks, settings, ci=ci, baseline=baseline, ranked=ranked
+        )
     return table
 
 

@@ -1,6 +1,7 @@
 """The data of the leaderboard page (`neobench table --html`; laid out by render/html.py): every
 number it shows, computed by the report's own engines (docs/leaderboard-page.md, "How it is
-built"). The baseline's pairs mark the task cells; the best row's pairs make the rank groups.
+built"). The baseline's pairs mark the task cells; the ranks and letter groups on Avg. are
+`table --ranks`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from neobench.core.replicates import seed_sd
 from neobench.core.results import has_units
 from neobench.core.runs import Run, find
 from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, DEFAULT_BENCHMARK, RESAMPLES
-from neobench.report import compare, stats
+from neobench.report import compare, ranks, stats
 from neobench.report.columns import AVG, MARKS, MEAN_TYPES, SHORT
 from neobench.report.leaderboard import leaderboard
 from neobench.report.load import load
@@ -146,15 +147,15 @@ def _view(
         rows[row.label] = _cells(row, table) | {
             "tasks": _task_cells(row, run, kept.get(row.label), names, against, settings)
         }
-    avg = {r.label: r.avg for r in table.rows if r.label in chosen}
+    found, notes = _ranks({k: kept[k] for k in computed if k not in refused}, names, settings)
     return {
         "types": [[t, SHORT.get(t, t), n] for t, n in table.types],
         "tasks": names,
         "rows": rows,
         "pairs": pairs,
         "computed": computed,
-        "groups": _groups(computed, avg, pairs),
-        "notes": [],
+        "ranks": found,
+        "notes": notes,
     }
 
 
@@ -196,31 +197,20 @@ def _pair(found: compare.Comparison) -> dict[str, Any]:
     }
 
 
-def _groups(
-    computed: list[str], avg: dict[str, float | None], pairs: dict[str, Any]
-) -> dict[str, int | None]:
-    """Rank groups on Avg.: group 1 is the best row and the rows its paired test on Avg. cannot
-    tell apart from it, group 2 the same among the rest; a refused pair gets no group."""
-    index = {label: i for i, label in enumerate(computed)}
-    remaining = [label for label in computed if avg.get(label) is not None]
-    out: dict[str, int | None] = dict.fromkeys(computed)
-    group = 1
-    while remaining:
-        best = max(remaining, key=lambda label: avg[label] or 0.0)
-        out[best] = group
-        left = []
-        for label in remaining:
-            if label == best:
-                continue
-            pair = pairs.get(f"{index[best]}-{index[label]}", {})
-            if "refused" in pair:
-                continue
-            if not pair["significant"][-1]:  # Avg. is the pair's last row
-                out[label] = group
-            else:
-                left.append(label)
-        remaining, group = left, group + 1
-    return out
+def _ranks(
+    sides: dict[str, stats.Side], names: list[str], settings: stats.Settings
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Each row's rank on Avg. with its 95% interval and letter group, as `table --ranks` gives
+    them (report/ranks.py), or why there are none."""
+    try:
+        ranks.check(len(sides), settings)
+    except NeobenchError as error:
+        return {}, [f"No ranks: {error}"]
+    found = ranks.rank_column(sides, names, AVG, settings)
+    return {
+        label: {"rank": r.point, "lo": r.low, "hi": r.high, "group": r.group}
+        for label, r in found.items()
+    }, []
 
 
 def _cells(row: Row, table: LeaderTable) -> dict[str, Any]:
@@ -351,7 +341,7 @@ def _zero_shot_view(
     sides, refused, settings = drawn
     runs = {label: chosen[label] for label in declared}
     view = _view(table, runs, table.task_names, sides, refused, settings)
-    view["notes"] = [n for n in table.notes if n.startswith("--zero-shot-only")]
+    view["notes"] += [n for n in table.notes if n.startswith("--zero-shot-only")]
     if left_out:
         view["notes"].append(
             f"Left out of this view: {', '.join(left_out)} (training data not declared, so its "

@@ -17,6 +17,7 @@ from neobench.core.conditions import RECIPE, groups
 from neobench.core.errors import NeobenchError, unknown
 from neobench.core.runs import NAMES, Run, find, identity
 from neobench.report.columns import AVG, MEAN_TYPES, SHORT, TYPE_ORDER, ZERO_SHOT
+from neobench.report.ranks import Rank
 
 if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CHANGED = "✗"  # a task whose result file differs from what its run card recorded
+RANK = "Rank"  # the header of a ranked column's rank (--ranks)
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Row:
     # they belong to (flagged), read CHANGED.
     mismatched: list[str] = field(default_factory=list)
     flagged: set[str] = field(default_factory=set)
+    ranks: dict[str, Rank] = field(default_factory=dict)  # column -> rank (--ranks)
 
     def text(self, column: str, value: float | None, partial: str = "") -> str:
         """A cell: value, "†", ± half the interval's width, seed sd, task count, mark, CHANGED."""
@@ -78,6 +81,11 @@ class Row:
         mark = f" {self.marks[column]}" if column in self.marks else ""
         dagger = "†" if column in self.in_domain else ""
         return f"{value:.1f}{dagger}{spread}{sd}{partial}{mark}{flag}"
+
+    def rank_text(self, column: str) -> str:
+        """``2 [1–3] ab``: rank, its 95% interval, its letter group; — for an unranked row."""
+        found = self.ranks.get(column)
+        return "—" if found is None else f"{found.text()} {found.group}"
 
     def zero_shot_text(self) -> str:
         if self.quoted:
@@ -106,6 +114,10 @@ class LeaderTable:
     averaged: list[str] | None = None
     baseline: str | None = None  # with --baseline: the label of that row (report/intervals.py)
     zero_shot: bool = False  # a Zero-shot column (report/overlap.py fills it)
+    ranked: list[str] = field(default_factory=list)  # --ranks: the columns ranked (Avg. last)
+
+    def row(self, label: str) -> Row:
+        return next(r for r in self.rows if r.label == label)
 
     def columns(self, tasks: list[AbsTask]) -> dict[str, list[str]]:
         """Each score column (a task with --per-task, else a type; and Avg.) and the tasks it
@@ -134,19 +146,19 @@ class LeaderTable:
 
     def header(self) -> list[str]:
         extra = [ZERO_SHOT] if self.zero_shot else []
+        avg = ["Avg.", *([RANK] if AVG in self.ranked else [])]
         if self.per_task:
-            return ["Model", *self.task_names, "Avg.", *extra, "Missing"]
-        return [
-            "Model",
-            *(f"{SHORT.get(t, t)} ({n})" for t, n in self.types),
-            "Avg.",
-            MEAN_TYPES,
-            *extra,
-            "Missing",
-        ]
+            return ["Model", *self.task_names, *avg, *extra, "Missing"]
+        types = []
+        for t, n in self.types:
+            types += [
+                f"{SHORT.get(t, t)} ({n})",
+                *([f"{RANK} {SHORT.get(t, t)}"] * (t in self.ranked)),
+            ]
+        return ["Model", *types, *avg, MEAN_TYPES, *extra, "Missing"]
 
     def cells(self, row: Row) -> list[str]:
-        tail = [row.avg_text()]
+        tail = [row.avg_text(), *([row.rank_text(AVG)] if AVG in self.ranked else [])]
         if not self.per_task:
             tail.append(row.text(MEAN_TYPES, row.mean_types))
         if self.zero_shot:
@@ -155,7 +167,10 @@ class LeaderTable:
         if self.per_task:
             tasks = [row.text(t, row.tasks.get(t)) for t in self.task_names]
             return [row.name, *tasks, *tail, missing]
-        types = [row.text(t, row.types[t].value, row.types[t].count) for t, _ in self.types]
+        types = []
+        for t, _ in self.types:
+            types.append(row.text(t, row.types[t].value, row.types[t].count))
+            types += [row.rank_text(t)] if t in self.ranked else []
         return [row.name, *types, *tail, missing]
 
 

@@ -197,3 +197,22 @@ def sweep_listing(plan: Plan) -> Listing | None:
             rows.append((model.name, point.label, each, mean, mark))
     title = f"sweep of {plan.study.name}: dev MRR@10 on the held-out slice (higher is better)"
     return Listing(title, ("model", "point", "dev per seed", "mean", "selected"), rows)
+
+
+def pilot_lines(plan: Plan) -> list[str]:
+    """The seeds planner on what the study's results already hold, when they hold a pilot (a
+    row of seed replicates with per-item predictions): the difference the study's seeds per
+    backbone detect (report/planner.py); nothing otherwise."""
+    from neobench.core import results
+    from neobench.core.errors import NeobenchError
+    from neobench.report.planner import plan_seeds
+
+    study = plan.study
+    if not results.run_folders(study.output):
+        return []
+    seeds = len(study.finetune.seeds) if study.finetune else 1
+    try:
+        found = plan_seeds([study.output], study.eval.benchmark, seeds=seeds)
+    except NeobenchError:
+        return []  # no pilot yet (no replicates, or no per-item predictions)
+    return ["Seeds planner, the study's results as a pilot:", *found.lines()]

@@ -1,7 +1,8 @@
 // The leaderboard page's script (`neobench table --html`). It lays out the data embedded in
 // the page (neobench/report/page.py computed every number: scores, intervals, marks, pairs,
-// rank groups) and never computes a statistic itself: it sorts, filters, draws whiskers on a
-// column's own range, and keeps the view in the URL hash so that a link reopens it.
+// ranks and letter groups) and never computes a statistic itself: it sorts, filters, draws
+// whiskers on a column's own range, and keeps the view in the URL hash so that a link reopens
+// it.
 // Plain ES2020, no framework, no request: the page works from file:// offline.
 "use strict";
 (() => {
@@ -91,9 +92,11 @@
     const cols = [
       { key: "model", label: "Model", kind: "model", title: "Row: a model under one set of " +
         "evaluation conditions (seed replicates as one row). ▸ opens its tasks." },
-      { key: "group", label: "Group", kind: "group", title: "Rank group on Avg.: 1 = the best " +
-        "row and every row the paired test on Avg. (neobench compare's) cannot tell apart " +
-        "from it; 2 = the same among the rest; — = quoted, or no test." },
+      { key: "rank", label: "Rank", kind: "rank", title: "Rank on Avg. [95% interval]: 1 + the " +
+        "rows significantly above to N − the rows significantly below (paired tests between " +
+        "every two rows, Holm; neobench table --ranks); — = quoted, or no test." },
+      { key: "group", label: "Group", kind: "group", title: "Letter groups on Avg.: rows " +
+        "sharing a letter are not significantly different; rows without a common letter are." },
     ];
     const types = Object.fromEntries(v.types.map(([t, s, n]) => [t, [s, n]]));
     const typeCol = (t) => ({ key: t, label: `${types[t][0]} (${types[t][1]})`, kind: "type",
@@ -142,7 +145,8 @@
 
   function sortValue(v, label, col) {
     if (col.kind === "model") return ROW[label].name.toLowerCase();
-    if (col.kind === "group") return v.groups[label] ?? null;
+    if (col.kind === "rank") return v.ranks[label] ? v.ranks[label].rank : null;
+    if (col.kind === "group") return v.ranks[label] ? v.ranks[label].group : null;
     if (col.kind === "zs") {
       const text = v.rows[label].zero_shot;
       return text && text.endsWith("%") ? parseFloat(text) : null;
@@ -196,7 +200,7 @@
 
   function sortBy(key) {
     // First press: best first (high to low; groups and names: ascending); second: reversed.
-    const natural = key === "group" || key === "model" || key === "missing" ? "asc" : "desc";
+    const natural = ["rank", "group", "model", "missing"].includes(key) ? "asc" : "desc";
     const dir = state.sort === key ? (state.dir === "asc" ? "desc" : "asc") : natural;
     update({ sort: key, dir });
   }
@@ -268,23 +272,21 @@
 
   function otherCell(v, label, col) {
     const row = v.rows[label];
+    const rank = v.ranks[label];
+    if (col.kind === "rank") {
+      if (!rank) return h("td", { class: "num rank", title: "no rank" }, "—");
+      const span = rank.lo === rank.hi ? String(rank.lo) : `${rank.lo}–${rank.hi}`;
+      // best: alone at the top, significantly above every other row
+      const best = rank.hi === 1 && v.computed.length > 1;
+      return h("td", { class: "num rank", title: `rank ${rank.rank}, 95% interval ${span}` },
+        `${rank.rank} [${span}]`, best ? h("span", { class: "best" }, " best") : null);
+    }
     if (col.kind === "group") {
-      const group = v.groups[label];
-      const best = group === 1 && v.groups && isBest(v, label);
-      return h("td", { class: "num group", title: group ? `rank group ${group}` : "no group" },
-        group ? String(group) : "—", best ? h("span", { class: "best" }, " best") : null);
+      return h("td", { class: "group", title: rank ? `letter group ${rank.group}` : "no group" },
+        rank ? rank.group : "—");
     }
     if (col.kind === "zs") return h("td", { class: "num" }, row.zero_shot || "");
     return h("td", { class: "num" }, row.missing ? String(row.missing) : "");
-  }
-
-  function isBest(v, label) {
-    let best = null;
-    for (const other of v.computed) {
-      const avg = v.rows[other].cells[AVG];
-      if (avg && avg.v !== undefined && (best === null || avg.v > best[1])) best = [other, avg.v];
-    }
-    return best !== null && best[0] === label;
   }
 
   function renderBoard() {
@@ -299,7 +301,9 @@
       const tr = h("tr", { class: ROW[label].quoted ? "quoted" : "", "data-label": label });
       for (const col of cols) {
         if (col.kind === "model") tr.append(modelCell(v, label));
-        else if (["group", "zs", "missing"].includes(col.kind)) tr.append(otherCell(v, label, col));
+        else if (["rank", "group", "zs", "missing"].includes(col.kind)) {
+          tr.append(otherCell(v, label, col));
+        }
         else tr.append(scoreCell(v, label, col, spans[col.key]));
       }
       body.push(tr);
@@ -545,13 +549,15 @@
   function csvText() {
     const { v, scores, labels } = currentView();
     const quote = (x) => (/[",\n]/.test(String(x)) ? `"${String(x).replace(/"/g, '""')}"` : x);
-    const head = ["model", "quoted", "group"];
+    const head = ["model", "quoted", "rank", "rank_ci_low", "rank_ci_high", "group"];
     for (const c of scores) {
       head.push(c.key, `${c.key}_ci_low`, `${c.key}_ci_high`, `${c.key}_mark`);
     }
     const lines = [head];
     for (const label of labels) {
-      const line = [ROW[label].name, ROW[label].quoted, v.groups[label] ?? ""];
+      const r = v.ranks[label] || {};
+      const line = [ROW[label].name, ROW[label].quoted, r.rank ?? "", r.lo ?? "", r.hi ?? "",
+        r.group ?? ""];
       for (const c of scores) {
         const cell = cellOf(v, label, c) || {};
         line.push(cell.v ?? "", cell.lo ?? "", cell.hi ?? "",
@@ -568,7 +574,10 @@
     const rows = labels.map((label) => ({
       model: ROW[label].name,
       quoted: ROW[label].quoted,
-      group: v.groups[label] ?? null,
+      rank: v.ranks[label] ? v.ranks[label].rank : null,
+      rank_ci_low: v.ranks[label] ? v.ranks[label].lo : null,
+      rank_ci_high: v.ranks[label] ? v.ranks[label].hi : null,
+      group: v.ranks[label] ? v.ranks[label].group : null,
       cells: Object.fromEntries(scores.map((c) => [c.key, cellOf(v, label, c)])),
     }));
     const body = { benchmark: DATA.benchmark, view: { ...state }, settings: DATA.settings,
@@ -624,8 +633,10 @@
       `${UP} / ${DOWN}: significantly above / below the baseline row, the test of neobench ` +
         "compare (paired bootstrap, Holm); never colour alone.",
       "† = in-domain: the row's model trained on the task, or on a task the column averages.",
-      "Group: rank groups on Avg. Rows in group 1 cannot be told apart from the best row by " +
-        `the paired test on Avg. (p ≥ ${s.alpha}, unadjusted); group 2 likewise among the rest.`,
+      "Rank [95% interval] on Avg.: from 1 + the rows significantly above to N − the rows " +
+        "significantly below, by the paired test between every two rows (Holm over the pairs, " +
+        `alpha ${s.alpha}); best = significantly above every other row. Group: rows sharing a ` +
+        "letter are not significantly different.",
       "Rows marked quoted are the NeoBERT paper's Table 4 numbers as published, not computed " +
         "here: no interval, no test, no drill-down.",
       "Hover or click a score for its provenance; ▸ opens a row's tasks with their intervals " +

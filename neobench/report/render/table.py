@@ -12,6 +12,7 @@ from pathlib import Path
 from neobench.core.conditions import RECORD, Conditions
 from neobench.core.errors import NeobenchError, check_choice, collect, writable_folder_problems
 from neobench.core.runs import NAMES
+from neobench.report import ranks as ranks_mod
 from neobench.report.columns import AVG, DOWN, MARK_WORDS, UP
 from neobench.report.table import CHANGED, LeaderTable, Row
 
@@ -47,7 +48,7 @@ def to_csv(table: LeaderTable) -> str:
     for line in ["neobench table: " + table.benchmark, *table.notes, "Sources:", *table.sources]:
         buffer.write(f"# {line}\n")
     writer = csv.writer(buffer)
-    extra = _CsvExtra(_has_intervals(table), table.baseline is not None)
+    extra = _CsvExtra(_has_intervals(table), table.baseline is not None, table.ranked)
     writer.writerow(_csv_header(table, extra))
     for row in table.rows:
         writer.writerow(_csv_row(table, row, extra))
@@ -59,7 +60,7 @@ def _csv_header(table: LeaderTable, extra: _CsvExtra) -> list[str]:
     shown = table.columns_shown()
     scores = [h for t in shown for h in extra.header(t)]
     counts = [] if table.per_task else [f"{t}_tasks" for t in shown]
-    avg = [*extra.header("avg"), *([] if table.per_task else ["avg_tasks", "mean_task_type"])]
+    avg = [*extra.header("avg", AVG), *([] if table.per_task else ["avg_tasks", "mean_task_type"])]
     tail = ["missing_tasks", "quoted", "zero_shot", "in_domain"]
     return [*NAMES, *scores, *counts, *avg, *tail, *RECORD]
 
@@ -99,24 +100,35 @@ def _cell(value: object) -> object:
 class _CsvExtra:
     ci: bool
     marks: bool
+    ranked: list[str]  # --ranks: the columns with rank, rank_ci_low, rank_ci_high, group
 
-    def header(self, name: str) -> list[str]:
+    def header(self, name: str, column: str | None = None) -> list[str]:
+        """``name``'s header and its extras; ``column``: the table's name of it, when another."""
+        ranks = ranks_mod.fields(None, _rank_prefix(column or name))
         return [
             name,
             *((f"{name}_ci_low", f"{name}_ci_high") if self.ci else ()),
             *((f"{name}_mark",) if self.marks else ()),
+            *(ranks if (column or name) in self.ranked else ()),
         ]
 
-    def cells(self, row: Row, column: str, value: float | None) -> list[str]:
+    def cells(self, row: Row, column: str, value: float | None) -> list[object]:
         # An empty score (a missing task, Avg. of an incomplete row) has no interval or mark.
         low_high = row.ci.get(column) if value is not None else None
         mark = row.marks.get(column, "") if value is not None else ""
+        ranks = ranks_mod.fields(row.ranks.get(column), _rank_prefix(column))
         return [
             _num(value),
             *((_num(low_high[0]), _num(low_high[1])) if self.ci and low_high else ()),
             *(("", "") if self.ci and not low_high else ()),
             *((MARK_WORDS.get(mark, ""),) if self.marks else ()),
+            *((_cell(v) for v in ranks.values()) if column in self.ranked else ()),
         ]
+
+
+def _rank_prefix(column: str) -> str:
+    """Avg.'s rank fields are plain (rank, group, ...); a type's carry its name."""
+    return "" if column == AVG else f"{column}_"
 
 
 def _has_intervals(table: LeaderTable) -> bool:
@@ -147,6 +159,7 @@ def _json_row(table: LeaderTable, row: Row) -> dict[str, object]:
             "mark": MARK_WORDS.get(row.marks.get(name, "")) if value is not None else None,
             "seed_sd": row.sd.get(name),
             **({"tasks": list(tasks)} if tasks else {}),
+            **(ranks_mod.fields(row.ranks.get(name)) if name in table.ranked else {}),
         }
 
     def tasks(t: str) -> tuple[int, int] | None:
