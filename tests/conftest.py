@@ -380,6 +380,17 @@ FIRST = ("slurm-study", "slurm-rehearsal", SLURM_GROUP, "slurm-sweep", "test_fin
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+@pytest.fixture(autouse=True)
+def _patches_under_test(request, monkeypatch):
+    """A test marked `patches` checks a library patch against the library's own path: the
+    patches are in force for it whatever NEOBENCH_PATCHES says, so a suite run with
+    NEOBENCH_PATCHES=off (the libraries as shipped everywhere else) still checks them."""
+    if request.node.get_closest_marker("patches"):
+        from neobench.compat.patches import ENV
+
+        monkeypatch.delenv(ENV, raising=False)
+
+
 def pytest_collection_modifyitems(config, items):
     def module(item) -> str:
         return item.module.__name__.rsplit(".", 1)[-1]

@@ -24,6 +24,7 @@ from conftest import SHARED
 from sentence_transformers import SentenceTransformer
 
 from neobench.cli.main import main
+from neobench.compat import patches
 from neobench.core.errors import NeobenchError
 from neobench.encoder.encode import FastEncoder
 from neobench.evaluation.runner import EvalConfig, run_eval
@@ -292,8 +293,10 @@ def test_encoder_equals_stock_encode_packed_or_not(arch, tiny, sentences):
     loaded = load_model(
         str(folder), max_seq_length=128, trust_remote_code=arch.remote, unpadded="on"
     )
-    assert loaded.packed == (arch.unpadded == "packed")
-    ran = REFERENCE if arch.unpadded != "no" else arch.cpu_attention
+    # packed where the backbone can and the unpadded patch is in force (NEOBENCH_PATCHES)
+    assert loaded.packed == (arch.unpadded == "packed" and patches.on("unpadded-attention"))
+    packs = arch.unpadded == "native" or loaded.packed  # NeoBERT unpads itself, no patch
+    ran = REFERENCE if packs else arch.cpu_attention
     assert loaded.attn_implementation == ran
     fast = FastEncoder(loaded.model, "fp", None, token_budget=1024, packed=loaded.packed)
     ours = fast.embed(texts, None)
@@ -317,7 +320,10 @@ def test_finetune_then_eval_records_the_attention_that_ran(arch, tiny, tmp_path,
     )
     assert summary.steps == 3 and np.isfinite(summary.final_loss)
     card = _yaml(out / "neobench_run_card.yaml")
-    packs = arch.unpadded != "no"  # --padding packed, the default, where the backbone can
+    # --padding packed, the default, where the backbone can and the unpadded patch is in force
+    packs = arch.unpadded == "native" or (
+        arch.unpadded == "packed" and patches.on("unpadded-attention")
+    )
     assert card["model"]["attn_implementation"] == (REFERENCE if packs else arch.cpu_attention)
     assert card["padding"]["mode"] == ("packed" if packs else "padded")
     assert card["model"]["tokenizer"]["padding_side"] == "right"

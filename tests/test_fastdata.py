@@ -34,6 +34,9 @@ from neobench.compat.mteb import (
 )
 from neobench.protocol import mirror as mirror_mod
 
+# Each test checks a library patch against the library's own path (tests/conftest.py).
+pytestmark = pytest.mark.patches
+
 BENCHMARK = "MTEB(eng, v1)"
 STOCK_ITER = Column.__iter__
 

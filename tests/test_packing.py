@@ -40,6 +40,9 @@ from neobench.train.finetune import FinetuneConfig, finetune
 from neobench.train.telemetry import TokenCountingCollator, real_tokens
 from neobench.train.trainer import query_prompts
 
+# Each test checks a library patch against the library's own path (tests/conftest.py).
+pytestmark = pytest.mark.patches
+
 FINETUNE = SHARED / "data" / "finetune"
 # The unpadded tolerances of the evaluation tests (tests/test_neobert.py's TOL).
 TOL = {"atol": 1e-5, "rtol": 1e-4}

@@ -108,6 +108,7 @@ def test_a_ranking_with_str_ids_is_copied_for_the_units_without_a_type_check(sci
     assert json_copy(with_ints) == json.loads(json.dumps(with_ints))
 
 
+@pytest.mark.patches  # the chunks' shared matrix is the mteb-texts path's
 def test_a_corpus_in_chunks_reuses_the_first_chunks_memory(scifact, encoder, monkeypatch):
     """300 documents in chunks of 125, 125 and 50: the later chunks are encoded into the first
     one's matrix, and the lists equal stock mteb's (no cache: every vector encoded)."""

@@ -11,6 +11,9 @@ from neobench.encoder.encode import FastEncoder, resolve_dtype
 from neobench.models import unpad
 from neobench.models.load import load_model
 
+# Each test checks a library patch against the library's own path (tests/conftest.py).
+pytestmark = pytest.mark.patches
+
 TINY = {
     "hidden_size": 32,
     "num_hidden_layers": 2,
