@@ -4,7 +4,7 @@
     board = nb.leaderboard("runs", ci=True)
 
 The API (neobench/api.py: finetune, evaluate, load_runs, leaderboard, compare, plan,
-load_study, reproduce, publish) loads
+overlap, load_study, reproduce, publish) loads
 on first use, so importing neobench imports neither torch nor transformers. The packages' layers:
 docs/architecture.md.
 """
@@ -20,8 +20,8 @@ from neobench._version import __version__
 # its own, a warning would reach stderr through Python's last-resort handler.
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-API = ("finetune", "evaluate", "load_runs", "leaderboard", "compare", "plan", "load_study",
-       "reproduce", "publish", "Study", "Runs", "NeobenchError")  # fmt: skip
+API = ("finetune", "evaluate", "load_runs", "leaderboard", "compare", "plan", "overlap",
+       "load_study", "reproduce", "publish", "Study", "Runs", "NeobenchError")  # fmt: skip
 __all__ = ["__version__", *API]
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from neobench.evaluation.outcomes import EvalSummary
     from neobench.publishing.run import Published
     from neobench.report.compare import Comparison
+    from neobench.report.contamination import OverlapReport
     from neobench.report.planner import SeedsPlan
     from neobench.report.table import LeaderTable
     from neobench.reproduction.check import Reproduction
@@ -38,6 +39,7 @@ __all__ = [
     "leaderboard",
     "load_runs",
     "load_study",
+    "overlap",
     "plan",
     "publish",
     "reproduce",
@@ -257,6 +259,17 @@ def plan(results: PathLike | Sequence[PathLike] = ".", **options: Any) -> SeedsP
 
     cfg = _config(config.PlanOptions, "plan", options, results=_roots(results))
     return plan_seeds(**dataclasses.asdict(cfg))
+
+
+def overlap(manifest: str, **options: Any) -> OverlapReport:
+    """`neobench overlap`: each task's test units and texts found in ``manifest``'s training
+    data (exact after normalisation, and near-duplicates), with ``results=...`` and
+    ``decontaminated=True`` each run's score without the units in training (its interval
+    beside the full score)."""
+    from neobench.report.contamination import overlap_report
+
+    cfg = _config(config.OverlapOptions, "overlap", options, manifest=manifest)
+    return overlap_report(**dataclasses.asdict(cfg))
 
 
 class Study:

@@ -11,6 +11,7 @@ from neobench.protocol.config import (
     LISTINGS,
     STANDARD_RECIPE,
     CompareOptions,
+    OverlapOptions,
     TableOptions,
     like,
     opt,
@@ -57,6 +58,15 @@ class CompareCommand(CompareOptions):
 
     out: str | None = opt(
         None, "write the comparison to this file (.md, .csv or .json)", after="seed"
+    )
+
+
+@dataclass(kw_only=True)
+class OverlapCommand(OverlapOptions):
+    """`neobench overlap`: where its answer is written."""
+
+    json: str | None = opt(
+        None, "also write the measurements (and the contaminated unit ids) as JSON"
     )
 
 

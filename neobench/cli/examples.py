@@ -35,6 +35,10 @@ Overrides (key=value) change recipe values; they are recorded and change the rec
     "plan": """examples:
   neobench plan --results runs/pilot                 # the difference 3 seeds per backbone detect
   neobench plan --results runs/pilot --delta 0.5 --seeds 5""",
+    "overlap": """examples:
+  neobench overlap --manifest neobert-mteb --data-dir /data/mteb-mirror
+  neobench overlap --manifest sample-local --train-data-dir data/finetune --data-dir mirror \\
+      --tasks STS12,STSBenchmark --results runs/eval --decontaminated --json overlap.json""",
     "compare": """examples:
   neobench compare --results runs/eval --baseline bert-base-uncased
   neobench compare --results runs/eval --baseline bert-base-uncased --models neobench/neobert \\

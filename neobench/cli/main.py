@@ -27,7 +27,7 @@ from neobench.cli.examples import EXAMPLES
 from neobench.cli.output import console, say
 from neobench.cli.progress import silence_libraries
 from neobench.cli.publish import cmd_publish
-from neobench.cli.report import cmd_compare, cmd_plan, cmd_table
+from neobench.cli.report import cmd_compare, cmd_overlap, cmd_plan, cmd_table
 from neobench.cli.reproduce import cmd_reproduce
 from neobench.cli.run import cmd_eval, cmd_finetune
 from neobench.cli.study import cmd_study_run, cmd_study_status, cmd_study_table
@@ -50,6 +50,7 @@ COMMANDS: list[flags.Command] = [
     (("table",), commands.TableCommand, cmd_table, EXAMPLES["table"]),
     (("compare",), commands.CompareCommand, cmd_compare, EXAMPLES["compare"]),
     (("plan",), config.PlanOptions, cmd_plan, EXAMPLES["plan"]),
+    (("overlap",), commands.OverlapCommand, cmd_overlap, EXAMPLES["overlap"]),
     (("publish",), PublishCommand, cmd_publish, EXAMPLES["publish"]),
     (("ls",), commands.LsCommand, cmd_ls, EXAMPLES["ls"]),
     (("validate",), None, cmd_validate, EXAMPLES["validate"]),

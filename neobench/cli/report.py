@@ -1,5 +1,5 @@
-"""`neobench table`, `compare` and `plan`: results read back as a table, a paired comparison or a
-seeds plan."""
+"""`neobench table`, `compare`, `plan` and `overlap`: results read back as a table, a paired
+comparison, a seeds plan, or scored against measured contamination."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ from pathlib import Path
 from neobench.cli import commands
 from neobench.cli.output import out, print_listing, say
 from neobench.protocol import listing
-from neobench.protocol.config import CompareOptions, PlanOptions, TableOptions, options
+from neobench.protocol.config import (
+    CompareOptions,
+    OverlapOptions,
+    PlanOptions,
+    TableOptions,
+    options,
+)
 
 
 def cmd_table(cfg: commands.TableCommand) -> int:
@@ -78,4 +84,27 @@ def cmd_plan(cfg: PlanOptions) -> int:
     print_listing(found.listing())
     for note in [*found.notes, PLAN_LEGEND]:
         say(note, markup=False)
+    return 0
+
+
+def cmd_overlap(cfg: commands.OverlapCommand) -> int:
+    """measured contamination: evaluation texts that occur in a manifest's training data"""
+    from neobench.core.card_io import write_text_atomic
+    from neobench.report.contamination import overlap_report
+
+    if cfg.json and Path(cfg.json).suffix != ".json":
+        from neobench.core.errors import NeobenchError
+
+        raise NeobenchError(
+            f"--json {cfg.json}: the measurements are written as JSON; name it *.json."
+        )
+    found = overlap_report(**options(cfg, OverlapOptions))
+    print_listing(found.listing())
+    if found.scores:
+        print_listing(found.score_listing())
+    for note in found.notes:
+        say(note, markup=False)
+    if cfg.json:
+        write_text_atomic(Path(cfg.json), found.to_json())
+        say(f"wrote {cfg.json}", markup=False)
     return 0

@@ -234,6 +234,9 @@ class FinetuneCard:
     manifest: ManifestRecord = dataclasses.field(default_factory=ManifestRecord)
     data: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # per dataset key
     sampling_probabilities: dict[str, float] = dataclasses.field(default_factory=dict)
+    # Evaluation task -> the shares of its units and texts found in this manifest's training
+    # data, as `neobench overlap` measured them (protocol/contamination.py); {}: none measured.
+    contamination: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     instructions: InstructionsRecord = dataclasses.field(default_factory=InstructionsRecord)
     output_model: OutputModel = dataclasses.field(default_factory=OutputModel)
     model: BaseModelRecord = dataclasses.field(default_factory=BaseModelRecord)

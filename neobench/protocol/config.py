@@ -314,6 +314,33 @@ class PlanOptions:
     seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
 
 
+@dataclass(kw_only=True)
+class OverlapOptions:
+    """`neobench overlap`'s manifest, tasks and runs: the keywords of report's overlap_report()."""
+
+    manifest: str = opt(help="dataset manifest name or file whose training data is compared")
+    tasks: list[str] | None = opt(None, "comma-separated subset of the benchmark's tasks", csv=True)
+    benchmark: str = opt(DEFAULT_BENCHMARK, "mteb benchmark whose tasks are compared")
+    data_dir: str | None = opt(
+        None, "offline mirror of the tasks' data, as `neobench eval --data-dir` (default: the hub)"
+    )
+    train_data_dir: str | None = opt(
+        None, "where the manifest's rows read their data, as `neobench finetune --data-dir` "
+        "(default: --data-dir)",
+    )  # fmt: skip
+    results: list[str] | None = opt(
+        None, "results root of evaluated runs to score without the contaminated units"
+    )
+    models: list[str] | None = opt(
+        None, "comma-separated runs under --results (default: all)", csv=True
+    )
+    decontaminated: bool = opt(
+        False, "score each run on the test units that do not occur in training, with intervals"
+    )
+    resamples: int = opt(RESAMPLES, "bootstrap resamples of each task's units (--decontaminated)")
+    seed: int = opt(BOOTSTRAP_SEED, "seed of the resampling: same inputs and seed, same output")
+
+
 def options(cfg: Any, cls: type) -> dict[str, Any]:
     """The fields of ``cls`` read from ``cfg`` (a command's config that extends ``cls``)."""
     return {f.name: getattr(cfg, f.name) for f in fields(cls)}

@@ -16,7 +16,7 @@ from neobench.core.card_io import now, owner
 from neobench.core.cards import FinetuneCard
 from neobench.core.provenance import device_info, environment
 from neobench.models.load import LoadedModel
-from neobench.protocol import mirror
+from neobench.protocol import contamination, mirror
 from neobench.protocol.config import FinetuneConfig
 from neobench.protocol.data import BuiltDataset
 from neobench.protocol.overlap import finetune_declaration
@@ -54,6 +54,9 @@ def start_card(
         manifest=record.ManifestRecord(inputs.manifest.name, inputs.manifest.path),
         data=data,
         sampling_probabilities=_probabilities(built, values.sampling_alpha),
+        contamination=contamination.cached_summaries(
+            contamination.manifest_digest(inputs.manifest.path, data_dir)
+        ),
         instructions=record.InstructionsRecord(
             inputs.train_profile.name, inputs.train_profile.sha256, values.eval_instructions
         ),
