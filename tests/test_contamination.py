@@ -127,3 +127,20 @@ def test_the_command_writes_its_json_and_refuses_decontamination_without_runs(
     with pytest.raises(NeobenchError, match="--decontaminated scores runs: give their results"):
         overlap_report("sample-local", tasks=["STS16"], decontaminated=True)
     assert np.isfinite(shares["STS16"]["near_texts"])
+
+
+def test_a_fine_tune_s_run_card_records_what_was_measured_for_its_manifest(
+    measured, minilm, tmp_path
+):
+    import yaml
+
+    out = tmp_path / "tuned"
+    cli("finetune", "--model", minilm, "--output", out, "--data-dir", FINETUNE, "--device", "cpu",
+        "manifest=sample-local", "datasets=STSB", "max_seq_length=64", "max_steps=2",
+        "batch_size=8", "checkpoint_every=100")  # fmt: skip
+    card = yaml.safe_load((out / "neobench_run_card.yaml").read_text())
+    recorded = card["contamination"]
+    assert set(recorded) >= {*STS, NONE}
+    found = {m.task: m.summary for m in measured.measured}
+    assert recorded["STS12"] == pytest.approx(found["STS12"])
+    assert recorded[NONE]["exact_units"] == 0
