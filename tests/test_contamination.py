@@ -16,7 +16,9 @@ from neobench.core.errors import NeobenchError
 from neobench.evaluation import units as units_mod
 from neobench.protocol import contamination
 from neobench.protocol.contamination import TrainingTexts, normalize
+from neobench.report.columns import AVG
 from neobench.report.contamination import overlap_report
+from neobench.report.leaderboard import leaderboard
 
 pytestmark = pytest.mark.slow
 
@@ -130,7 +132,7 @@ def test_the_command_writes_its_json_and_refuses_decontamination_without_runs(
 
 
 def test_a_fine_tune_s_run_card_records_what_was_measured_for_its_manifest(
-    measured, minilm, tmp_path
+    measured, minilm, mirror, tmp_path
 ):
     import yaml
 
@@ -144,3 +146,13 @@ def test_a_fine_tune_s_run_card_records_what_was_measured_for_its_manifest(
     found = {m.task: m.summary for m in measured.measured}
     assert recorded["STS12"] == pytest.approx(found["STS12"])
     assert recorded[NONE]["exact_units"] == 0
+    # Evaluated, its row marks the contaminated task's cells (and the note gives the share).
+    results = tmp_path / "res"
+    cli("eval", "--model", out, "--tasks", "STS16", "--data-dir", mirror, "--results", results,
+        "--device", "cpu", "--no-cache")  # fmt: skip
+    table = leaderboard([results], "MTEB(eng, v1)")
+    [row] = table.rows
+    assert {"STS16", "STS", AVG} <= row.measured and "‡" in row.text("STS", 1.0)
+    share = f"{recorded['STS16']['exact_units']:.1%}"
+    assert any(f"measured overlap of its training data with the test units: STS16 {share}" in n
+               for n in table.notes)  # fmt: skip

@@ -105,6 +105,8 @@ def _read_cards(run: Run, problems: list[str]) -> Cards:
         if isinstance(model.sweep, dict):
             run.sweep = model.sweep
         tunes.add((model.finetune_seed, model.base_model, model.base_revision, model.recipe_sha256))
+        if model.recipe_sha256 and model.path and not run.measured_overlap:
+            run.measured_overlap = _measured_overlap(Path(model.path))
         for task, entry in card.tasks.items():  # cards in time order: the newest write wins
             if isinstance(entry, dict) and entry.get("units_sha256"):
                 run.units_digests[task] = (str(entry["units_sha256"]), path.name)
@@ -114,6 +116,16 @@ def _read_cards(run: Run, problems: list[str]) -> Cards:
                 run.evaluated[task] = card.started
     run.finetune = _finetune(tunes)
     return found
+
+
+def _measured_overlap(folder: Path) -> dict[str, dict]:
+    """What the fine-tune card in the evaluated model's folder records of its training data's
+    measured overlap with evaluation tasks; nothing where the folder or card is gone."""
+    try:
+        card = record.folder_card(folder)
+    except Exception:  # a moved, damaged or foreign card: nothing measured to show
+        return {}
+    return dict(card.contamination) if card is not None else {}
 
 
 def _writers(cards: Cards) -> dict[str, tuple[float | None, str]]:

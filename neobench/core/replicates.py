@@ -93,6 +93,7 @@ def _replicates(kept: list[tuple[int, Run]], notes: list[str]) -> Run:
         cards={f"seed {s}: {n}": h for s, r in kept for n, h in r.cards.items()},
         finetune=first.finetune,
         sweep=first.sweep,  # the seeds of a selected point share the sweep's record
+        measured_overlap=first.measured_overlap,  # one manifest for every seed
         members=runs,
         seeds=seeds,
         partial=partial,

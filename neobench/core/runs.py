@@ -51,6 +51,9 @@ class Run:
     # task -> when the eval that wrote its result started (ISO time), shown by the page
     evaluated: dict[str, str] = field(default_factory=dict)
     sweep: dict[str, Any] | None = None  # the sweep that selected the model (its cards' record)
+    # task -> the shares of its units and texts found in the model's training data, as its
+    # fine-tune card records them (`neobench overlap`); empty where none was measured or read
+    measured_overlap: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Seed replicates: one run per seed, in seed order (empty for a single run), and the tasks
     # only some seeds hold, left out of ``scores``: task -> the seeds that hold it.
     members: list[Run] = field(default_factory=list)

@@ -16,3 +16,4 @@ TYPE_ORDER = tuple(SHORT)  # the task types in the paper's column order
 UP, DOWN = "▲", "▼"  # significantly above / below the baseline row (never colour alone)
 MARKS = {1: UP, -1: DOWN}  # a test's sign -> its mark
 MARK_WORDS = {UP: "above", DOWN: "below"}  # as CSV, JSON and frames write a mark
+MEASURED = "‡"  # a column holding a task whose test units occur in the training data

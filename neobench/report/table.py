@@ -16,7 +16,7 @@ import yaml
 from neobench.core.conditions import RECIPE, groups
 from neobench.core.errors import NeobenchError, unknown
 from neobench.core.runs import NAMES, Run, find, identity
-from neobench.report.columns import AVG, MEAN_TYPES, SHORT, TYPE_ORDER, ZERO_SHOT
+from neobench.report.columns import AVG, MEAN_TYPES, MEASURED, SHORT, TYPE_ORDER, ZERO_SHOT
 from neobench.report.ranks import Rank
 
 if TYPE_CHECKING:
@@ -61,6 +61,8 @@ class Row:
     tag: str = ""  # shown after the label, e.g. "(not fine-tuned)"
     # Columns holding a task the model trained on ("†"), mteb's zero-shot % (report/overlap.py)
     in_domain: set[str] = field(default_factory=set)
+    # Columns holding a task whose test units occur in the row's training data, measured ("‡")
+    measured: set[str] = field(default_factory=set)
     zero_shot: int | None = None
     sd: dict[str, float] = field(default_factory=dict)  # column -> seed sd x100 (replicates)
     identity: dict[str, Any] = field(default_factory=dict)  # core/runs.NAMES
@@ -80,6 +82,7 @@ class Row:
         sd = f" sd {self.sd[column]:.1f}" if column in self.sd else ""
         mark = f" {self.marks[column]}" if column in self.marks else ""
         dagger = "†" if column in self.in_domain else ""
+        dagger += MEASURED if column in self.measured else ""
         return f"{value:.1f}{dagger}{spread}{sd}{partial}{mark}{flag}"
 
     def rank_text(self, column: str) -> str:
