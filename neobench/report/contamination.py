@@ -21,6 +21,8 @@ from neobench.protocol.contamination import TaskOverlap
 from neobench.protocol.listing import Listing
 from neobench.report import stats
 
+PLURALS = {"query": "queries"}
+
 
 @dataclass(frozen=True)
 class Decontaminated:
@@ -88,7 +90,8 @@ class OverlapReport:
         rows = []
         for m in self.measured:
             rows.append((
-                m.task, m.type, f"{m.units:,} {m.unit}s", _share(m.exact_units, m.units),
+                m.task, m.type, f"{m.units:,} {PLURALS.get(m.unit, m.unit + 's')}",
+                _share(m.exact_units, m.units),
                 _share(m.near_units, m.units), f"{m.texts:,}", _share(m.exact_texts, m.texts),
                 _share(m.near_texts, m.texts),
             ))  # fmt: skip
