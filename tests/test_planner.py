@@ -40,7 +40,7 @@ def test_the_planned_power_is_the_simulated_power_of_the_paired_test(seed_scale)
     """The difference the planner calls detectable at 80% on the design's noise, tested over
     simulated experiments with the paired test on Avg.: within 5 points (the golden seed spread,
     and one 20 times larger, where seeds matter)."""
-    figures = calibration.planner_check(repetitions=400, seeds=3, resamples=300,
+    figures = calibration.planner_check(repetitions=250, seeds=3, resamples=200,
                                         seed_scale=seed_scale, null=False)  # fmt: skip
     assert figures.predicted == pytest.approx(0.8, abs=0.005)
     assert abs(figures.simulated - figures.predicted) <= 0.05, figures.lines()

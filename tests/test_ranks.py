@@ -68,7 +68,7 @@ def test_rank_intervals_and_groups_are_calibrated_by_simulation():
     """Known truth, many tables: the intervals hold the true rank, the tied rows share a letter
     at the nominal rate or above, and the far rows are told apart (the tests are not blind).
     Full figures: `python benchmarks/calibration.py` (docs/uncertainty.md, Ranks and groups)."""
-    figures = calibration.simulate(repetitions=120, seeds=3, resamples=400)
+    figures = calibration.simulate(repetitions=60, seeds=3, resamples=300)
     assert figures.covered / figures.rows >= 0.93, figures.lines()
     assert figures.tied_share / figures.repetitions >= 0.95, figures.lines()
     assert figures.extremes_apart / figures.repetitions >= 0.7, figures.lines()
