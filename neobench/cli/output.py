@@ -34,9 +34,6 @@ def print_listing(found: listing.Listing) -> None:
             table.add_row(*(Text(cell, style=STATUS_COLORS.get(cell, "")) for cell in row))
         out.print(table)
         return
-    lines = [found.columns, *found.rows]
-    widths = [max(len(cell) for cell in column) for column in zip(*lines, strict=True)]
     out.print(found.title, markup=False, highlight=False, soft_wrap=True)
-    for line in lines:
-        text = "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
-        out.print(text.rstrip(), markup=False, highlight=False, soft_wrap=True)
+    for text in found.plain():
+        out.print(text, markup=False, highlight=False, soft_wrap=True)

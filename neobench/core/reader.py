@@ -106,7 +106,7 @@ def _read_cards(run: Run, problems: list[str]) -> Cards:
             run.sweep = model.sweep
         tunes.add((model.finetune_seed, model.base_model, model.base_revision, model.recipe_sha256))
         if model.recipe_sha256 and model.path and not run.measured_overlap:
-            run.measured_overlap = _measured_overlap(Path(model.path))
+            run.measured_overlap = _measured_overlap(Path(model.path), problems)
         for task, entry in card.tasks.items():  # cards in time order: the newest write wins
             if isinstance(entry, dict) and entry.get("units_sha256"):
                 run.units_digests[task] = (str(entry["units_sha256"]), path.name)
@@ -118,12 +118,17 @@ def _read_cards(run: Run, problems: list[str]) -> Cards:
     return found
 
 
-def _measured_overlap(folder: Path) -> dict[str, dict]:
+def _measured_overlap(folder: Path, problems: list[str]) -> dict[str, dict]:
     """What the fine-tune card in the evaluated model's folder records of its training data's
-    measured overlap with evaluation tasks; nothing where the folder or card is gone."""
+    measured overlap with evaluation tasks; nothing where the folder or card is gone, and a
+    problem named where the card cannot be read."""
     try:
         card = record.folder_card(folder)
-    except Exception:  # a moved, damaged or foreign card: nothing measured to show
+    except (NeobenchError, OSError) as error:
+        problems.append(
+            f"{folder / record.FINETUNE_CARD}: unreadable fine-tune card ({_first_line(error)}); "
+            "its measured overlap is not shown"
+        )
         return {}
     return dict(card.contamination) if card is not None else {}
 

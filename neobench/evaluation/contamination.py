@@ -61,8 +61,10 @@ def measure(
     the tasks read from ``data_dir`` (as `neobench eval --data-dir`), the manifest's rows from
     ``train_data_dir`` (as `neobench finetune --data-dir`; default ``data_dir``)."""
     train_data_dir = train_data_dir or data_dir
-    path = load_manifest(manifest).path
-    digest = contamination.manifest_digest(path, mirror.resolve_data_dir(train_data_dir))
+    found_manifest = load_manifest(manifest)
+    digest = contamination.manifest_digest(
+        found_manifest.path, mirror.resolve_data_dir(train_data_dir)
+    )
     cached = {t.metadata.name: contamination.read_cached(digest, t.metadata.name) for t in tasks}
     left = [copy.deepcopy(t) for t in tasks if cached[t.metadata.name] is None]
     training = None
@@ -77,7 +79,7 @@ def measure(
     found = [measured.get(t.metadata.name) or cached[t.metadata.name] for t in tasks]
     size = len(training) if training is not None else -1
     return Measured(
-        load_manifest(manifest).name, digest, size, [f for f in found if f is not None],
+        found_manifest.name, digest, size, [f for f in found if f is not None],
         [name for name, hit in cached.items() if hit is not None],
     )  # fmt: skip
 

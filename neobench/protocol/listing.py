@@ -17,6 +17,16 @@ class Listing:
     columns: tuple[str, ...]
     rows: list[tuple[str, ...]] = field(default_factory=list)
 
+    def plain(self) -> list[str]:
+        """The header and rows as plain padded columns, as wide as the widest cell needs (a
+        pipe, a log file)."""
+        lines = [self.columns, *self.rows]
+        widths = [max(len(cell) for cell in column) for column in zip(*lines, strict=True)]
+        return [
+            "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+            for line in lines
+        ]
+
 
 def listing(what: str, recipe: str, benchmark: str) -> Listing:
     """The listing `neobench ls WHAT` prints (WHAT as in config.LISTINGS)."""

@@ -157,12 +157,7 @@ class SeedsPlan:
     def lines(self) -> list[str]:
         """The plan as plain lines (a study's dry run prints them): the listing, then the notes."""
         found = self.listing()
-        table = [found.columns, *found.rows]
-        widths = [max(len(cell) for cell in column) for column in zip(*table, strict=True)]
-        text = [
-            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table
-        ]
-        return [found.title, *text, *self.notes]
+        return [found.title, *found.plain(), *self.notes]
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per column: its noise, the detectable difference, power and seeds needed."""
