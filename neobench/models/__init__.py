@@ -13,10 +13,23 @@ import functools
 @functools.cache  # once per process
 def register() -> None:
     """Register model_type "neobert" with transformers' Auto classes (idempotent)."""
-    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
+    from transformers import (
+        AutoConfig,
+        AutoModel,
+        AutoModelForMaskedLM,
+        AutoModelForSequenceClassification,
+    )
 
-    from neobench.models.neobert import NeoBERT, NeoBERTConfig, NeoBERTLMHead
+    from neobench.models.neobert import (
+        NeoBERT,
+        NeoBERTConfig,
+        NeoBERTForSequenceClassification,
+        NeoBERTLMHead,
+    )
 
     AutoConfig.register("neobert", NeoBERTConfig, exist_ok=True)
     AutoModel.register(NeoBERTConfig, NeoBERT, exist_ok=True)
     AutoModelForMaskedLM.register(NeoBERTConfig, NeoBERTLMHead, exist_ok=True)
+    AutoModelForSequenceClassification.register(
+        NeoBERTConfig, NeoBERTForSequenceClassification, exist_ok=True
+    )

@@ -25,7 +25,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
-from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    MaskedLMOutput,
+    SequenceClassifierOutput,
+)
+
+from neobench.models.heads import ClassificationHead, classification_loss
 
 
 class NeoBERTConfig(PretrainedConfig):
@@ -383,3 +389,31 @@ class NeoBERTLMHead(NeoBERTPreTrainedModel):
                 logits.view(-1, logits.shape[-1]).float(), labels.view(-1), ignore_index=-100
             )
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=hidden)
+
+
+class NeoBERTForSequenceClassification(NeoBERTPreTrainedModel):
+    """Encoder + the authors' GLUE head: AutoModelForSequenceClassification for model_type
+    "neobert"; the encoder's weights load from the hub checkpoint (its ``model.`` prefix)."""
+
+    def __init__(self, config: NeoBERTConfig) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = NeoBERT(config)
+        dropout = getattr(config, "classifier_dropout", None)
+        self.head = ClassificationHead(
+            config.hidden_size, config.num_labels, 0.1 if dropout is None else dropout
+        )
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: object,
+    ) -> SequenceClassifierOutput:
+        kwargs.pop("token_type_ids", None)
+        hidden = self.model(input_ids, attention_mask=attention_mask).last_hidden_state
+        logits = self.head(hidden)
+        loss = None if labels is None else classification_loss(logits, labels, self.num_labels)
+        return SequenceClassifierOutput(loss=loss, logits=logits)

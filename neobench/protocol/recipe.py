@@ -205,10 +205,13 @@ def _evaluation_ok(spec: object) -> bool:
     return isinstance(spec.get("benchmark"), str) and names_ok
 
 
-def value_problems(key: str, value: Any) -> list[str]:
+def value_problems(
+    key: str, value: Any, keys: dict[str, Any] = KEYS, hints: dict[str, Any] = TYPES
+) -> list[str]:
     """What is wrong with one value of a known key: its type, its range, or a value this version
-    does not implement (a `Literal` type)."""
-    hint, valid = TYPES[key], KEYS[key].metadata.get("valid")
+    does not implement (a `Literal` type). ``keys``/``hints``: the fields and type hints of the
+    recipe's values dataclass (the contrastive recipe's by default)."""
+    hint, valid = hints[key], keys[key].metadata.get("valid")
     if typing.get_origin(hint) is Literal:
         if value not in typing.get_args(hint):
             return [
@@ -272,7 +275,7 @@ def apply_overrides(recipe: Recipe, overrides: dict[str, str]) -> Recipe:
             problems.append(_unknown_key(key, [*KEYS, *TOP_LEVEL], hint))
         else:
             try:
-                value = _coerce(text, key, getattr(recipe.values, key))
+                value = coerce(text, key, getattr(recipe.values, key))
             except ValueError as error:
                 problems.append(str(error))
                 continue
@@ -299,9 +302,10 @@ def _unknown_key(key: str, keys: list[str], listing: str) -> str:
     return unknown("recipe key", key, keys, f"List them with {listing}.")
 
 
-def _coerce(text: str, key: str, current: Any) -> Any:
-    """An override's text as a value of the key's declared type (not of the current value's)."""
-    hint = TYPES[key]
+def coerce(text: str, key: str, current: Any, hint: Any = None) -> Any:
+    """An override's text as a value of the key's declared type ``hint`` (the contrastive
+    recipe's by default), not of the current value's."""
+    hint = TYPES[key] if hint is None else hint
     if hint == str | list[str]:  # `all`, or a comma-separated list of manifest keys
         keys = [part.strip() for part in text.split(",") if part.strip()]
         if text != "all" and not keys:

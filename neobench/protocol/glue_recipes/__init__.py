@@ -1,0 +1,1 @@
+"""Shipped GLUE recipes (YAML): glue_recipe.py reads them."""
