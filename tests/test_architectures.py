@@ -28,6 +28,7 @@ from neobench.compat import patches
 from neobench.core.errors import NeobenchError
 from neobench.encoder.encode import FastEncoder
 from neobench.evaluation.runner import EvalConfig, run_eval
+from neobench.models import register
 from neobench.models.load import load_model
 from neobench.train.finetune import FinetuneConfig, finetune
 
@@ -287,6 +288,7 @@ def test_encoder_equals_stock_encode_packed_or_not(arch, tiny, sentences):
     listed architectures and runs the others padded, with the same numbers either way."""
     folder = tiny(arch.name)
     texts = [*TEXTS, *sentences[:40]]
+    register()  # stock loading of native NeoBERT needs its classes, whatever ran before
     stock = SentenceTransformer(str(folder), device="cpu", trust_remote_code=arch.remote)
     stock.max_seq_length = 128
     reference = stock.encode(texts, batch_size=16)

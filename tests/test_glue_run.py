@@ -1,0 +1,81 @@
+"""One GLUE run (task x grid point x seed) with the stock Trainer, on real RTE rows and a tiny
+BERT: the held-out selection never reads the validation split, and the run is deterministic."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import tiny_model
+
+from neobench.glue.run import RunSpec, complete, heldout_rows, lr_factor, run
+from neobench.protocol.glue import TASKS, GlueSource
+from neobench.protocol.glue_recipe import apply_glue_overrides, load_glue_recipe, point_key
+
+GLUE_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "glue"
+POINT = {"learning_rate": 1e-3, "batch_size": 16, "weight_decay": 0.01}
+
+
+def _spec(model: Path, folder: Path):
+    recipe = apply_glue_overrides(
+        load_glue_recipe(), {"epochs": "1", "train_rows": "160", "max_seq_length": "64"}
+    )
+    values = recipe.at(POINT)
+    return RunSpec(
+        TASKS["rte"], POINT, point_key(POINT), 0, values, recipe.sha256(values), str(model), folder
+    )
+
+
+def _flipped_validation(root: Path) -> Path:
+    """A copy of RTE whose validation labels are flipped: what selection must not notice."""
+    (root / "rte").mkdir(parents=True)
+    shutil.copy(GLUE_DATA / "rte" / "train-00000-of-00001.parquet", root / "rte")
+    table = pq.read_table(GLUE_DATA / "rte" / "validation-00000-of-00001.parquet")
+    labels = 1 - table.column("label").to_numpy()
+    index = table.schema.get_field_index("label")
+    column = pa.array(labels, type=table.schema.field("label").type)
+    pq.write_table(table.set_column(index, table.schema.field("label"), column),
+                   root / "rte" / "validation-00000-of-00001.parquet")  # fmt: skip
+    return root
+
+
+@pytest.mark.slow
+def test_heldout_selection_never_reads_validation(tmp_path, minilm) -> None:
+    model = tiny_model(tmp_path / "tiny", minilm, 0)
+    real = run(_spec(model, tmp_path / "real"), GlueSource.of(GLUE_DATA), say=lambda _: None)
+    other = GlueSource.of(_flipped_validation(tmp_path / "flipped"))
+    changed = run(_spec(model, tmp_path / "changed"), other, say=lambda _: None)
+    # The same checkpoint chosen by the same held-out scores, the same validation predictions...
+    assert real["selection"] == changed["selection"]
+    assert real["rows"] == {"train": 2490, "fit": 160, "selection": 249}
+    a = (tmp_path / "real" / "predictions.json").read_text()
+    b = (tmp_path / "changed" / "predictions.json").read_text()
+    import json
+
+    pa_, pb = json.loads(a)["validation"], json.loads(b)["validation"]
+    assert pa_["prediction"] == pb["prediction"] and pa_["label"] != pb["label"]
+    # ...only the reported validation score moves with validation's labels.
+    assert real["validation"] != changed["validation"]
+    assert complete(tmp_path / "real") and not (tmp_path / "real" / "trainer").exists()
+
+
+def test_heldout_slice_is_stratified_and_fixed() -> None:
+    values = load_glue_recipe().values
+    labels = np.array([0] * 600 + [1] * 400)
+    rows = heldout_rows(TASKS["rte"], labels, values)
+    assert len(rows) == 100 and np.sum(labels[rows] == 1) == 40
+    assert np.array_equal(rows, heldout_rows(TASKS["rte"], labels, values))  # every run, one slice
+
+
+def test_schedule_is_the_authors() -> None:
+    values = load_glue_recipe().values  # 6% warm-up, linear to 10% at 90% of steps, then flat
+    assert lr_factor(0, 100, values) == pytest.approx(1 / 6)
+    assert lr_factor(5, 100, values) == pytest.approx(1.0)
+    assert lr_factor(6, 100, values) == pytest.approx(1.0)
+    assert lr_factor(90, 100, values) == pytest.approx(0.1)
+    assert lr_factor(99, 100, values) == pytest.approx(0.1)
+    assert 0.1 < lr_factor(48, 100, values) < 1.0
