@@ -94,3 +94,21 @@ def test_offline_folder_names_a_missing_task() -> None:
         "rte/train-00000-of-00001.parquet",
         "rte/validation-00000-of-00001.parquet",
     }
+
+
+def test_paper_glue_rows_are_consistent() -> None:
+    """The transcribed Table 3: every row has the paper's columns; the Avg. the paper prints is
+    the mean of its eight tasks within rounding, except BERT's rows (quoted from BERT's own
+    Table 1, whose average also counts WNLI and the test server's scoring)."""
+    from importlib import resources
+
+    import yaml
+
+    data = yaml.safe_load(
+        resources.files("neobench.report.references").joinpath("paper_glue.yaml").read_text()
+    )
+    assert data["columns"][:-1] == [t for t in glue.ORDER if glue.TASKS[t].in_average]
+    for name, row in data["rows"].items():
+        assert len(row) == len(data["columns"]), name
+        if not name.startswith("BERT"):
+            assert abs(np.mean(row[:-1]) - row[-1]) <= 0.15, name
