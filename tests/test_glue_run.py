@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import tiny_model
 
+from neobench.core.errors import NeobenchError
 from neobench.glue.run import RunSpec, complete, heldout_rows, lr_factor, run
 from neobench.protocol.glue import TASKS, GlueSource
 from neobench.protocol.glue_recipe import apply_glue_overrides, load_glue_recipe, point_key
@@ -79,3 +80,42 @@ def test_schedule_is_the_authors() -> None:
     assert lr_factor(90, 100, values) == pytest.approx(0.1)
     assert lr_factor(99, 100, values) == pytest.approx(0.1)
     assert 0.1 < lr_factor(48, 100, values) < 1.0
+
+
+@pytest.mark.slow
+def test_grid_selects_per_task_and_skips_what_is_complete(tmp_path, minilm) -> None:
+    from neobench.glue.grid import run_glue
+
+    model = tiny_model(tmp_path / "tiny", minilm, 0)
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("learning_rate: [1.0e-3, 1.0e-5]\nbatch_size: [16]\n")
+    kwargs = dict(
+        grid=str(grid), seeds=[0, 1], data_dir=str(GLUE_DATA), device="cpu", say=lambda _: None,
+        overrides={"epochs": "1", "train_rows": "96", "max_seq_length": "48"},
+    )  # fmt: skip
+    first = run_glue(str(model), ["rte", "stsb"], str(tmp_path / "out"), **kwargs)
+    assert (first.runs, first.ran, first.skipped) == (8, 8, 0)
+    for task in ("rte", "stsb"):
+        chosen = first.selected[task]
+        assert chosen.missing == 0 and chosen.seeds == [0, 1] and len(chosen.candidates) == 2
+        assert chosen.score == max(chosen.candidates.values())
+        assert set(first.reported[task]) == {"validation"}
+    again = run_glue(str(model), ["rte", "stsb"], str(tmp_path / "out"), **kwargs)
+    assert (again.ran, again.skipped) == (0, 8) and again.reported == first.reported
+    # Another recipe into the same folder is refused, nothing overwritten.
+    other = kwargs | {"overrides": {"epochs": "2", "train_rows": "96", "max_seq_length": "48"}}
+    with pytest.raises(NeobenchError, match="another recipe"):
+        run_glue(str(model), ["rte"], str(tmp_path / "out"), **other)
+
+
+def test_bad_inputs_all_at_once(tmp_path) -> None:
+    from neobench.glue.grid import run_glue
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("lr: [1.0e-5]\n")
+    with pytest.raises(NeobenchError) as error:
+        run_glue("x", ["rte", "qnli", "mrcp"], str(tmp_path / "o"), grid=str(grid),
+                 data_dir=str(GLUE_DATA))  # fmt: skip
+    text = "\n".join(error.value.problems)
+    assert "Did you mean 'mrpc'" in text and "Did you mean 'learning_rate'" in text
+    assert "GLUE task qnli" in text  # unknown task, unknown grid key, a task without data

@@ -1,0 +1,147 @@
+"""`neobench glue` (nb.glue): every run of tasks x grid points x seeds for one model, the runs
+already complete skipped, an interrupted one resumed; then the selection per task.
+
+Layout: <output>/glue/<model name>/<revision>/<task>/<point key>/seed-<N>/ (run.py's folder),
+and beside the tasks glue-card.yaml: the command's run card (recipe, grid, seeds, data).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neobench.core.card_io import now, read_card, write_card
+from neobench.core.errors import NeobenchError, collect, writable_folder_problems
+from neobench.core.provenance import environment
+from neobench.glue.run import POINT_CARD, RunSpec, complete, run
+from neobench.protocol.glue import ALIASES, TASKS, GlueSource, data_sha256, parse_tasks
+from neobench.protocol.glue_recipe import (
+    apply_glue_overrides,
+    load_glue_recipe,
+    point_key,
+)
+from neobench.protocol.glue_selection import Selected, select
+
+GLUE_CARD = "glue-card.yaml"
+
+
+@dataclass
+class GlueSummary:
+    folder: Path
+    runs: int
+    ran: int
+    skipped: int
+    selected: dict[str, Selected] = field(default_factory=dict)
+    reported: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> mean validation
+
+
+def model_folder(output: Path, name: str, revision: str) -> Path:
+    return output / "glue" / name.replace("/", "__").replace(" ", "_") / revision
+
+
+def run_glue(
+    model: str,
+    tasks: list[str],
+    output: str,
+    *,
+    grid: str = "small",
+    seeds: list[int] | None = None,
+    overrides: dict[str, str] | None = None,
+    recipe: str = "neobert-glue",
+    data_dir: str | None = None,
+    model_name: str | None = None,
+    device: str = "auto",
+    dry_run: bool = False,
+    say: Any = print,
+) -> GlueSummary:
+    """Run (or with ``dry_run`` only count) the grid; every input problem reported at once."""
+    problems: list[str] = []
+    chosen = collect(problems, parse_tasks, tasks)
+    loaded = collect(problems, load_glue_recipe, recipe)
+    if loaded is not None and overrides:
+        loaded = collect(problems, apply_glue_overrides, loaded, overrides)
+    the_grid = collect(problems, loaded.grid, grid) if loaded is not None else None
+    source = collect(problems, GlueSource.of, data_dir)
+    if source is not None:  # the known tasks' data, even when another name is unknown
+        known = [n for n in tasks if ALIASES.get(n.strip().lower(), n.strip().lower()) in TASKS]
+        problems += source.problems(chosen or (parse_tasks(known) if known else []))
+    problems += writable_folder_problems(Path(output), "--output", "Pass another --output.")
+    seeds = [0] if seeds is None else seeds
+    if not seeds or any(s < 0 for s in seeds):
+        problems.append("--seeds: give one or more seeds >= 0, e.g. 0,1,2.")
+    if problems:
+        raise NeobenchError(problems)
+    from neobench.models.classifier import resolve
+
+    name, revision, _ = resolve(model, name=model_name)
+    folder = model_folder(Path(output), name, revision)
+    points = the_grid.points()
+    data = source.record(chosen)
+    card = {
+        "model": {"spec": model, "name": name, "revision": revision},
+        "recipe": loaded.record(),
+        "grid": the_grid.record(),
+        "seeds": seeds,
+        "tasks": [t.name for t in chosen],
+        "data": data,
+        "data_sha256": data_sha256(data),
+    }
+    _check_folder(folder, card)
+    specs = [
+        RunSpec(task, p, point_key(p), s, loaded.at(p), loaded.sha256(loaded.at(p)), model,
+                folder / task.name / point_key(p) / f"seed-{s}", _device(device))
+        for task in chosen for p in points for s in seeds
+    ]  # fmt: skip
+    done = [s for s in specs if complete(s.folder)]
+    summary = GlueSummary(folder, len(specs), 0, len(done))
+    say(f"{name}: {len(chosen)} task(s) x {len(points)} grid point(s) x {len(seeds)} seed(s) = "
+        f"{len(specs)} runs, {len(done)} complete, {len(specs) - len(done)} to run")  # fmt: skip
+    if dry_run:
+        return summary
+    write_card(folder / GLUE_CARD, card | {"started": now(), "environment": environment()})
+    for spec in specs:
+        if not complete(spec.folder):
+            run(spec, source, say)
+            summary.ran += 1
+    for task in chosen:
+        cards = [read_card(f / POINT_CARD) for f in (folder / task.name).glob("*/seed-*")]
+        kept = [
+            c
+            for c in cards
+            if c.get("status") == "complete" and c["key"] in {point_key(p) for p in points}
+        ]
+        found = select(task.name, kept, len(points) * len(seeds))
+        summary.selected[task.name] = found
+        reported = [c["validation"] for c in kept if c["key"] == found.key]
+        splits = {split for r in reported for split in r}
+        summary.reported[task.name] = {
+            split: sum(r[split]["score"] for r in reported) / len(reported)
+            for split in sorted(splits)
+        }
+    return summary
+
+
+def _check_folder(folder: Path, card: dict[str, Any]) -> None:
+    """A folder holds one protocol's runs: another recipe, grid or data goes elsewhere."""
+    path = folder / GLUE_CARD
+    if not path.is_file():
+        return
+    old = read_card(path)
+    differ = [
+        what for what, a, b in (
+            ("recipe", old.get("recipe", {}).get("sha256"), card["recipe"]["sha256"]),
+            ("data", old.get("data_sha256"), card["data_sha256"]),
+        ) if a != b
+    ]  # fmt: skip
+    if differ:
+        raise NeobenchError(
+            f"--output: {folder} holds GLUE runs of another {' and '.join(differ)} "
+            f"({path}). Pass another --output, or the same recipe, overrides and data."
+        )
+
+
+def _device(device: str) -> str:
+    from neobench.models.load import resolve_device
+
+    return resolve_device(device)
