@@ -179,3 +179,28 @@ class StudyTableCommand:
         "where the HTML page goes (default: --out's name as .html, else table.html in "
         "the study's output)",
     )
+
+
+@dataclass(kw_only=True)
+class GlueCommand:
+    """`neobench glue`: one model on GLUE under the paper's protocol (docs: neobench/glue)."""
+
+    model: str = opt(help="hub id, HF model folder, or SentenceTransformer folder")
+    tasks: list[str] = opt(
+        help="comma-separated GLUE tasks: rte,mrpc,stsb,cola,sst2,wnli,qnli,qqp,mnli", csv=True
+    )
+    output: str = opt(help="results root; runs go to <output>/glue/<model>/<revision>/")
+    grid: str = opt("small", "a grid of the recipe (paper, paper-table6, small) or a YAML file")
+    seeds: list[str] | None = opt(None, "comma-separated seeds (default: 0)", csv=True)
+    set: list[str] = opt(
+        [], "recipe override key=value (repeatable), e.g. --set epochs=3", metavar="KEY=VALUE"
+    )
+    recipe: str = opt("neobert-glue", "GLUE recipe name or YAML file")
+    data_dir: str | None = opt(
+        None, "offline folder laid out like nyu-mll/glue (or a mirror holding it); default: the hub"
+    )
+    model_name: str | None = opt(
+        None, "name runs are stored under (default: hub id or local/<folder>)"
+    )
+    device: str = opt("auto", "auto | cpu | cuda | cuda:N")
+    dry_run: bool = opt(False, "count the runs (and those already complete), run nothing")

@@ -11,6 +11,11 @@ EXAMPLES = {
   neobench data verify DIR --benchmark "{DEFAULT_BENCHMARK}"
   neobench ls tasks
 Each command has --help with an example.""",
+    "glue": """example (offline, the CPU grid, three seeds):
+  neobench glue --model chandar-lab/NeoBERT --tasks rte,mrpc,stsb --grid small --seeds 0,1,2 \\
+    --data-dir ../shared/data/glue --output results
+The paper's grid (40 points a task): --grid paper; the paper's selection on validation:
+--set select_on=validation.""",
     "eval": """example (offline, on a mirror):
   neobench eval --model sentence-transformers/all-MiniLM-L6-v2 --tasks STSBenchmark,BIOSSES \\
       --data-dir /data/mteb-mirror --results runs/eval

@@ -24,6 +24,7 @@ from neobench.cli.data import (
     cmd_verify,
 )
 from neobench.cli.examples import EXAMPLES
+from neobench.cli.glue import cmd_glue
 from neobench.cli.output import console, say
 from neobench.cli.progress import silence_libraries
 from neobench.cli.publish import cmd_publish
@@ -47,6 +48,7 @@ COMMANDS: list[flags.Command] = [
     (("data", "check"), commands.DataCheckCommand, cmd_check, EXAMPLES["check"]),
     (("finetune",), config.FinetuneConfig, cmd_finetune, EXAMPLES["finetune"]),
     (("reproduce",), ReproduceCommand, cmd_reproduce, EXAMPLES["reproduce"]),
+    (("glue",), commands.GlueCommand, cmd_glue, EXAMPLES["glue"]),
     (("table",), commands.TableCommand, cmd_table, EXAMPLES["table"]),
     (("compare",), commands.CompareCommand, cmd_compare, EXAMPLES["compare"]),
     (("plan",), config.PlanOptions, cmd_plan, EXAMPLES["plan"]),

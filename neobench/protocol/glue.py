@@ -84,7 +84,7 @@ def parse_tasks(names: Sequence[str]) -> list[GlueTask]:
         if key in TASKS:
             found.add(key)
         else:
-            problems.append(unknown("GLUE task", raw, list(ORDER), f"Known: {', '.join(ORDER)}."))
+            problems.append(unknown("GLUE task", raw, list(ORDER)))
     if not names:
         problems.append(f"--tasks names no task. Give some of {', '.join(ORDER)}.")
     if problems:
