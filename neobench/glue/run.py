@@ -103,6 +103,7 @@ def run(spec: RunSpec, source: GlueSource, say: Any = print) -> dict[str, Any]:
     from transformers import (
         DataCollatorWithPadding,
         EarlyStoppingCallback,
+        PrinterCallback,
         Trainer,
         TrainerCallback,
         TrainingArguments,
@@ -198,6 +199,8 @@ def run(spec: RunSpec, source: GlueSource, say: Any = print) -> dict[str, Any]:
         compute_metrics=score,
         callbacks=callbacks,
     )
+    # The Progress lines say what a log needs; the Trainer's own dicts would interleave them.
+    trainer.remove_callback(PrinterCallback)
     last = (
         get_last_checkpoint(str(spec.folder / TRAINER))
         if (spec.folder / TRAINER).is_dir()
