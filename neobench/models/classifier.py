@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neobench.core.errors import NeobenchError
-from neobench.models.load import check_encoder, locate, transformer_folder
+from neobench.models.load import check_encoder, display_name, locate, transformer_folder
 
 
 @dataclass
@@ -45,7 +45,7 @@ def resolve(
 ) -> tuple[str, str, str]:
     """(display name, revision, source) of a --model value, without loading weights."""
     folder, source, resolved = locate(spec, revision)
-    return (name or (spec if source == "hub" else f"local/{folder.name}")), resolved, source
+    return name or display_name(spec, source, folder), resolved, source
 
 
 def load_classifier(
@@ -107,7 +107,7 @@ def load_classifier(
     return LoadedClassifier(
         model=model,
         tokenizer=tokenizer,
-        name=name or (spec if source == "hub" else f"local/{folder.name}"),
+        name=name or display_name(spec, source, folder),
         revision=resolved,
         source=source,
         path=str(folder),

@@ -22,6 +22,16 @@ class ClassificationHead(nn.Module):
         self.dense = nn.Linear(hidden_size, hidden_size)
         self.classifier = nn.Linear(hidden_size, num_labels)
 
+    def output(self, hidden: torch.Tensor, labels: torch.Tensor | None) -> SequenceClassifierOutput:
+        """Logits of the token states, and their loss where labels are given."""
+        logits = self(hidden)
+        loss = (
+            None
+            if labels is None
+            else classification_loss(logits, labels, self.classifier.out_features)
+        )
+        return SequenceClassifierOutput(loss=loss, logits=logits)
+
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         x = self.dropout(hidden[:, 0])
         x = self.dropout(torch.tanh(self.dense(x)))
@@ -55,8 +65,4 @@ class EncoderClassifier(nn.Module):
         **kwargs: Any,
     ) -> SequenceClassifierOutput:
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
-        logits = self.head(hidden.last_hidden_state)
-        loss = (
-            None if labels is None else classification_loss(logits, labels, self.config.num_labels)
-        )
-        return SequenceClassifierOutput(loss=loss, logits=logits)
+        return self.head.output(hidden.last_hidden_state, labels)

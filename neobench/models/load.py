@@ -101,6 +101,11 @@ def locate(spec: str, revision: str | None = None) -> tuple[Path, str, str]:
     return _download(spec, revision)
 
 
+def display_name(spec: str, source: str, folder: Path) -> str:
+    """The name a model's results are stored under by default: its hub id, or local/<folder>."""
+    return spec if source == "hub" else f"local/{folder.name}"
+
+
 def _download(repo_id: str, revision: str | None) -> tuple[Path, str, str]:
     from huggingface_hub import errors, snapshot_download
 
@@ -221,7 +226,7 @@ def load_model(
     forward_kernel = _kernel(auto_model, device)
     return LoadedModel(
         model=model,
-        name=name or (spec if source == "hub" else f"local/{folder.name}"),
+        name=name or display_name(spec, source, folder),
         revision=resolved_revision,
         source=source,
         kind="sentence-transformers" if is_st else "transformers-encoder",

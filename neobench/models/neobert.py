@@ -31,7 +31,7 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
 )
 
-from neobench.models.heads import ClassificationHead, classification_loss
+from neobench.models.heads import ClassificationHead
 
 
 class NeoBERTConfig(PretrainedConfig):
@@ -414,6 +414,4 @@ class NeoBERTForSequenceClassification(NeoBERTPreTrainedModel):
     ) -> SequenceClassifierOutput:
         kwargs.pop("token_type_ids", None)
         hidden = self.model(input_ids, attention_mask=attention_mask).last_hidden_state
-        logits = self.head(hidden)
-        loss = None if labels is None else classification_loss(logits, labels, self.num_labels)
-        return SequenceClassifierOutput(loss=loss, logits=logits)
+        return self.head.output(hidden, labels)
