@@ -50,6 +50,12 @@ class TableCommand(TableOptions):
         "per-task drill-down, A/B of two rows; opens offline): docs/leaderboard-page.md",
         after="plot",
     )
+    glue: bool = opt(
+        False,
+        "the GLUE runs under --results (`neobench glue`) in the paper's GLUE table layout: a "
+        "column per task, --reference paper its Table 3 (docs/glue.md)",
+        after="benchmark",
+    )
 
 
 @dataclass(kw_only=True)
@@ -203,4 +209,11 @@ class GlueCommand:
         None, "name runs are stored under (default: hub id or local/<folder>)"
     )
     device: str = opt("auto", "auto | cpu | cuda | cuda:N")
+    select_on: str | None = opt(
+        None,
+        "where checkpoints and grid points are chosen: heldout (a slice of the training split, "
+        "the recipe's default) | validation (the paper's way: chosen and reported on validation)",
+        choices=("heldout", "validation"),
+    )
+    json: str | None = opt(None, "also write the runs, selection and reported scores as JSON")
     dry_run: bool = opt(False, "count the runs (and those already complete), run nothing")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from neobench.cli.commands import GlueCommand
 from neobench.cli.output import say
+from neobench.core.card_io import write_text_atomic
 from neobench.core.errors import NeobenchError
 from neobench.protocol.recipe import parse_overrides
 
@@ -18,9 +22,19 @@ def cmd_glue(cfg: GlueCommand) -> int:
         raise NeobenchError(
             f"--seeds {','.join(cfg.seeds or [])}: give integers, e.g. 0,1,2."
         ) from None
+    if cfg.json and not Path(cfg.json).resolve().parent.is_dir():
+        raise NeobenchError(f"--json {cfg.json}: its folder does not exist. Create it first.")
+    overrides = parse_overrides(cfg.set)
+    if cfg.select_on is not None:
+        if overrides.get("select_on", cfg.select_on) != cfg.select_on:
+            raise NeobenchError(
+                f"--select-on {cfg.select_on} and --set select_on={overrides['select_on']} "
+                "disagree. Give one of the two."
+            )
+        overrides["select_on"] = cfg.select_on
     summary = run_glue(
         cfg.model, cfg.tasks, cfg.output, grid=cfg.grid, seeds=seeds,
-        overrides=parse_overrides(cfg.set), recipe=cfg.recipe, data_dir=cfg.data_dir,
+        overrides=overrides, recipe=cfg.recipe, data_dir=cfg.data_dir,
         model_name=cfg.model_name, device=cfg.device, dry_run=cfg.dry_run,
         say=lambda line: say(line, markup=False),
     )  # fmt: skip
@@ -31,4 +45,7 @@ def cmd_glue(cfg: GlueCommand) -> int:
             f"{chosen.seeds}){left}; reported {scores}", markup=False)  # fmt: skip
     if not cfg.dry_run:
         say(f"runs: {summary.folder}", markup=False)
+    if cfg.json:
+        write_text_atomic(Path(cfg.json), json.dumps(summary.record(), indent=2) + "\n")
+        say(f"wrote {cfg.json}", markup=False)
     return 0

@@ -4,6 +4,7 @@ comparison, a seeds plan, or scored against measured contamination."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from neobench.cli import commands
 from neobench.cli.output import out, print_listing, say
@@ -25,7 +26,7 @@ def cmd_table(cfg: commands.TableCommand) -> int:
     from neobench.report.render import terminal
 
     fmt = render.output_format(cfg.format, cfg.out, cfg.plot, cfg.html)
-    table = tables.leaderboard(**options(cfg, TableOptions))
+    table = _glue_table(cfg) if cfg.glue else tables.leaderboard(**options(cfg, TableOptions))
     if fmt == render.RICH:
         terminal.print_rich(table, out)
     elif cfg.out:
@@ -40,6 +41,31 @@ def cmd_table(cfg: commands.TableCommand) -> int:
     if cfg.html:
         _write_page(cfg)
     return 0
+
+
+# `table`'s flags that name MTEB's benchmark, its task types or its task-level resampling, and
+# what they are set to by default: with --glue, a flag changed from it is refused.
+NOT_GLUE = ("benchmark", "per_task", "over", "zero_shot_only", "ranks", "per_type")
+
+
+def _glue_table(cfg: commands.TableCommand) -> Any:
+    from neobench.core.errors import NeobenchError
+    from neobench.report.glue import glue_table
+
+    defaults = TableOptions()
+    given = [k for k in NOT_GLUE if getattr(cfg, k) != getattr(defaults, k)]
+    given += ["html"] if cfg.html else []  # the page's views and pairs are built on MTEB's runs
+    if given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise NeobenchError(
+            f"--glue with {flags}: the GLUE table has one column per GLUE task and resamples "
+            "the validation items; those flags (and the --html page) are MTEB's. Leave them out "
+            "(--out writes md, csv, tex or json; --plot a PNG)."
+        )
+    return glue_table(
+        cfg.results, models=cfg.models, reference=cfg.reference, ci=cfg.ci,
+        baseline=cfg.baseline, resamples=cfg.resamples, seed=cfg.seed, strict=cfg.strict,
+    )  # fmt: skip
 
 
 def _write_page(cfg: commands.TableCommand) -> None:

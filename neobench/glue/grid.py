@@ -7,6 +7,7 @@ and beside the tasks glue-card.yaml: the command's run card (recipe, grid, seeds
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,20 @@ class GlueSummary:
     skipped: int
     selected: dict[str, Selected] = field(default_factory=dict)
     reported: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> mean validation
+
+    def record(self) -> dict[str, Any]:
+        """What `neobench glue --json` writes: the counts, and per task the selection and the
+        selected point's mean validation score per split."""
+        return {
+            "folder": str(self.folder),
+            "runs": self.runs,
+            "ran": self.ran,
+            "skipped": self.skipped,
+            "tasks": {
+                task: {"selected": dataclasses.asdict(chosen), "reported": self.reported[task]}
+                for task, chosen in self.selected.items()
+            },
+        }
 
 
 def model_folder(output: Path, name: str, revision: str) -> Path:

@@ -99,45 +99,73 @@ def metrics(task: GlueTask, predictions: np.ndarray, labels: np.ndarray) -> dict
     """The task's GLUE metrics of class predictions (or scores, for regression), each in [0, 1]
     (MCC and correlations in [-1, 1]), and ``score``: the one number the paper's table shows, the
     mean of a task's two metrics where it has two (the paper's appendix C)."""
-    values = {
-        name: _METRICS[name](np.asarray(predictions), np.asarray(labels)) for name in task.metrics
-    }
-    return values | {"score": float(np.mean(list(values.values())))}
+    found = metric_draws(task, np.asarray(predictions)[None], np.asarray(labels)[None])
+    return {name: float(values[0]) for name, values in found.items()}
 
 
-def _accuracy(pred: np.ndarray, gold: np.ndarray) -> float:
-    return float(np.mean(pred == gold)) if len(gold) else float("nan")
+def metric_draws(task: GlueTask, predictions: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+    """`metrics` of many item sets at once: ``predictions`` and ``labels`` (draws, items), one
+    array of draws per metric and ``score`` (the report's bootstrap resamples items this way)."""
+    values = {name: _METRICS[name](predictions, labels) for name in task.metrics}
+    return values | {"score": np.mean(np.stack(list(values.values())), axis=0)}
 
 
-def _f1(pred: np.ndarray, gold: np.ndarray) -> float:
-    """F1 of the positive class (label 1: equivalent, duplicate), as GLUE scores MRPC and QQP."""
-    tp = float(np.sum((pred == 1) & (gold == 1)))
-    fp = float(np.sum((pred == 1) & (gold != 1)))
-    fn = float(np.sum((pred != 1) & (gold == 1)))
-    return 0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn)
+# Each metric takes (draws, items) arrays and gives one value per draw.
 
 
-def _mcc(pred: np.ndarray, gold: np.ndarray) -> float:
+def _accuracy(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    if gold.shape[-1] == 0:
+        return np.full(gold.shape[:-1], np.nan)
+    return np.mean(pred == gold, axis=-1)
+
+
+def _counts(pred: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, ...]:
+    """True and false positives and negatives of the positive class (label 1), per draw."""
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.sum(mask, axis=-1).astype(float)
+
+    positive, actual = pred == 1, gold == 1
+    return (
+        count(positive & actual),
+        count(~positive & ~actual),
+        count(positive & ~actual),
+        count(~positive & actual),
+    )
+
+
+def _f1(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """F1 of the positive class (label 1: equivalent, duplicate), as GLUE scores MRPC and QQP;
+    0 without a true positive."""
+    tp, _, fp, fn = _counts(pred, gold)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(tp == 0, 0.0, 2 * tp / (2 * tp + fp + fn))
+
+
+def _mcc(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
     """Matthews correlation of two binary labelings; 0 where a row or column of the confusion
     matrix is empty (sklearn's convention)."""
-    tp = float(np.sum((pred == 1) & (gold == 1)))
-    tn = float(np.sum((pred == 0) & (gold == 0)))
-    fp = float(np.sum((pred == 1) & (gold == 0)))
-    fn = float(np.sum((pred == 0) & (gold == 1)))
+    tp, tn, fp, fn = _counts(pred, gold)
     denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    return 0.0 if denominator == 0 else float((tp * tn - fp * fn) / denominator)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator == 0, 0.0, (tp * tn - fp * fn) / denominator)
 
 
-def _pearson(pred: np.ndarray, gold: np.ndarray) -> float:
-    if np.std(pred) == 0 or np.std(gold) == 0:
-        return 0.0  # a constant prediction carries no correlation (scipy would return nan)
-    return float(np.corrcoef(pred.astype(float), gold.astype(float))[0, 1])
+def _pearson(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """0 where either side is constant: such a prediction carries no correlation (scipy would
+    give nan)."""
+    x = pred.astype(float) - pred.mean(axis=-1, keepdims=True)
+    y = gold.astype(float) - gold.mean(axis=-1, keepdims=True)
+    spread = np.sqrt(np.sum(x * x, axis=-1) * np.sum(y * y, axis=-1))
+    constant = (np.ptp(pred, axis=-1) == 0) | (np.ptp(gold, axis=-1) == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(constant, 0.0, np.sum(x * y, axis=-1) / np.where(constant, 1.0, spread))
 
 
-def _spearman(pred: np.ndarray, gold: np.ndarray) -> float:
+def _spearman(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
     from scipy.stats import rankdata
 
-    return _pearson(rankdata(pred), rankdata(gold))
+    return _pearson(rankdata(pred, axis=-1), rankdata(gold, axis=-1))
 
 
 _METRICS = {

@@ -187,10 +187,28 @@ class GlueRecipe:
         data = read_yaml(path, "grid")
         if isinstance(data, dict) and isinstance(data.get("values"), dict):
             data = data["values"]
+        data = yaml_numbers(data)
         problems = grid_problems(data, f"--grid {path}")
         if problems:
             raise NeobenchError(problems)
         return Grid(path.stem, {k: list(v) for k, v in data.items()}, "file", str(path))
+
+
+def yaml_numbers(data: Any) -> Any:
+    """A grid as YAML gives it, with the numbers YAML 1.1 reads as text (``1e-5``: no dot)
+    made floats where the key is a float (`grid_problems` then checks what is left)."""
+    if not isinstance(data, dict):
+        return data
+
+    def number(key: Any, v: Any) -> Any:
+        if TYPES.get(key) is float and isinstance(v, str):
+            try:
+                return float(v)
+            except ValueError:
+                return v
+        return v
+
+    return {k: [number(k, v) for v in vs] if isinstance(vs, list) else vs for k, vs in data.items()}
 
 
 def grid_problems(data: object, where: str) -> list[str]:

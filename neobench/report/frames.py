@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from neobench.core.conditions import RECORD, Conditions
+from neobench.core.conditions import RECORD
 from neobench.core.frames import frame, number, scaled
 from neobench.core.runs import NAMES, Run, identity, labelled
 from neobench.report import ranks
@@ -60,7 +60,7 @@ def _leader_record(table: LeaderTable, row: Row, extras: _Extras) -> dict[str, A
     record["missing_tasks"] = len(row.missing)
     record["changed_tasks"] = len(row.mismatched)
     record["zero_shot"] = row.zero_shot
-    return record | Conditions(row.conditions).record()
+    return record | table.record(row)
 
 
 def _score(row: Row, column: str, value: float | None, extras: _Extras) -> dict[str, Any]:

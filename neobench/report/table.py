@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from neobench.core.conditions import RECIPE, groups
+from neobench.core.conditions import RECIPE, RECORD, Conditions, groups
 from neobench.core.errors import NeobenchError, unknown
 from neobench.core.runs import NAMES, Run, find, identity
 from neobench.report.columns import AVG, MEAN_TYPES, MEASURED, SHORT, TYPE_ORDER, ZERO_SHOT
@@ -118,6 +118,9 @@ class LeaderTable:
     baseline: str | None = None  # with --baseline: the label of that row (report/intervals.py)
     zero_shot: bool = False  # a Zero-shot column (report/overlap.py fills it)
     ranked: list[str] = field(default_factory=list)  # --ranks: the columns ranked (Avg. last)
+    # The conditions the writers record per row: an evaluation's (conditions.RECORD), or another
+    # protocol's own fields read from Row.conditions as they are (report/glue.py).
+    record_fields: tuple[str, ...] = RECORD
 
     def row(self, label: str) -> Row:
         return next(r for r in self.rows if r.label == label)
@@ -128,6 +131,12 @@ class LeaderTable:
         kept = [t for t in tasks if self.averaged is None or t.metadata.name in self.averaged]
         found = {t: [t] for t in self.task_names} if self.per_task else by_type(kept)
         return found | {AVG: [t.metadata.name for t in kept]}
+
+    def record(self, row: Row) -> dict[str, Any]:
+        """The row's conditions as CSV, JSON and frames write them (`record_fields`)."""
+        if self.record_fields == RECORD:
+            return Conditions(row.conditions).record()
+        return {k: row.conditions.get(k) for k in self.record_fields}
 
     def to_pandas(self) -> Any:
         """A row per table row, intervals, seed sd and marks in columns of their own (frames.py)."""

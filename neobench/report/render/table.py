@@ -9,7 +9,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from neobench.core.conditions import RECORD, Conditions
 from neobench.core.errors import NeobenchError, check_choice, collect, writable_folder_problems
 from neobench.core.runs import NAMES
 from neobench.report import ranks as ranks_mod
@@ -62,7 +61,7 @@ def _csv_header(table: LeaderTable, extra: _CsvExtra) -> list[str]:
     counts = [] if table.per_task else [f"{t}_tasks" for t in shown]
     avg = [*extra.header("avg", AVG), *([] if table.per_task else ["avg_tasks", "mean_task_type"])]
     tail = ["missing_tasks", "quoted", "zero_shot", "in_domain"]
-    return [*NAMES, *scores, *counts, *avg, *tail, *RECORD]
+    return [*NAMES, *scores, *counts, *avg, *tail, *table.record_fields]
 
 
 def _csv_row(table: LeaderTable, row: Row, extra: _CsvExtra) -> list[object]:
@@ -76,12 +75,8 @@ def _csv_row(table: LeaderTable, row: Row, extra: _CsvExtra) -> list[object]:
     if not table.per_task:
         avg += ["{}/{}".format(*row.avg_of), _num(row.mean_types)]
     tail = [len(row.missing), row.quoted, row.zero_shot_text(), " ".join(_in_domain(row))]
-    conditions = [_cell(v) for v in _conditions(row).values()]
+    conditions = [_cell(v) for v in table.record(row).values()]
     return [*run, *scores, *counts, *avg, *tail, *conditions]
-
-
-def _conditions(row: Row) -> dict[str, object]:
-    return Conditions(row.conditions).record()
 
 
 def _in_domain(row: Row) -> list[str]:
@@ -176,7 +171,7 @@ def _json_row(table: LeaderTable, row: Row) -> dict[str, object]:
         **({"changed_tasks": row.mismatched} if row.mismatched else {}),
         "zero_shot": row.zero_shot,
         "in_domain": _in_domain(row),
-        **_conditions(row),
+        **table.record(row),
     }
 
 

@@ -1,0 +1,174 @@
+"""`neobench table --glue`: real GLUE runs of two tiny BERTs on RTE and STS-B read back in the
+paper's GLUE layout, with intervals over the validation items, marks against a baseline, the
+paper's rows, and every writer."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from statistics import fmean
+
+import numpy as np
+import pytest
+import yaml
+from conftest import tiny_model
+
+from neobench.cli.main import main
+from neobench.core.card_io import read_card, write_card
+from neobench.core.errors import NeobenchError
+from neobench.glue.grid import run_glue
+from neobench.protocol.glue import TASKS, metrics
+from neobench.report.columns import AVG, UP
+from neobench.report.glue import VALIDATION_TAG, glue_table
+from neobench.report.render import table as render
+
+GLUE_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "glue"
+QUICK = {"epochs": "1", "train_rows": "160", "heldout_max_rows": "200", "max_seq_length": "64"}
+
+
+def _grid(folder: Path) -> str:
+    path = folder / "grid.yaml"
+    path.write_text("learning_rate: [1e-4]\nbatch_size: [16]\n")  # YAML 1.1 reads 1e-4 as text
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory, minilm) -> dict[str, Path]:
+    """Two tiny BERTs (another seed each) on RTE and STS-B, two seeds each; one more on RTE
+    with selection on validation, the paper's way."""
+    base = tmp_path_factory.mktemp("glue-table")
+    grid, found = _grid(base), {}
+    for name, seed, overrides in (("tiny-a", 0, {}), ("tiny-b", 1, {}),
+                                  ("tiny-v", 2, {"select_on": "validation"})):  # fmt: skip
+        model = tiny_model(base / name, minilm, seed)
+        tasks = ["rte"] if overrides else ["rte", "stsb"]
+        run_glue(
+            str(model), tasks, str(base / f"out-{name}"), grid=grid, seeds=[0] if overrides
+            else [0, 1], overrides=QUICK | overrides, data_dir=str(GLUE_DATA), model_name=name,
+            device="cpu", say=lambda _: None,
+        )  # fmt: skip
+        found[name] = base / f"out-{name}"
+    return found
+
+
+def _cards(root: Path, task: str) -> list[dict]:
+    return [read_card(p) for p in sorted(root.glob(f"glue/*/*/{task}/*/seed-*/point.yaml"))]
+
+
+def test_cells_are_the_selected_points_mean_over_seeds(roots) -> None:
+    table = glue_table([roots["tiny-a"], roots["tiny-b"]], ci=True, reference="paper")
+    assert table.task_names == ["RTE", "STS-B"]  # the paper's column order, the tasks held
+    row = table.row("tiny-a")
+    rte = [c["validation"]["validation"]["score"] for c in _cards(roots["tiny-a"], "rte")]
+    assert len(rte) == 2 and row.tasks["RTE"] == pytest.approx(100 * fmean(rte))
+    assert row.avg == pytest.approx(fmean([row.tasks["RTE"], row.tasks["STS-B"]]))
+    assert row.avg_of == (2, 8) and row.identity["seeds"] == [0, 1]
+    for column in ("RTE", "STS-B", AVG):  # a 95% interval around each cell, seeds resampled too
+        low, high = row.ci[column]
+        value = row.avg if column == AVG else row.tasks[column]
+        assert low <= value <= high and high > low
+    assert set(row.sd) == {"RTE", "STS-B"}
+    paper = table.row("NeoBERT-1024 (paper)")
+    assert paper.quoted and paper.tasks == {"RTE": 91.0, "STS-B": 92.1}
+    assert paper.avg == pytest.approx(fmean([91.0, 92.1]))  # recomputed over the tasks shown
+    notes = " ".join(table.notes)
+    assert "tiny-a: selected RTE batch_size=16,learning_rate=0.0001" in notes
+    assert "WNLI is never averaged" in notes and "recomputed over the 2 tasks shown" in notes
+    assert "held-out slice" in notes
+
+
+def test_saved_predictions_give_the_cards_scores(roots) -> None:
+    """The intervals resample predictions.json: unresampled, it gives point.yaml's numbers."""
+    for folder in sorted(roots["tiny-a"].glob("glue/*/*/stsb/*/seed-*")):
+        saved = json.loads((folder / "predictions.json").read_text())["validation"]
+        found = metrics(TASKS["stsb"], np.array(saved["prediction"]), np.array(saved["label"]))
+        card = read_card(folder / "point.yaml")["validation"]["validation"]
+        assert found == pytest.approx(card)
+
+
+def test_marks_against_a_baseline_follow_the_evidence(roots, tmp_path) -> None:
+    """A copy of tiny-a under another name is never marked; a copy whose predictions are the
+    gold labels is above on every column."""
+    same = _renamed(roots["tiny-a"], tmp_path / "same", "tiny-a-again")
+    perfect = _renamed(roots["tiny-a"], tmp_path / "perfect", "oracle", oracle=True)
+    table = glue_table([roots["tiny-a"], same, perfect], ci=True, baseline="tiny-a")
+    assert table.baseline == "tiny-a"
+    assert table.row("tiny-a-again").marks == {}
+    assert table.row("oracle").marks == dict.fromkeys(["RTE", "STS-B", AVG], UP)
+    assert table.row("oracle").tasks["RTE"] == pytest.approx(100.0)
+    assert any(n.startswith(f"{UP} / ") for n in table.notes)
+    with pytest.raises(NeobenchError, match="Did you mean 'tiny-a'"):
+        glue_table([roots["tiny-a"]], baseline="tiny-aa")
+
+
+def _renamed(root: Path, to: Path, name: str, *, oracle: bool = False) -> Path:
+    shutil.copytree(root, to)
+    (card_path,) = to.glob("glue/*/*/glue-card.yaml")
+    card = read_card(card_path)
+    card["model"]["name"] = name
+    write_card(card_path, card)
+    if oracle:
+        for folder in to.glob("glue/*/*/*/*/seed-*"):
+            task = TASKS[folder.parent.parent.name]
+            saved = json.loads((folder / "predictions.json").read_text())
+            point = read_card(folder / "point.yaml")
+            for split, found in saved.items():
+                found["prediction"] = found["label"]
+                point["validation"][split] = metrics(
+                    task, np.array(found["label"]), np.array(found["label"])
+                )
+            (folder / "predictions.json").write_text(json.dumps(saved))
+            write_card(folder / "point.yaml", point)
+    return to
+
+
+def test_selection_on_validation_is_marked(roots) -> None:
+    table = glue_table([roots["tiny-a"], roots["tiny-v"]])
+    assert table.row("tiny-v").tag == VALIDATION_TAG
+    assert table.row("tiny-a").tag == ""
+    assert table.row("tiny-v").missing == ["STS-B"] and table.row("tiny-v").avg_of == (1, 8)
+    notes = " ".join(table.notes)
+    assert f"{VALIDATION_TAG}: checkpoints and grid points chosen on the validation" in notes
+    assert "select_on: heldout (tiny-a), validation (tiny-v)" in notes
+    with pytest.raises(NeobenchError, match="--strict"):
+        glue_table([roots["tiny-a"], roots["tiny-v"]], strict=True)
+
+
+def test_every_writer(roots, tmp_path) -> None:
+    table = glue_table([roots["tiny-a"], roots["tiny-b"]], ci=True, baseline="tiny-a")
+    markdown = render.write(table, "md")
+    assert "| Model | RTE | STS-B | Avg. | Missing |" in markdown
+    csv = render.write(table, "csv").splitlines()
+    header = next(line for line in csv if line.startswith("label,"))
+    assert "RTE_ci_low" in header and header.endswith("transfer_from_mnli,mixed_precision")
+    assert "neobert-glue v1" in next(line for line in csv if line.startswith("tiny-b,"))
+    record = json.loads(render.write(table, "json"))
+    assert record["columns"] == ["RTE", "STS-B", AVG]
+    assert "\\begin{tabular}" in render.write(table, "latex")
+    frame = table.to_pandas()
+    assert list(frame["label"]) == ["tiny-a", "tiny-b"] and "select_on" in frame
+    render.plot(table, tmp_path / "glue.png")
+    assert (tmp_path / "glue.png").stat().st_size > 10_000
+
+
+def test_command_line(roots, tmp_path, capsys) -> None:
+    out = tmp_path / "glue.md"
+    argv = ["table", "--glue", "--results", str(roots["tiny-a"]), "--reference", "paper"]
+    assert main([*argv, "--ci", "--out", str(out)]) == 0
+    assert "ModernBERT-base (paper)" in out.read_text()
+    assert main([*argv, "--per-task", "--over", "tasks"]) == 2
+    err = capsys.readouterr().err
+    assert "--glue with --per-task, --over" in err and "Traceback" not in err
+    assert main(["table", "--glue", "--results", str(tmp_path)]) == 2
+    assert "no GLUE runs under" in capsys.readouterr().err
+
+
+def test_unreadable_run_card_is_named_not_fatal(roots, tmp_path) -> None:
+    copy = shutil.copytree(roots["tiny-b"], tmp_path / "b")
+    broken = next(copy.glob("glue/*/*/stsb/*/seed-1/point.yaml"))
+    broken.write_text("status: [unclosed\n")
+    table = glue_table([copy])
+    assert any(str(broken) in n and "unreadable" in n for n in table.notes)
+    assert table.row("tiny-b").identity["seeds"] == [0, 1]  # RTE still has both
+    assert yaml.safe_load(next(copy.glob("glue/*/*/glue-card.yaml")).read_text())
