@@ -358,6 +358,17 @@ time.sleep({run_s})
 """
 
 
+@pytest.fixture(autouse=True)
+def _patches_under_test(request, monkeypatch):
+    """A test marked `patches` checks a library patch against the library's own path: the
+    patches are in force for it whatever NEOBENCH_PATCHES says, so a suite run with
+    NEOBENCH_PATCHES=off (the libraries as shipped everywhere else) still checks them."""
+    if request.node.get_closest_marker("patches"):
+        from neobench.compat.patches import ENV
+
+        monkeypatch.delenv(ENV, raising=False)
+
+
 # --- How the tests are shared between xdist workers (--dist loadgroup) ----------------------
 # A module's tests stay together (its module-scoped fixtures are made once). The modules that use
 # a Slurm cluster form four groups, each worker starting its own cluster (the session fixture is
@@ -380,17 +391,6 @@ FIRST = ("slurm-study", "slurm-rehearsal", SLURM_GROUP, "slurm-sweep", "test_fin
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-@pytest.fixture(autouse=True)
-def _patches_under_test(request, monkeypatch):
-    """A test marked `patches` checks a library patch against the library's own path: the
-    patches are in force for it whatever NEOBENCH_PATCHES says, so a suite run with
-    NEOBENCH_PATCHES=off (the libraries as shipped everywhere else) still checks them."""
-    if request.node.get_closest_marker("patches"):
-        from neobench.compat.patches import ENV
-
-        monkeypatch.delenv(ENV, raising=False)
-
-
 def pytest_collection_modifyitems(config, items):
     def module(item) -> str:
         return item.module.__name__.rsplit(".", 1)[-1]
