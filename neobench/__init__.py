@@ -4,7 +4,7 @@
     board = nb.leaderboard("runs", ci=True)
 
 The API (neobench/api.py: finetune, evaluate, load_runs, leaderboard, compare, plan,
-overlap, load_study, reproduce, publish) loads
+overlap, load_study, reproduce, publish, run_glue, glue_table) loads
 on first use, so importing neobench imports neither torch nor transformers. The packages' layers:
 docs/architecture.md.
 """
@@ -21,7 +21,8 @@ from neobench._version import __version__
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 API = ("finetune", "evaluate", "load_runs", "leaderboard", "compare", "plan", "overlap",
-       "load_study", "reproduce", "publish", "Study", "Runs", "NeobenchError")  # fmt: skip
+       "load_study", "reproduce", "publish", "run_glue", "glue_table", "Study", "Runs",
+       "NeobenchError")  # fmt: skip
 __all__ = ["__version__", *API]
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from neobench.core.runs import Run
     from neobench.evaluation.outcomes import EvalSummary
+    from neobench.glue.grid import GlueSummary
     from neobench.publishing.run import Published
     from neobench.report.compare import Comparison
     from neobench.report.contamination import OverlapReport
@@ -36,6 +37,7 @@ __all__ = [
     "compare",
     "evaluate",
     "finetune",
+    "glue_table",
     "leaderboard",
     "load_runs",
     "load_study",
@@ -43,6 +45,7 @@ __all__ = [
     "plan",
     "publish",
     "reproduce",
+    "run_glue",
 ]
 
 PathLike = str | Path
@@ -236,6 +239,54 @@ def leaderboard(results: PathLike | Sequence[PathLike] = ".", **options: Any) ->
 
     cfg = _config(config.TableOptions, "leaderboard", options, results=_roots(results))
     return tables.leaderboard(**dataclasses.asdict(cfg))
+
+
+def run_glue(
+    model: str | Path,
+    tasks: Sequence[str],
+    output: PathLike,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    progress: bool = False,
+    **options: Any,
+) -> GlueSummary:
+    """`neobench glue`: ``model`` fine-tuned on each GLUE task at every point of ``grid``
+    ("small", "paper", "paper-table6" or a YAML file) and seed, complete runs skipped; the
+    selection and the reported validation score per task. Its flags as keywords (``grid``,
+    ``seeds``, ``data_dir``, ``recipe``, ``model_name``, ``device``, ``dry_run``);
+    ``overrides``: recipe values as ``--set`` takes them (``{"select_on": "validation"}``)."""
+    from neobench.glue import grid
+
+    allowed = ("grid", "seeds", "recipe", "data_dir", "model_name", "device", "dry_run")
+    unknown = [key for key in options if key not in allowed]
+    if unknown:
+        raise NeobenchError([
+            f"run_glue(): unknown keyword {key!r}.{did_you_mean(key, [*allowed, 'overrides'])}"
+            for key in unknown
+        ])  # fmt: skip
+    given = {k: str(v) if isinstance(v, Path) else v for k, v in options.items()}
+    texts = {k: _value(v) for k, v in (overrides or {}).items()}
+    say = _log_line if progress else (lambda _: None)
+    return grid.run_glue(
+        str(model), list(tasks), str(output), overrides=texts, say=say, **given
+    )
+
+
+def glue_table(results: PathLike | Sequence[PathLike] = ".", **options: Any) -> LeaderTable:
+    """`neobench table --glue`: the GLUE runs under ``results`` in the paper's GLUE layout (its
+    flags as keywords: ``ci=True``, ``baseline=...``, ``reference="paper"``, ``models=[...]``,
+    ``strict=True``, ``resamples``, ``seed``). Its ``to_pandas()``: a column per task and
+    ``Avg.`` on 0-100, with ``_ci_low`` / ``_ci_high``, ``_sd`` and ``_mark`` where present."""
+    from neobench.report.glue import glue_table as table
+
+    allowed = ("models", "reference", "ci", "baseline", "resamples", "seed", "strict")
+    unknown = [key for key in options if key not in allowed]
+    if unknown:
+        raise NeobenchError([
+            f"glue_table(): unknown keyword {key!r}.{did_you_mean(key, list(allowed))}"
+            for key in unknown
+        ])  # fmt: skip
+    return table(_roots(results), **options)
 
 
 def compare(results: PathLike | Sequence[PathLike], baseline: str, **options: Any) -> Comparison:

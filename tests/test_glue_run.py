@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import tiny_model
 
+from neobench.core.card_io import read_card
 from neobench.core.errors import NeobenchError
 from neobench.glue.run import RunSpec, complete, heldout_rows, lr_factor, run
 from neobench.protocol.glue import TASKS, GlueSource
@@ -119,3 +120,52 @@ def test_bad_inputs_all_at_once(tmp_path) -> None:
     text = "\n".join(error.value.problems)
     assert "Did you mean 'mrpc'" in text and "Did you mean 'learning_rate'" in text
     assert "GLUE task qnli" in text  # unknown task, unknown grid key, a task without data
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_from_its_checkpoint(tmp_path, minilm) -> None:
+    """SIGKILL right after the first checkpoint is saved; the same command again continues from
+    that checkpoint and ends with the predictions of a run never interrupted."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    model = tiny_model(tmp_path / "tiny", minilm, 0)
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("learning_rate: [1.0e-4]\nbatch_size: [16]\n")
+
+    def argv(output: Path) -> list[str]:
+        return [
+            sys.executable, "-m", "neobench", "glue", "--model", str(model), "--tasks", "rte",
+            "--grid", str(grid), "--set", "epochs=1", "--set", "max_seq_length=48",
+            "--data-dir", str(GLUE_DATA), "--output", str(output), "--device", "cpu",
+        ]  # fmt: skip
+
+    env = os.environ | {"PYTHONUNBUFFERED": "1"}
+    # Progress goes to stderr (stdout is kept for results).
+    child = subprocess.Popen(argv(tmp_path / "killed"), stderr=subprocess.PIPE, text=True, env=env)
+    assert child.stderr is not None
+    for line in child.stderr:  # the event waited on: the run's own word that a checkpoint is saved
+        if "checkpoint at step" in line:
+            child.send_signal(signal.SIGKILL)
+            break
+    child.wait()
+    assert child.returncode == -signal.SIGKILL
+    (folder,) = (tmp_path / "killed").glob("glue/*/*/rte/*/seed-0")
+    assert not complete(folder) and any((folder / "trainer").glob("checkpoint-*"))
+    saved = line.split("checkpoint at step")[1].strip()
+
+    resumed = subprocess.run(argv(tmp_path / "killed"), capture_output=True, text=True, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    card = read_card(folder / "point.yaml")
+    assert card["status"] == "complete" and card["resumed_from"] == f"checkpoint-{saved}"
+    assert card["steps_done"] == card["steps_planned"]
+    whole = subprocess.run(argv(tmp_path / "whole"), capture_output=True, text=True, env=env)
+    assert whole.returncode == 0, whole.stderr
+    (other,) = (tmp_path / "whole").glob("glue/*/*/rte/*/seed-0")
+    assert read_card(other / "point.yaml")["resumed_from"] is None
+    a = json.loads((folder / "predictions.json").read_text())
+    b = json.loads((other / "predictions.json").read_text())
+    assert a == b

@@ -172,3 +172,18 @@ def test_unreadable_run_card_is_named_not_fatal(roots, tmp_path) -> None:
     assert any(str(broken) in n and "unreadable" in n for n in table.notes)
     assert table.row("tiny-b").identity["seeds"] == [0, 1]  # RTE still has both
     assert yaml.safe_load(next(copy.glob("glue/*/*/glue-card.yaml")).read_text())
+
+
+def test_python_api(roots, minilm, tmp_path) -> None:
+    import neobench as nb
+
+    frame = nb.glue_table(roots["tiny-a"], ci=True, reference="paper").to_pandas()
+    row = frame.set_index("label").loc["tiny-a"]
+    assert row["RTE_ci_low"] <= row["RTE"] <= row["RTE_ci_high"] and row["select_on"] == "heldout"
+    with pytest.raises(NeobenchError, match="Did you mean 'baseline'"):
+        nb.glue_table(roots["tiny-a"], basline="tiny-a")
+    planned = nb.run_glue(
+        minilm, ["rte", "sst2"], tmp_path, grid="paper", seeds=[0, 1], dry_run=True,
+        data_dir=GLUE_DATA, overrides={"select_on": "validation"},
+    )  # fmt: skip
+    assert (planned.runs, planned.ran) == (2 * 40 * 2, 0) and not any(tmp_path.iterdir())

@@ -15,16 +15,22 @@ from typing import Any
 from neobench.core.card_io import now, read_card, write_card
 from neobench.core.errors import NeobenchError, collect, writable_folder_problems
 from neobench.core.provenance import environment
-from neobench.glue.run import POINT_CARD, RunSpec, complete, run
-from neobench.protocol.glue import ALIASES, TASKS, GlueSource, data_sha256, parse_tasks
+from neobench.glue.run import RunSpec, complete, run
+from neobench.protocol.glue import (
+    ALIASES,
+    GLUE_CARD,
+    POINT_CARD,
+    TASKS,
+    GlueSource,
+    data_sha256,
+    parse_tasks,
+)
 from neobench.protocol.glue_recipe import (
     apply_glue_overrides,
     load_glue_recipe,
     point_key,
 )
 from neobench.protocol.glue_selection import Selected, select
-
-GLUE_CARD = "glue-card.yaml"
 
 
 @dataclass

@@ -21,11 +21,9 @@ import numpy as np
 
 from neobench.core.card_io import now, read_card, write_card, write_text_atomic
 from neobench.core.provenance import device_info, environment
-from neobench.protocol.glue import GlueSource, GlueTask, metrics
+from neobench.protocol.glue import POINT_CARD, PREDICTIONS, GlueSource, GlueTask, metrics
 from neobench.protocol.glue_recipe import GlueValues
 
-POINT_CARD = "point.yaml"
-PREDICTIONS = "predictions.json"
 TRAINER = "trainer"  # the Trainer's checkpoints while the run is in progress
 
 

@@ -22,6 +22,11 @@ HUB_REPO = "nyu-mll/glue"
 PAIR = ("sentence1", "sentence2")
 # The hub repository's commit neobench reads (parquet files, one folder per config).
 HUB_REVISION = "bcdcba79d07bc864c1c254ccfcedcce55bcc9a8c"
+# The files of a results root's GLUE runs (docs/glue.md, "What a run is"): written by
+# neobench.glue, read by the report.
+GLUE_CARD = "glue-card.yaml"  # a model's folder: the command's card
+POINT_CARD = "point.yaml"  # a run's card
+PREDICTIONS = "predictions.json"  # a run's validation predictions
 
 
 @dataclass(frozen=True)

@@ -306,6 +306,11 @@ def coerce(text: str, key: str, current: Any, hint: Any = None) -> Any:
     """An override's text as a value of the key's declared type ``hint`` (the contrastive
     recipe's by default), not of the current value's."""
     hint = TYPES[key] if hint is None else hint
+    if typing.get_origin(hint) is typing.Literal:  # the text of one allowed value, else as given
+        for allowed in typing.get_args(hint):
+            if str(allowed).lower() == text.strip().lower():
+                return allowed
+        return text
     if hint == str | list[str]:  # `all`, or a comma-separated list of manifest keys
         keys = [part.strip() for part in text.split(",") if part.strip()]
         if text != "all" and not keys:

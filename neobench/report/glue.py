@@ -26,14 +26,20 @@ from neobench.core.card_io import read_card
 from neobench.core.errors import NeobenchError, unknown
 from neobench.core.runs import NAMES
 from neobench.protocol.config import ALPHA, BOOTSTRAP_SEED, RESAMPLES
-from neobench.protocol.glue import ORDER, TASKS, GlueTask, metric_draws
+from neobench.protocol.glue import (
+    GLUE_CARD,
+    ORDER,
+    POINT_CARD,
+    PREDICTIONS,
+    TASKS,
+    GlueTask,
+    metric_draws,
+)
 from neobench.protocol.glue_selection import Selected, select
 from neobench.report import bootstrap
 from neobench.report.columns import AVG, DOWN, MARKS, UP
 from neobench.report.table import LeaderTable, Row
 
-GLUE_CARD = "glue-card.yaml"  # written by glue/grid.py beside a model's task folders
-POINT_CARD, PREDICTIONS = "point.yaml", "predictions.json"  # glue/run.py's, one run each
 BENCHMARK = "GLUE (validation)"
 VALIDATION_TAG = "(selected on validation)"
 # A row's conditions, as the CSV, JSON and frames write them; rows differing in one are noted.
