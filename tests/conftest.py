@@ -386,8 +386,8 @@ SLURM_GROUPS = {
 SLURM_GROUP = "slurm-faults"  # every other module using Slurm: windows, cancel, caches, fit, job
 GOLDEN_GROUP = "golden"
 # The longest groups first, in this order (scripts/test.sh keeps it: --no-loadscope-reorder).
-FIRST = ("slurm-study", "slurm-rehearsal", SLURM_GROUP, "slurm-sweep", "test_finetune_signals",
-         "test_finetune", "test_scores", GOLDEN_GROUP)  # fmt: skip
+FIRST = ("slurm-study", "slurm-rehearsal", SLURM_GROUP, "slurm-sweep", "test_glue_minilm",
+         "test_finetune_signals", "test_finetune", "test_scores", GOLDEN_GROUP)  # fmt: skip
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
