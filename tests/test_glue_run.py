@@ -169,3 +169,30 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path, minilm) -> None:
     a = json.loads((folder / "predictions.json").read_text())
     b = json.loads((other / "predictions.json").read_text())
     assert a == b
+
+
+def test_dry_run_counts_runs_and_gpu_hours(tmp_path, monkeypatch, capsys) -> None:
+    """Offline, a hub backbone's plan still counts its runs and their GPU-hours (the released
+    shape, the shipped H100 calibration); nothing is written but the --json record."""
+    import json
+
+    from neobench.cli.main import main
+    from neobench.study.estimate import Shape, glue_run_flops
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    argv = ["glue", "--model", "google-bert/bert-base-uncased", "--tasks", "rte,mrpc",
+            "--grid", "paper", "--seeds", "0,1", "--dry-run", "--output", str(tmp_path / "o"),
+            "--json", str(tmp_path / "plan.json")]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads((tmp_path / "plan.json").read_text())
+    assert (record["runs"], record["ran"]) == (2 * 40 * 2, 0) and not (tmp_path / "o").exists()
+    assert set(record["gpu_hours"]["tasks"]) == {"rte", "mrpc"}
+    assert all(h > 0 for h in record["gpu_hours"]["tasks"].values())
+    err = capsys.readouterr().err
+    assert "160 runs" in err and "GPU-hours on one NVIDIA H100" in err and "upper bound" in err
+    # The arithmetic: training and evaluations both scale with the epochs.
+    shape = Shape("bert", 85_000_000, {"hidden_size": 768, "num_hidden_layers": 12})
+    recipe = load_glue_recipe()
+    ten = glue_run_flops(TASKS["rte"], recipe.values, shape)
+    five = glue_run_flops(TASKS["rte"], apply_glue_overrides(recipe, {"epochs": "5"}).values, shape)
+    assert ten == pytest.approx(2 * five, rel=0.01)

@@ -216,4 +216,11 @@ class GlueCommand:
         choices=("heldout", "validation"),
     )
     json: str | None = opt(None, "also write the runs, selection and reported scores as JSON")
-    dry_run: bool = opt(False, "count the runs (and those already complete), run nothing")
+    dry_run: bool = opt(
+        False, "count the runs (and those already complete) and their GPU-hours, run nothing"
+    )
+    calibration: str | None = opt(
+        None,
+        "--dry-run's GPU-hours from this `neobench bench gpu --json` record of the card (default: "
+        "the known place, else the shipped H100 figures)",
+    )

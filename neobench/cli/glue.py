@@ -43,9 +43,17 @@ def cmd_glue(cfg: GlueCommand) -> int:
         left = f" ({chosen.missing} runs missing)" if chosen.missing else ""
         say(f"{task}: selected {chosen.key} (selection {100 * (chosen.score or 0):.1f}, seeds "
             f"{chosen.seeds}){left}; reported {scores}", markup=False)  # fmt: skip
-    if not cfg.dry_run:
+    record = summary.record()
+    if cfg.dry_run:
+        from neobench.study.estimate import glue_estimate
+
+        found = glue_estimate(cfg.model, summary.pending, cfg.calibration)
+        for line in found.lines():
+            say(line, markup=False)
+        record["gpu_hours"] = {"card": found.card or None, "tasks": found.hours}
+    else:
         say(f"runs: {summary.folder}", markup=False)
     if cfg.json:
-        write_text_atomic(Path(cfg.json), json.dumps(summary.record(), indent=2) + "\n")
+        write_text_atomic(Path(cfg.json), json.dumps(record, indent=2) + "\n")
         say(f"wrote {cfg.json}", markup=False)
     return 0

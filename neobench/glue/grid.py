@@ -41,6 +41,7 @@ class GlueSummary:
     skipped: int
     selected: dict[str, Selected] = field(default_factory=dict)
     reported: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> mean validation
+    pending: list[RunSpec] = field(default_factory=list)  # the runs left to run (estimates)
 
     def record(self) -> dict[str, Any]:
         """What `neobench glue --json` writes: the counts, and per task the selection and the
@@ -95,8 +96,15 @@ def run_glue(
         raise NeobenchError(problems)
     from neobench.models.classifier import resolve
 
-    name, revision, _ = resolve(model, name=model_name)
-    folder = model_folder(Path(output), name, revision)
+    try:
+        name, revision, _ = resolve(model, name=model_name)
+    except NeobenchError as error:
+        if not dry_run:
+            raise
+        # A plan needs no weights: offline, a hub model's revision (and so its folder of
+        # complete runs) is unknown; every run is counted as to run.
+        say(f"note: {error.problems[0]} The runs already complete are not counted.")
+        name, revision = model_name or model, "unresolved"
     points = the_grid.points()
     data = source.record(chosen)
     card = {
@@ -108,6 +116,7 @@ def run_glue(
         "data": data,
         "data_sha256": data_sha256(data),
     }
+    folder = model_folder(Path(output), name, revision)
     _check_folder(folder, card)
     specs = [
         RunSpec(task, p, point_key(p), s, loaded.at(p), loaded.sha256(loaded.at(p)), model,
@@ -116,6 +125,7 @@ def run_glue(
     ]  # fmt: skip
     done = [s for s in specs if complete(s.folder)]
     summary = GlueSummary(folder, len(specs), 0, len(done))
+    summary.pending = [s for s in specs if s not in done]
     say(f"{name}: {len(chosen)} task(s) x {len(points)} grid point(s) x {len(seeds)} seed(s) = "
         f"{len(specs)} runs, {len(done)} complete, {len(specs) - len(done)} to run")  # fmt: skip
     if dry_run:

@@ -47,12 +47,24 @@ def complete(folder: Path) -> bool:
     return card.is_file() and read_card(card).get("status") == "complete"
 
 
+def heldout_size(train_rows: int, values: GlueValues) -> int:
+    """Rows of the held-out slice of a training split of ``train_rows`` rows."""
+    return min(values.heldout_max_rows, max(1, round(values.heldout_fraction * train_rows)))
+
+
+def fit_rows(train_rows: int, values: GlueValues) -> int:
+    """Rows a run trains on: the training split less its held-out slice, cut at train_rows."""
+    held = heldout_size(train_rows, values) if values.select_on == "heldout" else 0
+    rest = train_rows - held
+    return min(rest, values.train_rows) if values.train_rows else rest
+
+
 def heldout_rows(task: GlueTask, labels: np.ndarray, values: GlueValues) -> np.ndarray:
     """Row positions of the held-out slice: the same for every grid point and seed (drawn by
     split_seed alone), stratified by label for classification."""
     rng = np.random.default_rng(values.split_seed)
     n = len(labels)
-    size = min(values.heldout_max_rows, max(1, round(values.heldout_fraction * n)))
+    size = heldout_size(n, values)
     if task.regression:
         return np.sort(rng.permutation(n)[:size])
     chosen = []

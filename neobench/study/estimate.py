@@ -853,3 +853,63 @@ def _calibration_for(device_name: str | None, given: str | None) -> Calibration 
     if device_name is not None and found.card != device_name:
         return None
     return found
+
+
+# --------------------------------------------------------------------- `neobench glue --dry-run`
+
+
+@dataclass
+class GlueEstimate:
+    """GPU-hours of GLUE runs left to run, per task, or why they are unknown."""
+
+    hours: dict[str, float]  # task -> GPU-hours of its runs
+    shape: Shape
+    rate_why: str = ""
+    card: str = ""
+
+    @property
+    def total(self) -> float:
+        return sum(self.hours.values())
+
+    def lines(self) -> list[str]:
+        if not self.hours and self.shape.model_type is None:
+            return [f"GPU-hours: unknown, {self.shape.where}."]
+        per_task = ", ".join(f"{task} {hours_text(h)}" for task, h in self.hours.items())
+        return [
+            f"GPU-hours on one {self.card}: {hours_text(self.total)} ({per_task}). An upper "
+            "bound on the training (every epoch, as if early stopping never stopped a run) at "
+            f"the card's fine-tune rate ({self.rate_why}): small batches (4, 8) run below that "
+            "rate, so their points take longer than this says.",
+            f"Model arithmetic: {self.shape.where}.",
+        ]
+
+
+def glue_run_flops(task: Any, values: Any, shape: Shape) -> float:
+    """FLOPs of one GLUE run at its values: training (every epoch) and the selection split's
+    evaluations, each text at the task's mean length (cut at max_seq_length); the validation
+    split, predicted once, is left out."""
+    from neobench.glue.run import eval_every, fit_rows, heldout_size
+
+    length = min(task.mean_chars / CHARS_PER_TOKEN + 3, values.max_seq_length)  # CLS, 2 SEP
+    fit = fit_rows(task.train_rows, values)
+    steps = math.ceil(fit / values.batch_size)
+    evaluations = values.epochs * steps // eval_every(steps, values)
+    selection = heldout_size(task.train_rows, values) if values.select_on == "heldout" else 0
+    texts = TRAIN_FLOPS_FACTOR * values.epochs * fit + evaluations * selection
+    return texts * shape.flops(length)
+
+
+def glue_estimate(model: str, runs: list[Any], calibration: str | None = None) -> GlueEstimate:
+    """The GPU-hours of ``runs`` (glue.run.RunSpec) of ``model`` (a folder or hub id: its
+    config where this machine has it, else the released shapes neobench knows)."""
+    shape = model_shape(ResolvedModel(model, model), None)
+    if shape.model_type is None:
+        return GlueEstimate({}, shape)
+    found = load_calibration(calibration)
+    rate, why = found.rate(JobKind.FINETUNE, shape.model_type)
+    hours: dict[str, float] = {}
+    for spec in runs:
+        hours[spec.task.name] = hours.get(spec.task.name, 0.0) + glue_run_flops(
+            spec.task, spec.values, shape
+        ) / rate / 3600
+    return GlueEstimate(hours, shape, why, found.card)
