@@ -257,7 +257,8 @@ def run_glue(
     ``overrides``: recipe values as ``--set`` takes them (``{"select_on": "validation"}``)."""
     from neobench.glue import grid
 
-    allowed = ("grid", "seeds", "recipe", "data_dir", "model_name", "device", "dry_run")
+    allowed = ("grid", "seeds", "recipe", "data_dir", "model_name", "device", "dry_run", "point",
+               "trust_remote_code")  # fmt: skip
     unknown = [key for key in options if key not in allowed]
     if unknown:
         raise NeobenchError([
@@ -267,9 +268,7 @@ def run_glue(
     given = {k: str(v) if isinstance(v, Path) else v for k, v in options.items()}
     texts = {k: _value(v) for k, v in (overrides or {}).items()}
     say = _log_line if progress else (lambda _: None)
-    return grid.run_glue(
-        str(model), list(tasks), str(output), overrides=texts, say=say, **given
-    )
+    return grid.run_glue(str(model), list(tasks), str(output), overrides=texts, say=say, **given)
 
 
 def glue_table(results: PathLike | Sequence[PathLike] = ".", **options: Any) -> LeaderTable:

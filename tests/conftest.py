@@ -387,6 +387,7 @@ SLURM_GROUP = "slurm-faults"  # every other module using Slurm: windows, cancel,
 GOLDEN_GROUP = "golden"
 # The longest groups first, in this order (scripts/test.sh keeps it: --no-loadscope-reorder).
 FIRST = ("slurm-study", "slurm-rehearsal", SLURM_GROUP, "slurm-sweep", "test_glue_minilm",
+         "test_study_glue", "test_glue_table",
          "test_finetune_signals", "test_finetune", "test_scores", GOLDEN_GROUP)  # fmt: skip
 
 

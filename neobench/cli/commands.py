@@ -209,6 +209,12 @@ class GlueCommand:
         None, "name runs are stored under (default: hub id or local/<folder>)"
     )
     device: str = opt("auto", "auto | cpu | cuda | cuda:N")
+    trust_remote_code: bool = opt(False, "run the backbone's own code from its repository")
+    point: str | None = opt(
+        None,
+        "run only this point of the grid, by its folder name "
+        "(batch_size=16,learning_rate=2e-05,weight_decay=0.01): a study's job",
+    )
     select_on: str | None = opt(
         None,
         "where checkpoints and grid points are chosen: heldout (a slice of the training split, "

@@ -35,7 +35,8 @@ def cmd_glue(cfg: GlueCommand) -> int:
     summary = run_glue(
         cfg.model, cfg.tasks, cfg.output, grid=cfg.grid, seeds=seeds,
         overrides=overrides, recipe=cfg.recipe, data_dir=cfg.data_dir,
-        model_name=cfg.model_name, device=cfg.device, dry_run=cfg.dry_run,
+        model_name=cfg.model_name, device=cfg.device, dry_run=cfg.dry_run, point=cfg.point,
+        trust_remote_code=cfg.trust_remote_code,
         say=lambda line: say(line, markup=False),
     )  # fmt: skip
     for task, chosen in summary.selected.items():

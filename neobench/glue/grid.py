@@ -13,16 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from neobench.core.card_io import now, read_card, write_card
-from neobench.core.errors import NeobenchError, collect, writable_folder_problems
+from neobench.core.errors import NeobenchError, collect, unknown, writable_folder_problems
 from neobench.core.provenance import environment
 from neobench.glue.run import RunSpec, complete, run
 from neobench.protocol.glue import (
-    ALIASES,
     GLUE_CARD,
+    ORDER,
     POINT_CARD,
-    TASKS,
     GlueSource,
+    data_conflicts,
     data_sha256,
+    known_tasks,
     parse_tasks,
 )
 from neobench.protocol.glue_recipe import (
@@ -75,19 +76,24 @@ def run_glue(
     model_name: str | None = None,
     device: str = "auto",
     dry_run: bool = False,
+    point: str | None = None,
+    trust_remote_code: bool = False,
     say: Any = print,
 ) -> GlueSummary:
-    """Run (or with ``dry_run`` only count) the grid; every input problem reported at once."""
+    """Run (or with ``dry_run`` only count) the grid, or with ``point`` (a point's key) only that
+    point of it (a study's job); every input problem reported at once."""
     problems: list[str] = []
     chosen = collect(problems, parse_tasks, tasks)
     loaded = collect(problems, load_glue_recipe, recipe)
     if loaded is not None and overrides:
         loaded = collect(problems, apply_glue_overrides, loaded, overrides)
     the_grid = collect(problems, loaded.grid, grid) if loaded is not None else None
+    keys = [point_key(p) for p in the_grid.points()] if the_grid is not None else []
+    if point is not None and the_grid is not None and point not in keys:
+        problems.append(unknown(f"point of grid {the_grid.name}", point, keys))
     source = collect(problems, GlueSource.of, data_dir)
     if source is not None:  # the known tasks' data, even when another name is unknown
-        known = [n for n in tasks if ALIASES.get(n.strip().lower(), n.strip().lower()) in TASKS]
-        problems += source.problems(chosen or (parse_tasks(known) if known else []))
+        problems += source.problems(known_tasks(tasks))
     problems += writable_folder_problems(Path(output), "--output", "Pass another --output.")
     seeds = [0] if seeds is None else seeds
     if not seeds or any(s < 0 for s in seeds):
@@ -105,7 +111,7 @@ def run_glue(
         # complete runs) is unknown; every run is counted as to run.
         say(f"note: {error.problems[0]} The runs already complete are not counted.")
         name, revision = model_name or model, "unresolved"
-    points = the_grid.points()
+    points = [p for p in the_grid.points() if point is None or point_key(p) == point]
     data = source.record(chosen)
     card = {
         "model": {"spec": model, "name": name, "revision": revision},
@@ -120,7 +126,8 @@ def run_glue(
     _check_folder(folder, card)
     specs = [
         RunSpec(task, p, point_key(p), s, loaded.at(p), loaded.sha256(loaded.at(p)), model,
-                folder / task.name / point_key(p) / f"seed-{s}", _device(device))
+                folder / task.name / point_key(p) / f"seed-{s}", _device(device),
+                trust_remote_code)
         for task in chosen for p in points for s in seeds
     ]  # fmt: skip
     done = [s for s in specs if complete(s.folder)]
@@ -130,19 +137,15 @@ def run_glue(
         f"{len(specs)} runs, {len(done)} complete, {len(specs) - len(done)} to run")  # fmt: skip
     if dry_run:
         return summary
-    write_card(folder / GLUE_CARD, card | {"started": now(), "environment": environment()})
+    _record(folder, card | {"started": now(), "environment": environment()})
     for spec in specs:
         if not complete(spec.folder):
             run(spec, source, say)
             summary.ran += 1
     for task in chosen:
         cards = [read_card(f / POINT_CARD) for f in (folder / task.name).glob("*/seed-*")]
-        kept = [
-            c
-            for c in cards
-            if c.get("status") == "complete" and c["key"] in {point_key(p) for p in points}
-        ]
-        found = select(task.name, kept, len(points) * len(seeds))
+        kept = [c for c in cards if c.get("status") == "complete" and c["key"] in set(keys)]
+        found = select(task.name, kept, len(keys) * len(seeds))  # the whole grid
         summary.selected[task.name] = found
         reported = [c["validation"] for c in kept if c["key"] == found.key]
         splits = {split for r in reported for split in r}
@@ -153,23 +156,55 @@ def run_glue(
     return summary
 
 
+def run_complete(output: Path, name: str, task: str, key: str, seed: int) -> bool:
+    """Whether the run of ``task`` at point ``key`` and ``seed`` of the model stored as ``name``
+    is complete under the results root ``output``, at any revision of the model."""
+    base = model_folder(output, name, "x").parent
+    return any(complete(f.parent) for f in base.glob(f"*/{task}/{key}/seed-{seed}/{POINT_CARD}"))
+
+
 def _check_folder(folder: Path, card: dict[str, Any]) -> None:
-    """A folder holds one protocol's runs: another recipe, grid or data goes elsewhere."""
+    """A folder holds one protocol's runs: another recipe, or other data for a task it holds,
+    goes elsewhere (other tasks and grid points join it)."""
     path = folder / GLUE_CARD
     if not path.is_file():
         return
     old = read_card(path)
-    differ = [
-        what for what, a, b in (
-            ("recipe", old.get("recipe", {}).get("sha256"), card["recipe"]["sha256"]),
-            ("data", old.get("data_sha256"), card["data_sha256"]),
-        ) if a != b
-    ]  # fmt: skip
+    differ = []
+    if old.get("recipe", {}).get("sha256") != card["recipe"]["sha256"]:
+        differ.append("recipe")
+    if data_conflicts(old.get("data") or {}, card["data"]):
+        differ.append("data")
     if differ:
         raise NeobenchError(
             f"--output: {folder} holds GLUE runs of another {' and '.join(differ)} "
             f"({path}). Pass another --output, or the same recipe, overrides and data."
         )
+
+
+def _record(folder: Path, card: dict[str, Any]) -> None:
+    """Write the command's card, its tasks and data files joined with those already recorded
+    (jobs of one study write it at once: one at a time, under a lock beside it)."""
+    from neobench.core import flock
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / GLUE_CARD
+    try:
+        lock = flock.acquire(folder / f".{GLUE_CARD}.lock", wait=True)
+    except (flock.Unsupported, OSError):
+        lock = None  # unlocked: only two writes at one moment could lose a task's entry
+    try:
+        if path.is_file():
+            old = read_card(path)
+            tasks = [t for t in ORDER if t in {*old.get("tasks", []), *card["tasks"]}]
+            data = dict(card["data"])
+            if data.get("source") == "folder":
+                data["sha256"] = (old.get("data") or {}).get("sha256", {}) | data["sha256"]
+            card = card | {"tasks": tasks, "data": data, "data_sha256": data_sha256(data)}
+        write_card(path, card)
+    finally:
+        if lock is not None:
+            flock.release(lock)
 
 
 def _device(device: str) -> str:

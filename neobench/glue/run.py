@@ -40,6 +40,7 @@ class RunSpec:
     model: str
     folder: Path
     device: str = "cpu"
+    trust_remote_code: bool = False  # the backbone's own code from its repository
 
 
 def complete(folder: Path) -> bool:
@@ -130,6 +131,7 @@ def run(spec: RunSpec, source: GlueSource, say: Any = print) -> dict[str, Any]:
     loaded = load_classifier(
         spec.model, task.num_labels,
         max_seq_length=values.max_seq_length, classifier_dropout=values.classifier_dropout,
+        trust_remote_code=spec.trust_remote_code,
     )  # fmt: skip
     tokenizer = loaded.tokenizer
 

@@ -97,6 +97,13 @@ def parse_tasks(names: Sequence[str]) -> list[GlueTask]:
     return [TASKS[k] for k in ORDER if k in found]
 
 
+def known_tasks(names: Sequence[str]) -> list[GlueTask]:
+    """The tasks of ``names`` that exist, unknown names left out (their data is still checked
+    when another name is misspelt: all problems at once)."""
+    keys = {ALIASES.get(n.strip().lower(), n.strip().lower()) for n in names}
+    return [TASKS[k] for k in ORDER if k in keys]
+
+
 # ---- metrics -------------------------------------------------------------------------------
 
 
@@ -274,3 +281,14 @@ def data_sha256(record: dict[str, Any]) -> str:
     """One hash of a data record: equal records, equal data."""
     kept = {k: v for k, v in record.items() if k != "folder"}  # the same files elsewhere
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
+
+
+def data_conflicts(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether two data records (`GlueSource.record`) disagree: another source or hub revision,
+    or a file both name with another sha256 (records of other tasks do not disagree)."""
+    if old.get("source") != new.get("source"):
+        return True
+    if new.get("source") == "hub":
+        return old.get("revision") != new.get("revision")
+    theirs, mine = old.get("sha256") or {}, new.get("sha256") or {}
+    return any(theirs[f] != mine[f] for f in theirs.keys() & mine.keys())

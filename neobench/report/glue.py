@@ -33,6 +33,7 @@ from neobench.protocol.glue import (
     PREDICTIONS,
     TASKS,
     GlueTask,
+    data_conflicts,
     metric_draws,
 )
 from neobench.protocol.glue_selection import Selected, select
@@ -293,17 +294,31 @@ def _paper_avg_note(averaged: list[str]) -> str:
 
 
 def _conditions_notes(labelled: dict[str, GlueRuns], strict: bool) -> list[str]:
+    """Rows whose conditions differ: each recorded field but the data's hash, which covers
+    each row's own tasks; the data is compared file by file (`data_conflicts`)."""
     values: dict[str, dict[str, list[str]]] = {}
     for label, runs in labelled.items():
         for key, value in runs.conditions().items():
-            values.setdefault(key, {}).setdefault(str(value), []).append(label)
+            if key != "data_sha256":
+                values.setdefault(key, {}).setdefault(str(value), []).append(label)
     differ = {k: v for k, v in values.items() if len(v) > 1}
-    if not differ:
+    rows = list(labelled.items())
+    clashes = [
+        f"{a} and {b}"
+        for i, (a, x) in enumerate(rows)
+        for b, y in rows[i + 1 :]
+        if data_conflicts(x.card.get("data") or {}, y.card.get("data") or {})
+    ]
+    if not differ and not clashes:
         return []
     described = "; ".join(
         f"{key}: " + ", ".join(f"{value} ({', '.join(labels)})" for value, labels in found.items())
         for key, found in differ.items()
     )
+    if clashes:
+        described += ("; " if described else "") + (
+            "data: other files or another source (" + "; ".join(clashes) + ")"
+        )
     if strict:
         raise NeobenchError(
             f"--strict: the GLUE rows were not produced under identical conditions. {described}. "

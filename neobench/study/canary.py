@@ -1,6 +1,7 @@
-"""A canary before a large submission: one short job per model and kind, run like the real ones,
-so a fault every job shares costs minutes, not the whole study (what it runs, when, and the
-remembered pass OUTPUT/canary/passed.json: docs/studies.md, "Launchers", "The canary").
+"""A canary before a large submission: one short job per model and kind (fine-tune, eval, GLUE
+run), run like the real ones, so a fault every job shares costs minutes, not the whole study
+(what it runs, when, and the remembered pass OUTPUT/canary/passed.json: docs/studies.md,
+"Launchers", "The canary").
 """
 
 from __future__ import annotations
@@ -57,7 +58,24 @@ def canary_plan(plan: Plan, small_task: str) -> Plan:
             source = str(job.output)
         if first_eval is not None:
             jobs.append(_eval(plan, first_eval, root, small_task, source, jobs))
+        glue = next((j for j in plan.pending if j.kind is JobKind.GLUE and j.model == model), None)
+        if glue is not None:
+            jobs.append(_glue(plan, glue, root))
     return Plan(plan.study, plan.models, jobs, tasks=plan.tasks)
+
+
+# A canary GLUE run: its first pending run on this many training rows, one epoch, short texts.
+CANARY_GLUE = ("train_rows=32", "epochs=1", "max_seq_length=64", "heldout_max_rows=32")
+
+
+def _glue(plan: Plan, real: Job, root: Path) -> Job:
+    argv = _replace(real.argv, "--output", str(root))
+    argv += [f"--set={value}" for value in CANARY_GLUE]
+    key = f"canary/{real.key}"
+    job = Job(JobKind.GLUE, key, argv, root, job_log(plan.study, key), real.resources)
+    job.model, job.seed, job.tasks, job.point = real.model, real.seed, real.tasks, real.point
+    job.model_name, job.source = real.model_name, real.source
+    return job
 
 
 def _finetune(plan: Plan, real: Job, root: Path) -> Job:

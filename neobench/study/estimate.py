@@ -27,13 +27,14 @@ from neobench.models.flops import (
     weights_per_token,
 )
 from neobench.protocol.config import BENCH_GPU_SCHEMA, PADDING_DEFAULT
+from neobench.protocol.glue import TASKS
 from neobench.protocol.tasks import (
     CHARS_PER_TOKEN,
     RECIPE_TEXT_LENGTHS,
     retrieval_lengths,
     task_tokens,
 )
-from neobench.study.jobs import Job
+from neobench.study.jobs import Job, glue_grid
 from neobench.study.kinds import JobKind
 from neobench.study.models import ResolvedModel
 from neobench.study.plan import Plan
@@ -447,10 +448,18 @@ def estimate_plan(plan: Plan, calibration: Calibration) -> Estimate:
         )
     models = {model.name: model for model in plan.models}
     memo: dict[tuple, FinetuneMemory] = {}
+    _, glue_values = glue_grid(plan.study, [])  # the glue section was checked with the plan
     for job in plan.jobs:
         shape = shapes.get(str(job.model))
-        if job.kind not in calibration.rates or shape is None or shape.model_type is None:
+        if shape is None or shape.model_type is None:
             continue  # a table: no model, no rate
+        if job.kind is JobKind.GLUE:
+            rate, _ = calibration.rate(JobKind.FINETUNE, shape.model_type)  # a training run
+            flops = glue_run_flops(TASKS[job.tasks[0]], glue_values[str(job.point)], shape)
+            found.hours[job.key] = flops / rate / 3600 + startup_h
+            continue
+        if job.kind not in calibration.rates:
+            continue
         if job.kind is JobKind.FINETUNE:
             flops = finetune_flops(job, shape)
             # The same model, recipe and flags: the same step (seeds and folders aside).
@@ -909,7 +918,8 @@ def glue_estimate(model: str, runs: list[Any], calibration: str | None = None) -
     rate, why = found.rate(JobKind.FINETUNE, shape.model_type)
     hours: dict[str, float] = {}
     for spec in runs:
-        hours[spec.task.name] = hours.get(spec.task.name, 0.0) + glue_run_flops(
-            spec.task, spec.values, shape
-        ) / rate / 3600
+        hours[spec.task.name] = (
+            hours.get(spec.task.name, 0.0)
+            + glue_run_flops(spec.task, spec.values, shape) / rate / 3600
+        )
     return GlueEstimate(hours, shape, why, found.card)

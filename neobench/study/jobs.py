@@ -37,6 +37,7 @@ class Job:
     # eval: the name its results are filed under and the model folder or hub id it evaluates
     model_name: str | None = None
     source: str | None = None
+    point: str | None = None  # glue: its grid point's key (folder name)
 
     def __post_init__(self) -> None:
         self.kind = JobKind(self.kind)
@@ -208,3 +209,60 @@ def _mark_eval(
         return
     since = conflicts.finished_at(tuned.output) if tuned else None
     job.done = eval_done(found, job, [tasks[t] for t in job.tasks], since)
+
+
+def glue_jobs(study: Study, model: ResolvedModel, points: list[str]) -> list[Job]:
+    """The GLUE runs of ``model``'s pretrained backbone: one job per task x point (``points``:
+    the grid's keys) x seed, each `neobench glue --point` of the study's grid, its runs filed
+    under <output>/glue/<study>/<model>/ (row_name)."""
+    from neobench.protocol.glue import parse_tasks
+
+    glue = study.glue
+    assert glue is not None
+    name = row_name(study, model)
+    jobs = []
+    for task in parse_tasks(glue.tasks):
+        for point in points:
+            for seed in glue.seeds:
+                argv = ["glue", "--model", model.path, "--model-name", name, "--tasks",
+                        task.name, "--grid", glue.grid, "--point", point, "--seeds", str(seed),
+                        "--recipe", glue.recipe, "--output", str(study.output)]  # fmt: skip
+                argv += ["--data-dir", glue.data_dir] if glue.data_dir else []
+                argv += ["--trust-remote-code"] if model.trust_remote_code else []
+                argv += [f"--set={k}={v}" for k, v in glue.overrides.items()]
+                key = f"glue/{model.slug}/{task.name}/{point}/seed{seed}"
+                kind = JobKind.GLUE
+                log = job_log(study, key)
+                job = Job(kind, key, argv, study.output, log, kind.resources(study.slurm))
+                job.model, job.seed, job.tasks, job.point = model.name, seed, [task.name], point
+                job.model_name, job.source = name, model.path
+                job.done = kind.complete(job, {})
+                jobs.append(job)
+    return jobs
+
+
+def glue_grid(study: Study, problems: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """The glue section checked against the GLUE recipe (tasks, recipe, overrides, grid, the
+    tasks' data): the grid's point keys and each point's recipe values; each problem added to
+    ``problems``."""
+    from neobench.protocol.glue import GlueSource, known_tasks, parse_tasks
+    from neobench.protocol.glue_recipe import apply_glue_overrides, load_glue_recipe, point_key
+
+    glue = study.glue
+    if glue is None:
+        return [], {}
+    found: list[str] = []
+    collect(found, parse_tasks, glue.tasks)
+    base = collect(found, load_glue_recipe, glue.recipe)
+    recipe = base
+    if base is not None and glue.overrides:
+        recipe = collect(found, apply_glue_overrides, base, glue.overrides)
+    grid = collect(found, base.grid, glue.grid) if base is not None else None  # whatever the above
+    source = collect(found, GlueSource.of, glue.data_dir)
+    if source is not None:
+        found += source.problems(known_tasks(glue.tasks))
+    problems += [f"glue: {p}" for p in found]
+    if grid is None or recipe is None:
+        return [], {}
+    values = {point_key(p): recipe.at(p) for p in grid.points()}
+    return list(values), values

@@ -1,7 +1,7 @@
-"""The kinds of a study's job (fine-tune, eval, table) and what each kind means for running one:
-how its progress is read, when it is complete, what an exit 0 without its output says, which
-Slurm resources it takes. Launchers, the Slurm job, the canary and the store ask the job's kind;
-no other module tells the kinds apart by name.
+"""The kinds of a study's job (fine-tune, eval, table, GLUE run) and what each kind means for
+running one: how its progress is read, when it is complete, what an exit 0 without its output
+says, which Slurm resources it takes. Launchers, the Slurm job, the canary and the store ask the
+job's kind; no other module tells the kinds apart by name.
 
 Imports beyond the standard library are made where they are needed: a Slurm job imports this
 module on the node before its command starts.
@@ -28,6 +28,7 @@ class JobKind(StrEnum):
     FINETUNE = "finetune"
     EVAL = "eval"
     TABLE = "table"
+    GLUE = "glue"  # one GLUE run: a backbone on a task at a grid point and seed (docs/glue.md)
 
     def resources(self, slurm: Slurm | None) -> Resources | None:
         """What a job of this kind asks Slurm for: the study's slurm.<kind> section (None
@@ -73,6 +74,8 @@ class JobKind(StrEnum):
             return int(last.rsplit("-", 1)[-1]) if last else 0
         if self is JobKind.TABLE:
             return 0
+        if self is JobKind.GLUE:
+            return _glue_progress(job)
         from neobench.core.results import RESULTS, written
 
         own = self.results_folder(job)
@@ -103,6 +106,8 @@ class JobKind(StrEnum):
             from neobench.core.results import finetune_finished
 
             return finetune_finished(job.output)
+        if self is JobKind.GLUE:
+            return glue_done(job)
         if self is JobKind.TABLE or not job.tasks or not tasks:
             return False
         from neobench.study.conflicts import EvalCards
@@ -152,6 +157,30 @@ class JobKind(StrEnum):
                 cards.write_finetune_card(path, card)
         except (NeobenchError, OSError):
             return  # a card that cannot be read or written is reported by the commands needing it
+
+
+def glue_done(job: Job) -> bool:
+    """Whether GLUE job ``job``'s run (its task, point and seed) is complete under its output,
+    by the rule `neobench glue` skips runs by."""
+    from neobench.glue.grid import run_complete
+
+    assert job.model_name and job.point is not None and job.seed is not None
+    return run_complete(job.output, job.model_name, job.tasks[0], job.point, job.seed)
+
+
+def _glue_progress(job: Job) -> int:
+    """A GLUE run's last saved checkpoint step (above any step once complete)."""
+    if glue_done(job):
+        return sys.maxsize
+    from neobench.glue.grid import model_folder
+
+    base = model_folder(job.output, str(job.model_name), "x").parent
+    steps = [
+        int(c.name.rsplit("-", 1)[-1])
+        for c in base.glob(f"*/{job.tasks[0]}/{job.point}/seed-{job.seed}/trainer/checkpoint-*")
+        if c.name.rsplit("-", 1)[-1].isdigit()
+    ]
+    return max(steps, default=0)
 
 
 def eval_done(found: EvalCards, job: Job, tasks: list[Any], since: str | None = None) -> bool:

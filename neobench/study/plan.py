@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from neobench.core import results
 from neobench.core.errors import NeobenchError, collect, unknown
+from neobench.protocol.glue import POINT_CARD
 from neobench.study import conflicts
 from neobench.study.jobs import (  # Job and Plan: the launchers and the CLI name them from here
     Job,
     Plan,
     add_evals,
     finetune_job,
+    glue_grid,
+    glue_jobs,
     job_log,
 )
 from neobench.study.kinds import JobKind
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
     from mteb.abstasks.abstask import AbsTask
 
 TABLE_FILE = "table.md"
+GLUE_TABLE_FILE = "glue-table.md"  # `table --glue` of the study's GLUE runs
 PAGE_FILE = "table.html"  # the leaderboard page, beside the table
 
 
@@ -43,6 +47,7 @@ def prepare(
         tune = study.finetune
         problems += sweep_problems(tune.recipe, tune.overrides, tune.sweep)
     tasks = conflicts.eval_problems(study.eval, problems)
+    glue_grid(study, problems)
     names = {m.name for m in models}
     if study.baseline is not None and models and study.baseline not in names:
         hint = "It names one of the study's models."
@@ -76,6 +81,10 @@ def build_plan(path: str | Path, output: str | None = None) -> Plan:
         raise NeobenchError(list(dict.fromkeys(problems)))  # each shard names the same card
     if not plan.waiting:  # the table waits for every row, a sweep's selected one included
         plan.jobs.append(_table_job(study, plan.jobs))
+    if study.glue is not None:
+        points, _ = glue_grid(study, problems)
+        runs = [job for model in models for job in glue_jobs(study, model, points)]
+        plan.jobs += [*runs, _glue_table_job(study, runs)]
     return plan
 
 
@@ -96,6 +105,23 @@ def table_inputs(study: Study, jobs: list[Job]) -> dict[str, Any]:
         "reference": study.reference,
         "baseline": baseline,
     }
+
+
+def _glue_table_job(study: Study, runs: list[Job]) -> Job:
+    """`table --glue` of the study's GLUE runs, after every one of them."""
+    out = study.output / GLUE_TABLE_FILE
+    argv = ["table", "--glue", "--results", str(study.output), "--out", str(out), "--ci"]
+    argv += ["--reference", study.reference] if study.reference else []
+    if study.baseline:
+        argv += ["--baseline", next(j.model_name for j in runs if j.model == study.baseline)]
+    kind = JobKind.TABLE
+    log = job_log(study, "table-glue")
+    job = Job(kind, "table/glue", argv, out, log, kind.resources(study.slurm))
+    job.after = [j.key for j in runs]
+    cards = list((study.output / "glue").rglob(POINT_CARD))
+    newest = max((p.stat().st_mtime for p in cards), default=0.0)
+    job.done = all(j.done for j in runs) and out.is_file() and out.stat().st_mtime >= newest
+    return job
 
 
 def _table_job(study: Study, jobs: list[Job]) -> Job:

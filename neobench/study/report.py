@@ -18,7 +18,7 @@ from neobench.study.estimate import (
     hours_text,
 )
 from neobench.study.kinds import JobKind
-from neobench.study.plan import Plan
+from neobench.study.plan import Job, Plan
 
 
 def plan_listing(
@@ -33,7 +33,7 @@ def plan_listing(
         row = [
             job.key,
             store.state(plan, job, listed),
-            f"{len(job.after)} eval jobs" if len(job.after) > 3 else ", ".join(job.after) or "-",
+            _after(plan, job),
             job.resources.text() if job.resources else "-",
             "-" if hours is None else hours_text(hours),
             "-" if memory is None else memory.cell(),
@@ -45,18 +45,31 @@ def plan_listing(
     return Listing(title, columns if estimate else columns[:4] + columns[6:], rows)
 
 
+def _after(plan: Plan, job: Job) -> str:
+    """The jobs ``job`` waits for: their keys, or how many of which kind."""
+    if len(job.after) <= 3:
+        return ", ".join(job.after) or "-"
+    kinds = {plan.job(key).kind.value for key in job.after}
+    return f"{len(job.after)} {kinds.pop() + ' ' if len(kinds) == 1 else ''}jobs"
+
+
 def estimate_lines(plan: Plan, found: Estimate) -> list[str]:
     """What the jobs will use on the calibrated card, per model and kind and in all, beside what
     their time limits request; a warning per model and kind whose limit is under MARGIN x."""
     calibration = found.calibration
     lines = [f"Estimated on one {calibration.card}, from {calibration.source}:"]
     lines += [f"  {name}: {how}" for name, how in found.models.items()]
-    for kind in calibration.rates:
+    for kind in (*calibration.rates, JobKind.GLUE):
         hours = [found.hours[j.key] for j in plan.jobs if j.kind is kind and j.key in found.hours]
         if hours:
             low, high = hours_text(min(hours)), hours_text(max(hours))
             each = low if low == high else f"{low} to {high}"
-            lines.append(f"  {len(hours)} {kind} jobs: {each} each, {sum(hours):,.1f} GPU-hours")
+            bound = " (an upper bound: every epoch, as if no run stopped early)" * (
+                kind is JobKind.GLUE
+            )
+            lines.append(
+                f"  {len(hours)} {kind} jobs: {each} each, {sum(hours):,.1f} GPU-hours{bound}"
+            )
     total = sum(found.hours.values())
     pending = sum(found.hours.get(j.key, 0.0) for j in plan.pending)
     requested = plan.gpu_hours()

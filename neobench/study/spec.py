@@ -66,6 +66,19 @@ class Eval:
 
 
 @dataclass(frozen=True)
+class Glue:
+    """The study's GLUE section (docs/glue.md): every model's pretrained backbone (not its
+    fine-tune: the paper tunes GLUE from the backbone) on each task x grid point x seed."""
+
+    tasks: list[str] = field(default_factory=list)
+    grid: str = "small"  # a grid of the recipe, or a YAML file
+    seeds: list[int] = field(default_factory=lambda: [0])
+    recipe: str = "neobert-glue"
+    overrides: dict[str, str] = field(default_factory=dict)  # key -> text, as --set takes it
+    data_dir: str | None = None  # a folder laid out like nyu-mll/glue; default: the hub
+
+
+@dataclass(frozen=True)
 class Resources:
     """What one job asks the cluster for."""
 
@@ -96,6 +109,7 @@ class Slurm:
     finetune: Resources = field(default_factory=Resources)
     eval: Resources = field(default_factory=Resources)
     table: Resources = field(default_factory=lambda: Resources(0, 2, "8G", "0:30:00"))
+    glue: Resources = field(default_factory=lambda: Resources(1, 8, "32G", "12:00:00"))
     sbatch: list[str] = field(default_factory=list)  # extra #SBATCH lines, e.g. --exclusive
     setup: list[str] = field(default_factory=list)  # shell lines run before each job
     # Slurm tells a job SIGUSR2 this long before its time limit: a fine-tune saves a checkpoint,
@@ -122,6 +136,7 @@ class Study:
     reference: str | None = None
     baseline: str | None = None  # display name of a model: the table's baseline row
     slurm: Slurm | None = None
+    glue: Glue | None = None  # None: no GLUE jobs
 
 
 TOP_KEYS = tuple(f.name for f in fields(Study) if f.name != "file")
@@ -193,8 +208,40 @@ def parse_study(path: str | Path, output: str | None = None) -> tuple[Study, lis
         reference=_reference(data.get("reference"), problems),
         baseline=data.get("baseline"),
         slurm=_slurm(data.get("slurm"), problems) if data.get("slurm") is not None else None,
+        glue=_glue(data.get("glue"), problems),
     )
     return study, problems
+
+
+def _glue(value: Any, problems: list[str]) -> Glue | None:
+    """The glue section's shape; its tasks, grid and overrides are checked by the plan (with
+    the GLUE recipe loaded). A grid file or data folder is resolved as data_dir is."""
+    if value is None:
+        return None
+    data = _known("glue", value, Glue, problems)
+    tasks = data.get("tasks", [])
+    tasks = [p.strip() for p in tasks.split(",") if p.strip()] if isinstance(tasks, str) else tasks
+    if not isinstance(tasks, list) or not tasks:
+        problems.append("glue.tasks: a list of GLUE tasks, e.g. [rte, mrpc, stsb].")
+        tasks = []
+    seeds = data.get("seeds", [0])
+    seeds = seeds if isinstance(seeds, list) else [seeds]
+    if not seeds or not all(_is_seed(s) for s in seeds) or len(set(seeds)) != len(seeds):
+        problems.append(f"glue.seeds: {seeds!r}: distinct seeds; {SEEDS}")
+        seeds = [s for s in dict.fromkeys(seeds) if _is_seed(s)] or [0]
+    grid = str(data.get("grid", "small"))
+    if grid.endswith((".yaml", ".yml")):
+        grid = str(Path(grid).expanduser().resolve())
+    overrides = mapping("glue.overrides", data.get("overrides"), problems)
+    folder = data.get("data_dir")
+    return Glue(
+        tasks=[str(t) for t in tasks],
+        grid=grid,
+        seeds=seeds,
+        recipe=str(data.get("recipe", "neobert-glue")),
+        overrides={str(k): _text(v) for k, v in overrides.items()},
+        data_dir=str(Path(str(folder)).expanduser().resolve()) if folder else None,
+    )
 
 
 def _reference(value: Any, problems: list[str]) -> str | None:
