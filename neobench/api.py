@@ -259,12 +259,7 @@ def run_glue(
 
     allowed = ("grid", "seeds", "recipe", "data_dir", "model_name", "device", "dry_run", "point",
                "trust_remote_code")  # fmt: skip
-    unknown = [key for key in options if key not in allowed]
-    if unknown:
-        raise NeobenchError([
-            f"run_glue(): unknown keyword {key!r}.{did_you_mean(key, [*allowed, 'overrides'])}"
-            for key in unknown
-        ])  # fmt: skip
+    _known_keywords("run_glue", options, [*allowed, "overrides"])
     given = {k: str(v) if isinstance(v, Path) else v for k, v in options.items()}
     texts = {k: _value(v) for k, v in (overrides or {}).items()}
     say = _log_line if progress else (lambda _: None)
@@ -278,13 +273,8 @@ def glue_table(results: PathLike | Sequence[PathLike] = ".", **options: Any) -> 
     ``Avg.`` on 0-100, with ``_ci_low`` / ``_ci_high``, ``_sd`` and ``_mark`` where present."""
     from neobench.report.glue import glue_table as table
 
-    allowed = ("models", "reference", "ci", "baseline", "resamples", "seed", "strict")
-    unknown = [key for key in options if key not in allowed]
-    if unknown:
-        raise NeobenchError([
-            f"glue_table(): unknown keyword {key!r}.{did_you_mean(key, list(allowed))}"
-            for key in unknown
-        ])  # fmt: skip
+    allowed = ["models", "reference", "ci", "baseline", "resamples", "seed", "strict"]
+    _known_keywords("glue_table", options, allowed)
     return table(_roots(results), **options)
 
 
@@ -383,15 +373,19 @@ def load_study(file: PathLike, output: PathLike | None = None) -> Study:
 
 def _config(cls: type, where: str, options: dict[str, Any], **given: Any) -> Any:
     """``cls`` built from keywords; unknown keywords refused, all at once, with the closest."""
-    names = [f.name for f in dataclasses.fields(cls)]
+    _known_keywords(where, options, [f.name for f in dataclasses.fields(cls)])
+    # Paths are accepted wherever the flag takes one; the configs hold them as text.
+    values = {k: str(v) if isinstance(v, Path) else v for k, v in {**given, **options}.items()}
+    return cls(**values)
+
+
+def _known_keywords(where: str, options: Mapping[str, Any], names: list[str]) -> None:
+    """Unknown keywords of ``where()`` refused, all at once, with the closest names."""
     unknown = [key for key in options if key not in names]
     if unknown:
         raise NeobenchError([
             f"{where}(): unknown keyword {key!r}.{did_you_mean(key, names)}" for key in unknown
         ])  # fmt: skip
-    # Paths are accepted wherever the flag takes one; the configs hold them as text.
-    values = {k: str(v) if isinstance(v, Path) else v for k, v in {**given, **options}.items()}
-    return cls(**values)
 
 
 def _roots(results: PathLike | Sequence[PathLike]) -> list[str]:
