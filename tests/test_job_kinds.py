@@ -81,11 +81,13 @@ def test_a_job_s_kind_and_its_behaviour_survive_submitit_s_pickle(tmp_path):
 
 
 def test_only_a_fine_tune_s_card_says_whether_an_exit_0_finished_it(tmp_path):
-    """A fine-tune exits 0 at a time-limit notice too; its card is its word. An eval's or a
-    table's exit status is its own, and they keep no card of a running job to close."""
+    """A fine-tune exits 0 at a time-limit notice too; its card is its word. An eval's, a
+    table's or a GLUE run's exit status is its own, and they keep no card of a running job to
+    close."""
     assert JobKind.FINETUNE.unfinished(tmp_path) == "it wrote no fine-tune card"
     assert JobKind.EVAL.unfinished(tmp_path) is None
     assert JobKind.TABLE.unfinished(tmp_path) is None
+    assert JobKind.GLUE.unfinished(tmp_path) is None
     card = tmp_path / cards.FINETUNE_CARD
     card.write_text("status: running\n")
     JobKind.EVAL.close_card(tmp_path, "killed")
@@ -95,7 +97,7 @@ def test_only_a_fine_tune_s_card_says_whether_an_exit_0_finished_it(tmp_path):
     assert JobKind.FINETUNE.unfinished(tmp_path) == (
         "its fine-tune card says interrupted: killed (SIGKILL)"
     )
-    assert [k.exit_zero_is_done for k in JobKind] == [False, True, True]
+    assert [k.exit_zero_is_done for k in JobKind] == [False, True, True, True]
 
 
 def test_every_kind_has_its_resources_section_in_a_study_s_slurm_section():
