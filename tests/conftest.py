@@ -371,7 +371,7 @@ def _patches_under_test(request, monkeypatch):
 
 # --- How the tests are shared between xdist workers (--dist loadgroup) ----------------------
 # A module's tests stay together (its module-scoped fixtures are made once). The modules that use
-# a Slurm cluster form four groups, each worker starting its own cluster (the session fixture is
+# a Slurm cluster form five groups, each worker starting its own cluster (the session fixture is
 # per worker process): most of their time is Slurm's scheduling and jobs starting, which several
 # clusters overlap. The users of the golden runs stay together (made once when frozen anew). The
 # largest groups come first, so that no worker starts a long group when the others are nearly done.
@@ -382,12 +382,13 @@ SLURM_GROUPS = {
     "test_slurm_why": "slurm-rehearsal",
     "test_slurm_unreachable": "slurm-rehearsal",
     "test_sweep": "slurm-sweep",
+    "test_study_glue": "slurm-glue",
 }
 SLURM_GROUP = "slurm-faults"  # every other module using Slurm: windows, cancel, caches, fit, job
 GOLDEN_GROUP = "golden"
 # The longest groups first, in this order (scripts/test.sh keeps it: --no-loadscope-reorder).
 FIRST = ("slurm-study", "slurm-rehearsal", SLURM_GROUP, "slurm-sweep", "test_glue_minilm",
-         "test_study_glue", "test_glue_table",
+         "slurm-glue", "test_glue_table",
          "test_finetune_signals", "test_finetune", "test_scores", GOLDEN_GROUP)  # fmt: skip
 
 

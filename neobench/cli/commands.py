@@ -185,6 +185,11 @@ class StudyTableCommand:
         "where the HTML page goes (default: --out's name as .html, else table.html in "
         "the study's output)",
     )
+    glue: bool = opt(
+        False,
+        "the GLUE table of the study's glue section (`table --glue`; the only table of a "
+        "study with eval: none)",
+    )
 
 
 @dataclass(kw_only=True)

@@ -88,7 +88,9 @@ EXAMPLES["data"] = "\n".join(EXAMPLES[k] for k in ("prefetch", "verify", "check"
 EXAMPLES["study"] = """examples (offline, on the mirror):
   NEOBENCH_DATA_DIR=../shared/data/hub neobench study run studies/tiny.yaml
   neobench study run studies/table4-base.yaml --dry-run   # the jobs, their resources, what is done
+  neobench study run studies/glue-base.yaml --dry-run     # the paper's GLUE grid: jobs, GPU-hours
   neobench study status studies/tiny.yaml
   neobench study table studies/tiny.yaml
 A study runs `neobench finetune`, `neobench eval --shard K/N` and `neobench table` for each
-model and seed; a re-run skips every finished piece (docs/studies.md describes the file)."""
+model and seed, and `neobench glue --point KEY` for each task, grid point and seed of its glue
+section; a re-run skips every finished piece (docs/studies.md describes the file)."""

@@ -57,11 +57,26 @@ def cmd_study_status(cfg: commands.StudyStatusCommand) -> int:
 
 
 def cmd_study_table(cfg: commands.StudyTableCommand) -> int:
-    """the study's table (with intervals where units were saved)"""
+    """the study's table (with intervals where units were saved), or its GLUE table"""
     from neobench.core import results
-    from neobench.study.plan import PAGE_FILE, build_plan, table_inputs
+    from neobench.core.errors import NeobenchError
+    from neobench.study.plan import PAGE_FILE, build_plan, glue_table_inputs, table_inputs
 
     plan = build_plan(cfg.file, cfg.output)
+    if cfg.glue or plan.study.eval is None:  # a study of GLUE runs only has no other table
+        if plan.study.glue is None:
+            raise NeobenchError(
+                f"study table --glue: {cfg.file} has no glue section. Leave out --glue for its "
+                "MTEB table."
+            )
+        if cfg.html:
+            raise NeobenchError(
+                "study table --html: the page is built on MTEB's runs; the GLUE table has none. "
+                "Leave out --html (--out writes md, csv, tex or json)."
+            )
+        given = glue_table_inputs(plan.study, plan.jobs)
+        glue = commands.TableCommand(**given, glue=True, ci=True, format=cfg.format, out=cfg.out)
+        return cmd_table(glue)
     _print_sweep(plan)
     given = table_inputs(plan.study, plan.jobs)
     units = any(results.has_units(folder) for folder in results.run_folders(plan.study.output))

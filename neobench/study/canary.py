@@ -119,9 +119,12 @@ def _drop(argv: list[str], *flags: str) -> list[str]:
 
 
 def smallest_task(plan: Plan) -> str:
-    """The study's cheapest task to evaluate (mteb's recorded size)."""
+    """The study's cheapest task to evaluate (mteb's recorded size); "" for a study without
+    an eval section (its canary has no eval)."""
     from neobench.protocol.tasks import task_cost
 
+    if not plan.tasks:
+        return ""
     return min(plan.tasks.values(), key=lambda t: (task_cost(t), t.metadata.name)).metadata.name
 
 

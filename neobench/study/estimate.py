@@ -428,8 +428,17 @@ class Estimate:
     memory: dict[str, FinetuneMemory] = field(default_factory=dict)  # fine-tune job key ->
 
 
+def _rate_labels(kinds: set[JobKind]) -> list[tuple[JobKind, str]]:
+    """The calibrated rates a model's jobs of ``kinds`` are estimated at, and their words: a
+    GLUE run trains, at the fine-tune rate."""
+    words = {JobKind.FINETUNE: "fine-tune", JobKind.GLUE: "GLUE runs"}
+    training = [word for kind, word in words.items() if kind in kinds]
+    found = [(JobKind.FINETUNE, " and ".join(training))] if training else []
+    return found + ([(JobKind.EVAL, "eval")] if JobKind.EVAL in kinds else [])
+
+
 def estimate_plan(plan: Plan, calibration: Calibration) -> Estimate:
-    """Hours of each fine-tune and eval job, on one GPU of the calibrated card."""
+    """Hours of each fine-tune, eval and GLUE job, on one GPU of the calibrated card."""
     from neobench.protocol.config import standard
 
     found = Estimate(calibration)
@@ -440,12 +449,12 @@ def estimate_plan(plan: Plan, calibration: Calibration) -> Estimate:
             found.unknown.append(name)
             found.models[name] = f"not estimated: {shape.where}"
             continue
-        _, train_why = calibration.rate(JobKind.FINETUNE, shape.model_type)
-        _, eval_why = calibration.rate(JobKind.EVAL, shape.model_type)
-        found.models[name] = (
-            f"{_weights(shape.params)} weights per token ({shape.where}); fine-tune at "
-            f"{train_why}, eval at {eval_why}"
-        )
+        rates = []
+        for kind, label in _rate_labels({j.kind for j in plan.jobs if j.model == name}):
+            if kind in calibration.rates:
+                rates.append(f"{label} at {calibration.rate(kind, shape.model_type)[1]}")
+        how = f"{_weights(shape.params)} weights per token ({shape.where})"
+        found.models[name] = how + (f"; {', '.join(rates)}" if rates else "")
     models = {model.name: model for model in plan.models}
     memo: dict[tuple, FinetuneMemory] = {}
     _, glue_values = glue_grid(plan.study, [])  # the glue section was checked with the plan
@@ -453,7 +462,7 @@ def estimate_plan(plan: Plan, calibration: Calibration) -> Estimate:
         shape = shapes.get(str(job.model))
         if shape is None or shape.model_type is None:
             continue  # a table: no model, no rate
-        if job.kind is JobKind.GLUE:
+        if job.kind is JobKind.GLUE and JobKind.FINETUNE in calibration.rates:
             rate, _ = calibration.rate(JobKind.FINETUNE, shape.model_type)  # a training run
             flops = glue_run_flops(TASKS[job.tasks[0]], glue_values[str(job.point)], shape)
             found.hours[job.key] = flops / rate / 3600 + startup_h

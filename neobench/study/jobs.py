@@ -43,6 +43,9 @@ class Job:
         self.kind = JobKind(self.kind)
 
 
+TABLE_KEY = "table"  # the MTEB table's job; the GLUE table's is table/glue
+
+
 @dataclass
 class Plan:
     study: Study
@@ -77,8 +80,13 @@ class Plan:
 
     @property
     def table(self) -> Job | None:
-        """The table job; None while a sweep has not selected (it is planned after)."""
-        return next((j for j in self.jobs if j.kind is JobKind.TABLE), None)
+        """The MTEB table's job; None while a sweep has not selected (it is planned after), and
+        in a study without an eval section."""
+        return next((j for j in self.jobs if j.key == TABLE_KEY), None)
+
+    def table_files(self) -> str:
+        """The files the plan's tables are written to (the MTEB table, the GLUE table)."""
+        return ", ".join(str(j.output) for j in self.jobs if j.kind is JobKind.TABLE)
 
     def job(self, key: str) -> Job:
         return next(j for j in self.jobs if j.key == key)

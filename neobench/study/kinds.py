@@ -56,6 +56,14 @@ class JobKind(StrEnum):
         return self is JobKind.FINETUNE
 
     @property
+    def estimate_bound(self) -> str:
+        """What a `--dry-run` estimate of this kind's hours is, where it is not a plain
+        estimate: a GLUE run's counts every epoch, though early stopping ends most sooner."""
+        if self is JobKind.GLUE:
+            return "an upper bound: every epoch, as if no run stopped early"
+        return ""
+
+    @property
     def resumes(self) -> bool:
         """Whether a job started again (requeued, run again) continues from a checkpoint it
         left (`neobench finetune --resume`)."""
@@ -173,11 +181,13 @@ def _glue_progress(job: Job) -> int:
     if glue_done(job):
         return sys.maxsize
     from neobench.glue.grid import model_folder
+    from neobench.glue.run import TRAINER
 
     base = model_folder(job.output, str(job.model_name), "x").parent
+    run = f"*/{job.tasks[0]}/{job.point}/seed-{job.seed}"
     steps = [
         int(c.name.rsplit("-", 1)[-1])
-        for c in base.glob(f"*/{job.tasks[0]}/{job.point}/seed-{job.seed}/trainer/checkpoint-*")
+        for c in base.glob(f"{run}/{TRAINER}/checkpoint-*")
         if c.name.rsplit("-", 1)[-1].isdigit()
     ]
     return max(steps, default=0)

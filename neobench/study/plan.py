@@ -1,5 +1,6 @@
-"""A study -> its jobs, in order: finetune(model, seed) -> eval(model, shard k/N) -> table.
-List order respects every dependency; what is done is read from what the commands write (jobs.py).
+"""A study -> its jobs, in order: finetune(model, seed) -> eval(model, shard k/N) -> table, then
+glue(model, task, point, seed) -> table/glue. List order respects every dependency; what is done
+is read from what the commands write (jobs.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from neobench.core.errors import NeobenchError, collect, unknown
 from neobench.protocol.glue import POINT_CARD
 from neobench.study import conflicts
 from neobench.study.jobs import (  # Job and Plan: the launchers and the CLI name them from here
+    TABLE_KEY,
     Job,
     Plan,
     add_evals,
@@ -46,7 +48,7 @@ def prepare(
 
         tune = study.finetune
         problems += sweep_problems(tune.recipe, tune.overrides, tune.sweep)
-    tasks = conflicts.eval_problems(study.eval, problems)
+    tasks = conflicts.eval_problems(study.eval, problems) if study.eval else []
     glue_grid(study, problems)
     names = {m.name for m in models}
     if study.baseline is not None and models and study.baseline not in names:
@@ -59,16 +61,31 @@ def prepare(
 
 def build_plan(path: str | Path, output: str | None = None) -> Plan:
     """Every job of the study, with what is already done; refuses changed conditions."""
+    study, models, tasks = prepare(path, output)
+    plan = Plan(study, models, [], tasks={t.metadata.name: t for t in tasks})
+    problems: list[str] = []
+    if study.eval is not None:
+        _add_mteb(plan, tasks, problems)
+    if problems:
+        raise NeobenchError(list(dict.fromkeys(problems)))  # each shard names the same card
+    if study.glue is not None:
+        points, _ = glue_grid(study, problems)
+        runs = [job for model in models for job in glue_jobs(study, model, points)]
+        plan.jobs += [*runs, _glue_table_job(study, runs)]
+    return plan
+
+
+def _add_mteb(plan: Plan, tasks: list[AbsTask], problems: list[str]) -> None:
+    """The fine-tunes, the eval shards and the table of the study's MTEB evaluation."""
     from neobench.protocol.tasks import shard
 
-    study, models, tasks = prepare(path, output)
+    study, models = plan.study, plan.models
+    assert study.eval is not None
     n = study.eval.shards
     shards = [(k, [t.metadata.name for t in shard(tasks, k, n)]) for k in range(1, n + 1)]
-    plan = Plan(study, models, [], tasks={t.metadata.name: t for t in tasks})
     if any(not names for _, names in shards):
         plan.notes.append(f"{n} shards for {len(tasks)} task(s): the empty shards are left out.")
     found = conflicts.EvalCards.scan(study.output)
-    problems: list[str] = []
     for model in models:
         if study.finetune is not None and study.finetune.sweep:
             collect(problems, plan_sweep, plan, model, shards, found, problems)
@@ -77,15 +94,8 @@ def build_plan(path: str | Path, output: str | None = None) -> Plan:
             tuned = finetune_job(study, model, seed, problems) if seed is not None else None
             plan.jobs += [tuned] if tuned else []
             add_evals(plan, model, seed, tuned, shards, found, problems)
-    if problems:
-        raise NeobenchError(list(dict.fromkeys(problems)))  # each shard names the same card
-    if not plan.waiting:  # the table waits for every row, a sweep's selected one included
+    if not plan.waiting and not problems:  # the table waits for every row, a sweep's too
         plan.jobs.append(_table_job(study, plan.jobs))
-    if study.glue is not None:
-        points, _ = glue_grid(study, problems)
-        runs = [job for model in models for job in glue_jobs(study, model, points)]
-        plan.jobs += [*runs, _glue_table_job(study, runs)]
-    return plan
 
 
 def replan(plan: Plan) -> Plan:
@@ -95,6 +105,7 @@ def replan(plan: Plan) -> Plan:
 
 def table_inputs(study: Study, jobs: list[Job]) -> dict[str, Any]:
     """The arguments of report.leaderboard.leaderboard for the study's table (and its job)."""
+    assert study.eval is not None  # a study without eval has no MTEB table
     baseline = None
     if study.baseline:
         first = next(j for j in jobs if j.kind is JobKind.EVAL and j.model == study.baseline)
@@ -107,13 +118,23 @@ def table_inputs(study: Study, jobs: list[Job]) -> dict[str, Any]:
     }
 
 
+def glue_table_inputs(study: Study, jobs: list[Job]) -> dict[str, Any]:
+    """The keywords of `table --glue` for the study's GLUE table (and its job): the results
+    root, the reference, the baseline's row name."""
+    baseline = None
+    if study.baseline:
+        glue = (j for j in jobs if j.kind is JobKind.GLUE and j.model == study.baseline)
+        baseline = next(glue).model_name
+    return {"results": [str(study.output)], "reference": study.reference, "baseline": baseline}
+
+
 def _glue_table_job(study: Study, runs: list[Job]) -> Job:
     """`table --glue` of the study's GLUE runs, after every one of them."""
     out = study.output / GLUE_TABLE_FILE
+    given = glue_table_inputs(study, runs)
     argv = ["table", "--glue", "--results", str(study.output), "--out", str(out), "--ci"]
-    argv += ["--reference", study.reference] if study.reference else []
-    if study.baseline:
-        argv += ["--baseline", next(j.model_name for j in runs if j.model == study.baseline)]
+    for flag in ("reference", "baseline"):
+        argv += [f"--{flag}", given[flag]] if given[flag] else []
     kind = JobKind.TABLE
     log = job_log(study, "table-glue")
     job = Job(kind, "table/glue", argv, out, log, kind.resources(study.slurm))
@@ -132,7 +153,7 @@ def _table_job(study: Study, jobs: list[Job]) -> Job:
     for flag in ("reference", "baseline"):
         argv += [f"--{flag}", given[flag]] if given[flag] else []
     kind = JobKind.TABLE
-    job = Job(kind, "table", argv, out, job_log(study, "table"), kind.resources(study.slurm))
+    job = Job(kind, TABLE_KEY, argv, out, job_log(study, TABLE_KEY), kind.resources(study.slurm))
     job.after = [j.key for j in jobs if j.kind is JobKind.EVAL]
     # Done: every job done, and no task result written after the table.
     done = all(j.done for j in jobs) and out.is_file()

@@ -59,16 +59,21 @@ def estimate_lines(plan: Plan, found: Estimate) -> list[str]:
     calibration = found.calibration
     lines = [f"Estimated on one {calibration.card}, from {calibration.source}:"]
     lines += [f"  {name}: {how}" for name, how in found.models.items()]
-    for kind in (*calibration.rates, JobKind.GLUE):
-        hours = [found.hours[j.key] for j in plan.jobs if j.kind is kind and j.key in found.hours]
-        if hours:
-            low, high = hours_text(min(hours)), hours_text(max(hours))
-            each = low if low == high else f"{low} to {high}"
-            bound = " (an upper bound: every epoch, as if no run stopped early)" * (
-                kind is JobKind.GLUE
-            )
+    for kind in JobKind:
+        jobs = [j for j in plan.jobs if j.kind is kind and j.key in found.hours]
+        if not jobs:
+            continue
+        hours = [found.hours[j.key] for j in jobs]
+        low, high = hours_text(min(hours)), hours_text(max(hours))
+        each = low if low == high else f"{low} to {high}"
+        bound = f" ({kind.estimate_bound})" if kind.estimate_bound else ""
+        lines.append(f"  {len(jobs)} {kind} jobs: {each} each, {sum(hours):,.1f} GPU-hours{bound}")
+        per_model: dict[str, float] = {}
+        for job in jobs:
+            per_model[str(job.model)] = per_model.get(str(job.model), 0.0) + found.hours[job.key]
+        if len(per_model) > 1:
             lines.append(
-                f"  {len(hours)} {kind} jobs: {each} each, {sum(hours):,.1f} GPU-hours{bound}"
+                "    per model: " + ", ".join(f"{m} {h:,.1f}" for m, h in per_model.items())
             )
     total = sum(found.hours.values())
     pending = sum(found.hours.get(j.key, 0.0) for j in plan.pending)
@@ -221,7 +226,7 @@ def pilot_lines(plan: Plan) -> list[str]:
     from neobench.report.planner import plan_seeds
 
     study = plan.study
-    if not results.run_folders(study.output):
+    if study.eval is None or not results.run_folders(study.output):
         return []
     seeds = len(study.finetune.seeds) if study.finetune else 1
     try:

@@ -130,7 +130,7 @@ class Study:
     output: Path
     models: list[ModelEntry]
     finetune: Finetune | None  # None: evaluate the models as they are
-    eval: Eval
+    eval: Eval | None  # None (`eval: none`): no MTEB evaluation, a study of GLUE runs only
     file: Path
     data_dir: str | None = None
     reference: str | None = None
@@ -210,7 +210,26 @@ def parse_study(path: str | Path, output: str | None = None) -> tuple[Study, lis
         slurm=_slurm(data.get("slurm"), problems) if data.get("slurm") is not None else None,
         glue=_glue(data.get("glue"), problems),
     )
+    if study.eval is None:
+        problems += _without_eval(study)
     return study, problems
+
+
+def _without_eval(study: Study) -> list[str]:
+    """`eval: none` makes a study of GLUE runs alone: it needs a glue section, and a fine-tune
+    nothing would evaluate is refused."""
+    problems = []
+    if study.glue is None:
+        problems.append(
+            "eval: none: the study would run nothing; give a glue section (a study of GLUE "
+            "runs) or an eval section."
+        )
+    if study.finetune is not None:
+        problems.append(
+            "eval: none: the fine-tunes would never be evaluated (GLUE tunes the pretrained "
+            "backbones, not them); give finetune: none, or an eval section."
+        )
+    return problems
 
 
 def _glue(value: Any, problems: list[str]) -> Glue | None:
@@ -368,7 +387,9 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _eval(value: Any, problems: list[str]) -> Eval:
+def _eval(value: Any, problems: list[str]) -> Eval | None:
+    if value is False or value == "none":
+        return None
     known = _known("eval", value, Eval, problems)
     for key in ("tasks", "types"):
         if isinstance(known.get(key), str):

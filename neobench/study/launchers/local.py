@@ -18,7 +18,7 @@ from neobench.core.errors import NeobenchError, RunFailed
 from neobench.study import store
 from neobench.study.launchers import LAUNCHERS, launcher, progress, signal_name, signalled
 from neobench.study.models import build
-from neobench.study.plan import TABLE_FILE, Job, Plan, replan
+from neobench.study.plan import Job, Plan, replan
 from neobench.study.store import JobRecord, write_record
 
 NAME = "local"
@@ -37,7 +37,7 @@ def run(plan: Plan, tell: Callable[..., None], *, file: str, wait: bool = False)
             f"{', '.join(plan.waiting)}: the sweep's fine-tunes ran, but not all are complete; "
             f"`neobench study status {file}` shows which. Run the study again to finish them."
         )
-    tell(f"[green]done[/]: {len(ran)} job(s) ran; table: {plan.study.output / TABLE_FILE}")
+    tell(f"[green]done[/]: {len(ran)} job(s) ran; table: {plan.table_files()}")
 
 
 def queue() -> dict[str, str]:

@@ -26,7 +26,7 @@ from neobench.study import store
 from neobench.study.launchers import progress
 from neobench.study.launchers.slurm_job import JobCommand
 from neobench.study.models import build
-from neobench.study.plan import TABLE_FILE, Job, Plan, replan
+from neobench.study.plan import Job, Plan, replan
 from neobench.study.spec import Resources, Slurm, parse_minutes
 
 NAME = "slurm"
@@ -66,7 +66,7 @@ def run(plan: Plan, tell: Callable[..., None], *, file: str, wait: bool = False)
         # A sweep's selection plans new jobs once its fine-tunes are done: submit those too.
         plan = fresh
         if not plan.pending:
-            tell(f"[green]done[/]: every job ended; table: {plan.study.output / TABLE_FILE}")
+            tell(f"[green]done[/]: every job ended; table: {plan.table_files()}")
             return
         submitted = submit(plan, progress(tell))
         tell(f"{len(submitted)} more job(s) submitted (the sweep's selected point).")
@@ -249,11 +249,13 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None]) -> list[Job]:
     submitted: list[Job] = []
     pending = [j for j in plan.pending if j.key not in ids]
     finished = finished_caches(plan, listed)
-    for _, group in groupby(pending, key=lambda j: (j.kind, tuple(j.after))):
-        jobs = list(group)
+    largest = max_array_size()
+    groups = [list(g) for _, g in groupby(pending, key=lambda j: (j.kind, tuple(j.after)))]
+    for jobs in (g[i : i + largest] for g in groups for i in range(0, len(g), largest)):
         executor = submitit.SlurmExecutor(folder=plan.study.output / "slurm" / "%j")
         executor.update_parameters(**_parameters(plan, jobs[0], ids))
-        # One array for several jobs of a kind with the same dependencies (a model's shards).
+        # One array for several jobs of a kind with the same dependencies (a model's shards),
+        # up to the cluster's largest.
         try:
             with executor.batch() if len(jobs) > 1 else contextlib.nullcontext():
                 handles = [executor.submit(_command(plan, job, finished)) for job in jobs]
@@ -274,6 +276,22 @@ def submit(plan: Plan, on_job: Callable[[Job, str], None]) -> list[Job]:
             on_job(job, f"submitted as Slurm job {handle.job_id}")
             submitted.append(job)
     return submitted
+
+
+# Slurm's default MaxArraySize: an array's task indices stay below it.
+MAX_ARRAY_SIZE = 1001
+
+
+def max_array_size() -> int:
+    """The most jobs one array may hold on this cluster (`scontrol show config`'s MaxArraySize,
+    else Slurm's default): a larger group (a study's GLUE runs, thousands on the paper's grid)
+    is submitted as several arrays."""
+    try:
+        said = _slurm_command(["scontrol", "show", "config"])
+    except NeobenchError:
+        return MAX_ARRAY_SIZE
+    found = re.search(r"^MaxArraySize\s*=\s*(\d+)", said, re.MULTILINE)
+    return max(1, int(found.group(1))) if found else MAX_ARRAY_SIZE
 
 
 def held(plan: Plan, job: Job, listed: dict[str, str]) -> store.JobRecord | None:
@@ -357,7 +375,8 @@ def _command(plan: Plan, job: Job, finished: list[Path]) -> JobCommand:
     script += f'exec {command} "$@" >> {log} 2>&1'
     # bash -c SCRIPT NAME: the name is $0, so "$@" starts empty.
     argv = ["bash", "-c", script, "neobench-job"]
-    return JobCommand(argv, str(Path.cwd()), job, plan.study.eval.benchmark)
+    benchmark = plan.study.eval.benchmark if plan.study.eval else ""  # none: GLUE runs only
+    return JobCommand(argv, str(Path.cwd()), job, benchmark)
 
 
 # What became of a job.
