@@ -384,11 +384,14 @@ SLURM_GROUPS = {
     "test_sweep": "slurm-sweep",
     "test_study_glue": "slurm-glue",
 }
+# Modules whose tests are each long enough to deserve a worker of their own: one group per test.
+PER_TEST = {"test_glue_minilm"}
 SLURM_GROUP = "slurm-faults"  # every other module using Slurm: windows, cancel, caches, fit, job
 GOLDEN_GROUP = "golden"
 # The longest groups first, in this order (scripts/test.sh keeps it: --no-loadscope-reorder).
-FIRST = ("slurm-study", "slurm-rehearsal", SLURM_GROUP, "slurm-sweep", "test_glue_minilm",
-         "slurm-glue", "test_glue_table",
+FIRST = ("slurm-study", "slurm-rehearsal", SLURM_GROUP, "slurm-sweep",
+         "test_glue_minilm::test_minilm_learns_stsb", "slurm-glue",
+         "test_glue_minilm::test_minilm_beats_the_majority_on_mrpc", "test_glue_table",
          "test_finetune_signals", "test_finetune", "test_scores", GOLDEN_GROUP)  # fmt: skip
 
 
@@ -408,6 +411,8 @@ def pytest_collection_modifyitems(config, items):
             return SLURM_GROUPS.get(module(item), SLURM_GROUP)
         if "golden_runs" in getattr(item, "fixturenames", ()):
             return GOLDEN_GROUP
+        if module(item) in PER_TEST:
+            return f"{module(item)}::{item.name}"
         return module(item)
 
     first = {name: i for i, name in enumerate(FIRST)}
