@@ -422,3 +422,13 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(name))
         ranked.append((first.get(name, len(FIRST)), item))
     items[:] = [item for _, item in sorted(ranked, key=lambda pair: pair[0])]  # stable
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Headless chromium for a module's page tests (tests/browser.py), quit after them."""
+    from browser import start
+
+    chrome = start(tmp_path_factory.mktemp("downloads"))
+    yield chrome
+    chrome.quit()

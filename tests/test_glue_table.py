@@ -1,10 +1,11 @@
 """`neobench table --glue`: real GLUE runs of two tiny BERTs on RTE and STS-B read back in the
 paper's GLUE layout, with intervals over the validation items, marks against a baseline, the
-paper's rows, and every writer."""
+paper's rows, every writer, and the page (`--html`) in a real browser (tests/browser.py)."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from statistics import fmean
@@ -21,6 +22,7 @@ from neobench.glue.grid import run_glue
 from neobench.protocol.glue import TASKS, metrics
 from neobench.report.columns import AVG, UP
 from neobench.report.glue import VALIDATION_TAG, glue_table
+from neobench.report.page import PAIR_FIELDS
 from neobench.report.render import table as render
 
 GLUE_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "glue"
@@ -187,3 +189,125 @@ def test_python_api(roots, minilm, tmp_path) -> None:
         data_dir=GLUE_DATA, overrides={"select_on": "validation"},
     )  # fmt: skip
     assert (planned.runs, planned.ran) == (2 * 40 * 2, 0) and not any(tmp_path.iterdir())
+
+
+# ---- the page (`table --glue --html`) --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def page(roots, tmp_path_factory) -> tuple[Path, dict, list[Path]]:
+    """The GLUE page of tiny-a (the baseline), tiny-b and an oracle copy, with the paper's rows."""
+    folder = tmp_path_factory.mktemp("glue-page")
+    results = [roots["tiny-a"], roots["tiny-b"],
+               _renamed(roots["tiny-a"], folder / "perfect", "oracle", oracle=True)]  # fmt: skip
+    out = folder / "glue.html"
+    argv = ["table", "--glue", "--ci", "--baseline", "tiny-a", "--reference", "paper"]
+    for root in results:
+        argv += ["--results", str(root)]
+    assert main([*argv, "--html", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    found = re.search(r'<script type="application/json" id="page-data">(.*?)</script>', text, re.S)
+    assert found is not None and "src=" not in text.replace('href="data:,"', "")
+    return out, json.loads(found.group(1)), results
+
+
+def test_the_glue_page_holds_the_table_s_numbers(page) -> None:
+    """Cells, intervals, sd and marks are `table --glue`'s; each pair's significance is the
+    table's mark; the ranks put the oracle first, alone in its group; no zero-shot view."""
+    _, data, results = page
+    table = glue_table(results, ci=True, baseline="tiny-a", reference="paper")
+    view = data["views"]["all"]
+    assert data["layout"] == "tasks" and view["tasks"] == table.task_names == ["RTE", "STS-B"]
+    assert [t for t, _ in data["tasks"]] == ["RTE", "STS-B"]
+    assert dict(data["tasks"])["STS-B"] == "Pearson, Spearman"
+    assert view["computed"] == ["tiny-a", "tiny-b", "oracle"]
+    for row in table.rows:
+        cells = view["rows"][row.label]
+        for i, column in enumerate(view["tasks"]):
+            cell = cells["tasks"][i]
+            assert cell["v"] == pytest.approx(row.tasks[column], abs=1e-4)
+            if not row.quoted:
+                assert (cell["lo"], cell["hi"]) == pytest.approx(row.ci[column], abs=1e-4)
+                assert cell["sd"] == pytest.approx(row.sd[column], abs=1e-4)
+            assert cell.get("m") == row.marks.get(column)
+        assert cells["cells"][AVG].get("m") == row.marks.get(AVG)
+    computed = view["computed"]
+    base = computed.index("tiny-a")
+    for label in ("tiny-b", "oracle"):
+        pair = view["pairs"][f"{base}-{computed.index(label)}"]
+        marked = {c for c, s in zip(pair["tasks"], pair["significant"], strict=True) if s}
+        assert marked == set(table.row(label).marks)
+        delta = pair["rows"][pair["tasks"].index(AVG)][PAIR_FIELDS.index("delta")]
+        assert 100 * delta == pytest.approx(table.row(label).avg - table.row("tiny-a").avg,
+                                            abs=1e-3)  # fmt: skip
+    ranks = view["ranks"]
+    assert ranks["oracle"]["rank"] == ranks["oracle"]["hi"] == 1
+    assert ranks["oracle"]["group"] not in ranks["tiny-a"]["group"] + ranks["tiny-b"]["group"]
+    assert "refused" in data["views"]["zero_shot"]
+    assert data["compare_command"].startswith("neobench table --glue --ci --results ")
+
+
+def test_the_glue_page_in_a_browser(page, browser, tmp_path, capsys) -> None:
+    """From file://: a column per task, no type or zero-shot control; sort by STS-B; a cell's
+    provenance names the grid point and the recipe; the drill-down shows each seed; A/B shows
+    the pair's delta and a command that runs."""
+    import shlex
+
+    from browser import SHOTS, errors, rows, shoot, width
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    out, data, _ = page
+    chrome = browser
+    width(chrome, 1400)
+    chrome.get(out.as_uri())
+    assert errors(chrome) == []
+    assert chrome.execute_script("return performance.getEntriesByType('resource').length") == 0
+    heads = [th.text for th in chrome.find_elements(By.CSS_SELECTOR, "#board thead th")]
+    assert heads == ["Model", "Rank", "Group", "RTE", "STS-B", AVG, "Missing"]
+    assert not chrome.find_element(By.ID, "f-type").is_displayed()
+    assert not chrome.find_element(By.ID, "f-zs").is_displayed()
+
+    view = data["views"]["all"]
+    sts = {label: row["tasks"][1]["v"] for label, row in view["rows"].items()}
+    chrome.find_element(By.CSS_SELECTOR, 'button[data-key="sort:STS-B"]').click()
+    assert [sts[label] for label in rows(chrome)] == sorted(sts.values(), reverse=True)
+
+    chrome.find_element(By.CSS_SELECTOR, 'button[data-key="cell:tiny-b:RTE"]').click()
+    shown = chrome.find_element(By.ID, "prov").text
+    for word in ("RTE point", "batch_size=16", "seeds 0, 1", "recipe", "select on", "heldout"):
+        assert word in shown, word
+    chrome.find_element(By.ID, "prov-close").click()
+
+    chrome.find_element(By.CSS_SELECTOR, 'button[data-key="drill:tiny-b"]').click()
+    detail = chrome.find_element(By.CSS_SELECTOR, "tr.detail")
+    lines = detail.find_elements(By.CSS_SELECTOR, ".detail-table tbody tr")
+    assert [line.find_element(By.TAG_NAME, "th").text for line in lines] == ["RTE", "STS-B"]
+    assert len(detail.find_elements(By.CSS_SELECTOR, "circle.seed")) == 2 * len(lines)
+
+    Select(chrome.find_element(By.ID, "ab-a")).select_by_value("tiny-a")
+    Select(chrome.find_element(By.ID, "ab-b")).select_by_value("oracle")
+    computed = view["computed"]
+    pair = view["pairs"][f"{computed.index('tiny-a')}-{computed.index('oracle')}"]
+    delta = pair["rows"][pair["tasks"].index("RTE")][PAIR_FIELDS.index("delta")]
+    cell = chrome.find_element(By.CSS_SELECTOR, '#ab-table tr[data-task="RTE"] td.delta')
+    assert cell.text.split(" ")[0] == f"{100 * delta:+.1f}"
+    line = chrome.find_element(By.CSS_SELECTOR, '#ab-table tr[data-task="RTE"]')
+    assert "▲ B higher" in line.text
+    shots = [shoot(chrome, tmp_path, "glue-1400px")]
+    command = shlex.split(chrome.find_element(By.CSS_SELECTOR, "#ab-command code").text)
+    assert command[:4] == ["neobench", "table", "--glue", "--ci"]
+    assert command[-4:] == ["--baseline", "tiny-a", "--models", "tiny-a,oracle"]
+    capsys.readouterr()
+    assert main(command[1:]) == 0  # the command the page shows runs, and marks the oracle
+    assert "▲" in capsys.readouterr().out
+
+    width(chrome, 400)
+    chrome.get(out.as_uri())
+    shots.append(shoot(chrome, tmp_path, "glue-400px"))
+    overflow = chrome.execute_script(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0 and errors(chrome) == []
+    with capsys.disabled():
+        print("\nGLUE page screenshots: " + ", ".join(str(SHOTS / p.name) for p in shots))

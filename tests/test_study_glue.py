@@ -111,6 +111,7 @@ def test_glue_job_runs_locally_after_its_canary_then_is_skipped(tmp_path, minilm
     assert yaml.safe_load(run.read_text())["status"] == "complete"
     assert all(j.done for j in build_plan(path).jobs)
     assert "glue-only/m" in (out / "glue-table.md").read_text()
+    assert '"layout":"tasks"' in (out / "glue-table.html").read_text()  # its page, beside it
     assert not (out / "table.md").exists()
     capsys.readouterr()
     assert main(["study", "run", str(path), "--launcher", "local"]) == 0

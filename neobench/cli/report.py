@@ -54,13 +54,12 @@ def _glue_table(cfg: commands.TableCommand) -> Any:
 
     defaults = TableOptions()
     given = [k for k in NOT_GLUE if getattr(cfg, k) != getattr(defaults, k)]
-    given += ["html"] if cfg.html else []  # the page's views and pairs are built on MTEB's runs
     if given:
         flags = ", ".join("--" + k.replace("_", "-") for k in given)
         raise NeobenchError(
             f"--glue with {flags}: the GLUE table has one column per GLUE task and resamples "
-            "the validation items; those flags (and the --html page) are MTEB's. Leave them out "
-            "(--out writes md, csv, tex or json; --plot a PNG)."
+            "the validation items; those flags are MTEB's. Leave them out (--out writes md, "
+            "csv, tex or json; --plot a PNG; --html the page)."
         )
     return glue_table(
         cfg.results, models=cfg.models, reference=cfg.reference, ci=cfg.ci,
@@ -71,12 +70,18 @@ def _glue_table(cfg: commands.TableCommand) -> Any:
 def _write_page(cfg: commands.TableCommand) -> None:
     """The leaderboard page: the table's rows with every view and pair computed for it."""
     from neobench.core.card_io import write_text_atomic
+    from neobench.report.glue_page import glue_page_data
     from neobench.report.page import page_data
     from neobench.report.render import html
 
     # The flags the table and its page share: which rows, and how they are resampled.
-    keys = ("models", "reference", "baseline", "resamples", "seed", "over")
-    text = html.to_html(page_data(cfg.results, cfg.benchmark, **{k: getattr(cfg, k) for k in keys}))
+    keys = ("models", "reference", "baseline", "resamples", "seed")
+    given = {k: getattr(cfg, k) for k in keys}
+    if cfg.glue:
+        data = glue_page_data(cfg.results, **given, strict=cfg.strict)
+    else:
+        data = page_data(cfg.results, cfg.benchmark, **given, over=cfg.over)
+    text = html.to_html(data)
     write_text_atomic(Path(cfg.html), text)
     say(f"wrote {cfg.html} ({len(text.encode()) / 1024:,.0f} KiB)", markup=False)
 

@@ -60,31 +60,32 @@ def cmd_study_table(cfg: commands.StudyTableCommand) -> int:
     """the study's table (with intervals where units were saved), or its GLUE table"""
     from neobench.core import results
     from neobench.core.errors import NeobenchError
-    from neobench.study.plan import PAGE_FILE, build_plan, glue_table_inputs, table_inputs
+    from neobench.study import plan as plans
 
-    plan = build_plan(cfg.file, cfg.output)
+    plan = plans.build_plan(cfg.file, cfg.output)
     if cfg.glue or plan.study.eval is None:  # a study of GLUE runs only has no other table
         if plan.study.glue is None:
             raise NeobenchError(
                 f"study table --glue: {cfg.file} has no glue section. Leave out --glue for its "
                 "MTEB table."
             )
-        if cfg.html:
-            raise NeobenchError(
-                "study table --html: the page is built on MTEB's runs; the GLUE table has none. "
-                "Leave out --html (--out writes md, csv, tex or json)."
-            )
-        given = glue_table_inputs(plan.study, plan.jobs)
-        glue = commands.TableCommand(**given, glue=True, ci=True, format=cfg.format, out=cfg.out)
+        given = plans.glue_table_inputs(plan.study, plan.jobs)
+        page = _page(cfg, plan.study.output / plans.GLUE_PAGE)
+        glue = commands.TableCommand(**given, glue=True, ci=True, format=cfg.format, out=cfg.out,
+                                     html=page)  # fmt: skip
         return cmd_table(glue)
     _print_sweep(plan)
-    given = table_inputs(plan.study, plan.jobs)
+    given = plans.table_inputs(plan.study, plan.jobs)
     units = any(results.has_units(folder) for folder in results.run_folders(plan.study.output))
-    # The page goes beside the table: --out's name as .html, else the study's table.html.
-    beside = Path(cfg.out).with_suffix(".html") if cfg.out else plan.study.output / PAGE_FILE
-    page = cfg.html or str(beside)
+    page = _page(cfg, plan.study.output / plans.PAGE_FILE)
     table = commands.TableCommand(**given, ci=units, format=cfg.format, out=cfg.out, html=page)
     return cmd_table(table)
+
+
+def _page(cfg: commands.StudyTableCommand, default: Path) -> str:
+    """Where the page goes: --html, else beside the table (--out's name as .html), else the
+    study's own page file."""
+    return cfg.html or str(Path(cfg.out).with_suffix(".html") if cfg.out else default)
 
 
 def _print_sweep(plan: Plan) -> None:

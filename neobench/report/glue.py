@@ -148,6 +148,32 @@ def glue_table(
     """The GLUE table of the runs under ``results``; ``ci`` adds intervals, ``baseline`` marks
     against that row, ``reference="paper"`` the paper's rows, ``strict`` refuses rows produced
     under different conditions."""
+    given = {"models": models, "reference": reference, "ci": ci, "baseline": baseline}
+    return glue_board(results, **given, resamples=resamples, seed=seed, strict=strict).table
+
+
+@dataclass
+class GlueBoard:
+    """The GLUE table and what its intervals and marks come from (the leaderboard page's
+    input): each computed row's model folder and resampled scores."""
+
+    table: LeaderTable
+    runs: dict[str, GlueRuns]  # computed row label -> its model folder
+    draws: dict[str, Draws]  # computed row label -> its draws; empty without ci or baseline
+
+
+def glue_board(
+    results: list[str | Path],
+    *,
+    models: list[str] | None = None,
+    reference: str | None = None,
+    ci: bool = False,
+    baseline: str | None = None,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    strict: bool = False,
+) -> GlueBoard:
+    """`glue_table`'s table with its rows' folders and draws."""
     if ci or baseline:
         bootstrap.check_resamples(resamples)
     if reference not in (None, "paper"):
@@ -185,13 +211,14 @@ def glue_table(
         per_task=True,
         record_fields=RECORD,
     )
+    draws: dict[str, Draws] = {}
     if ci or baseline:
         draws = {label: _draws(runs, averaged, resamples, seed) for label, runs in labelled.items()}
         if ci:
             _intervals(table, draws, resamples, seed)
         if baseline:
             _marks(table, labelled, draws, baseline, resamples)
-    return table
+    return GlueBoard(table, labelled, draws)
 
 
 # ---- rows ------------------------------------------------------------------------------------
@@ -443,6 +470,41 @@ def _intervals(table: LeaderTable, draws: dict[str, Draws], resamples: int, seed
     )
 
 
+@dataclass(frozen=True)
+class PairedColumn:
+    """One column of one row against another: the paired bootstrap of the difference (x100)
+    and its p after Holm over the row's task columns (Avg. a single test)."""
+
+    column: str
+    paired: bootstrap.Paired
+    p_holm: float
+
+    @property
+    def significant(self) -> bool:
+        return self.p_holm < ALPHA and self.paired.delta != 0
+
+
+def paired_columns(base: Row, base_draws: Draws, row: Row, draws: Draws) -> list[PairedColumn]:
+    """``row`` against ``base`` on every column both hold on the same validation items (tasks
+    in the table's order, then Avg.), on the same resampled items."""
+    shared = [
+        c
+        for c in draws.columns
+        if c in base_draws.columns and (c == AVG or draws.items.get(c) == base_draws.items.get(c))
+    ]
+    point = {c: (row.avg if c == AVG else row.tasks[c]) for c in shared}
+    base_point = {c: (base.avg if c == AVG else base.tasks[c]) for c in shared}
+    tests = {
+        c: bootstrap.paired_from_draws(base_point[c], point[c], base_draws.columns[c],
+                                       draws.columns[c], ALPHA)
+        for c in shared
+    }  # fmt: skip
+    tasks = [c for c in shared if c != AVG]
+    adjusted = dict(zip(tasks, bootstrap.holm([tests[c].p for c in tasks]), strict=True))
+    adjusted |= {AVG: tests[AVG].p} if AVG in tests else {}
+    return [PairedColumn(c, tests[c], adjusted[c]) for c in shared]
+
+
 def _marks(
     table: LeaderTable,
     labelled: dict[str, GlueRuns],
@@ -462,26 +524,9 @@ def _marks(
     for row in table.rows:
         if row.quoted or row.label == base_label:
             continue
-        theirs = draws[row.label]
-        shared = [
-            c
-            for c in theirs.columns
-            if c in draws[base_label].columns
-            and (c == AVG or theirs.items.get(c) == draws[base_label].items.get(c))
-        ]
-        points = {c: (row.avg if c == AVG else row.tasks[c]) for c in shared}
-        base_points = {c: (mine.avg if c == AVG else mine.tasks[c]) for c in shared}
-        tests = {
-            c: bootstrap.p_value(theirs.columns[c] - draws[base_label].columns[c],
-                                 points[c] - base_points[c])
-            for c in shared
-        }  # fmt: skip
-        tasks = [c for c in shared if c != AVG]
-        adjusted = dict(zip(tasks, bootstrap.holm([tests[c] for c in tasks]), strict=True))
-        adjusted |= {AVG: tests[AVG]} if AVG in tests else {}
-        for column, p in adjusted.items():
-            if p < ALPHA and points[column] != base_points[column]:
-                row.marks[column] = MARKS[1 if points[column] > base_points[column] else -1]
+        for found in paired_columns(mine, draws[base_label], row, draws[row.label]):
+            if found.significant:
+                row.marks[found.column] = MARKS[1 if found.paired.delta > 0 else -1]
     table.notes.append(
         f"{UP} / {DOWN}: significantly above / below {base_label} (paired bootstrap over the "
         f"same resampled validation items, {resamples} resamples; Holm over each row's task "

@@ -64,6 +64,7 @@ def page_data(
     )
     return {
         "format": FORMAT,
+        "layout": "types",  # the type columns of Table 4 (report/glue_page.py: "tasks")
         "benchmark": table.benchmark,
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "neobench": __version__,
@@ -190,7 +191,7 @@ def _pairs(
 def _pair(found: compare.Comparison) -> dict[str, Any]:
     return {
         "tasks": [r.task for r in found.rows],
-        "rows": [[_num(getattr(r, f)) for f in PAIR_FIELDS] for r in found.rows],
+        "rows": [[rounded(getattr(r, f)) for f in PAIR_FIELDS] for r in found.rows],
         "significant": [int(r.significant) for r in found.rows],
         "in_domain": [int(bool(r.in_domain)) for r in found.rows],
         "notes": found.notes,
@@ -215,11 +216,11 @@ def _ranks(
 
 def _cells(row: Row, table: LeaderTable) -> dict[str, Any]:
     cells = {
-        t: _cell(row, t, row.types[t].value, (row.types[t].present, row.types[t].total))
+        t: score_cell(row, t, row.types[t].value, (row.types[t].present, row.types[t].total))
         for t, _ in table.types
     }
-    cells[AVG] = _cell(row, AVG, row.avg, row.avg_of)
-    cells[MEAN_TYPES] = _cell(row, MEAN_TYPES, row.mean_types, None)
+    cells[AVG] = score_cell(row, AVG, row.avg, row.avg_of)
+    cells[MEAN_TYPES] = score_cell(row, MEAN_TYPES, row.mean_types, None)
     return {
         "cells": cells,
         "zero_shot": row.zero_shot_text(),
@@ -227,14 +228,15 @@ def _cells(row: Row, table: LeaderTable) -> dict[str, Any]:
     }
 
 
-def _cell(row: Row, column: str, value: float | None, of: tuple[int, int] | None) -> dict:
+def score_cell(row: Row, column: str, value: float | None, of: tuple[int, int] | None) -> dict:
+    """A table cell as the page holds it: score, interval, seed sd, mark, dagger, task count."""
     if value is None:
         return {}
-    cell: dict[str, Any] = {"v": _num(value, 4)}
+    cell: dict[str, Any] = {"v": rounded(value, 4)}
     if column in row.ci:
-        cell["lo"], cell["hi"] = (_num(x, 4) for x in row.ci[column])
+        cell["lo"], cell["hi"] = (rounded(x, 4) for x in row.ci[column])
     if column in row.sd:
-        cell["sd"] = _num(row.sd[column], 4)
+        cell["sd"] = rounded(row.sd[column], 4)
     if column in row.marks:
         cell["m"] = row.marks[column]
     if column in row.in_domain:
@@ -267,12 +269,12 @@ def _task_cells(
         if task not in run.scores:
             out.append(None)
             continue
-        cell: dict[str, Any] = {"v": _num(100 * run.scores[task], 4)}
+        cell: dict[str, Any] = {"v": rounded(100 * run.scores[task], 4)}
         if side is not None and task in side.draws:
             low, high = stats.interval(side.draws[task], settings.alpha)
-            cell["lo"], cell["hi"] = _num(100 * low, 4), _num(100 * high, 4)
+            cell["lo"], cell["hi"] = rounded(100 * low, 4), rounded(100 * high, 4)
         if run.replicated:
-            cell["sd"] = _num(100 * seed_sd([[m.scores[task]] for m in run.members]), 4)
+            cell["sd"] = rounded(100 * seed_sd([[m.scores[task]] for m in run.members]), 4)
         if task in marks:
             cell["m"] = marks[task]
         if task in row.in_domain:
@@ -297,7 +299,7 @@ def _row(row: Row, run: Run | None, names: list[str]) -> dict[str, Any]:
     out["members"] = [_member(m, names) for m in run.each()]
     if run.replicated:
         out["seeds"] = [
-            [_num(100 * m.scores[t], 4) if t in run.scores else None for m in run.members]
+            [rounded(100 * m.scores[t], 4) if t in run.scores else None for m in run.members]
             for t in names
         ]
     return out
@@ -350,5 +352,5 @@ def _zero_shot_view(
     return view
 
 
-def _num(value: float | None, digits: int = DIGITS) -> float | None:
+def rounded(value: float | None, digits: int = DIGITS) -> float | None:
     return None if value is None else round(float(value), digits)

@@ -90,6 +90,13 @@ def rank_column(
         for (pair, test), p in zip(tested, adjusted, strict=True)
         if p < settings.alpha and test.delta != 0
     }
+    return ranks_of(points, different)
+
+
+def ranks_of(points: dict[str, float], different: set[frozenset[str]]) -> dict[str, Rank]:
+    """Each row's rank by its score in ``points`` (ties: the table's order), its interval and
+    letters, given the pairs found significantly ``different`` (Holm over every pair)."""
+    labels = sorted(points, key=lambda label: -points[label])
     letters = compact_letters(labels, different)
     out = {}
     for label in labels:

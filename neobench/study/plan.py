@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 TABLE_FILE = "table.md"
 GLUE_TABLE_FILE = "glue-table.md"  # `table --glue` of the study's GLUE runs
 PAGE_FILE = "table.html"  # the leaderboard page, beside the table
+GLUE_PAGE = "glue-table.html"  # the GLUE table's page, beside it
 
 
 def prepare(
@@ -133,6 +134,7 @@ def _glue_table_job(study: Study, runs: list[Job]) -> Job:
     out = study.output / GLUE_TABLE_FILE
     given = glue_table_inputs(study, runs)
     argv = ["table", "--glue", "--results", str(study.output), "--out", str(out), "--ci"]
+    argv += ["--html", str(out.with_name(GLUE_PAGE))]
     for flag in ("reference", "baseline"):
         argv += [f"--{flag}", given[flag]] if given[flag] else []
     kind = JobKind.TABLE

@@ -7,6 +7,9 @@
 "use strict";
 (() => {
   const DATA = JSON.parse(document.getElementById("page-data").textContent);
+  // "types": MTEB's Table 4 (type columns, tasks in the drill-down); "tasks": GLUE's table, a
+  // column per task (report/glue_page.py), no task types and no zero-shot view.
+  const BY_TASK = DATA.layout === "tasks";
   const AVG = "Avg.";
   const MEAN = "Mean(TaskType)";
   const UP = "▲";
@@ -104,8 +107,18 @@
     // A task's header may break where its name's words meet (CQADupstack|Retrieval).
     const taskCol = (t) => ({ key: t, label: t.replace(/([a-z0-9])([A-Z])/g, "$1\u200b$2"),
       kind: "task", title: `${t} (${TASK_TYPE[t]})` });
-    const avgCol = { key: AVG, label: AVG, kind: "avg", title: "Mean over the tasks " +
-      "(as the paper computes it, not the mean of the type means)" };
+    const avgCol = { key: AVG, label: AVG, kind: "avg", title: BY_TASK ? "Mean over the " +
+      "averaged tasks (WNLI never, following BERT; as the paper's GLUE table)" : "Mean over " +
+      "the tasks (as the paper computes it, not the mean of the type means)" };
+    const missingCol = { key: "missing", label: "Missing", kind: "missing",
+      title: "Tasks of the table this row has no result for" };
+    if (BY_TASK) {
+      const shown = state.task && v.tasks.includes(state.task) ? [state.task] : v.tasks;
+      for (const t of shown) cols.push(taskCol(t));
+      cols.push(avgCol);
+      if (!state.task) cols.push(missingCol);
+      return cols;
+    }
     if (state.task && v.tasks.includes(state.task)) {
       cols.push(taskCol(state.task), avgCol);
     } else if (state.type && types[state.type]) {
@@ -121,8 +134,7 @@
         "columns (empty unless every type is complete)" });
       cols.push({ key: "zs", label: "Zero-shot", kind: "zs", title: "mteb's zero-shot " +
         "percentage over the tasks of this view (unknown: training data not declared)" });
-      cols.push({ key: "missing", label: "Missing", kind: "missing",
-        title: "Tasks of the benchmark this row has no result for" });
+      cols.push({ ...missingCol, title: "Tasks of the benchmark this row has no result for" });
     }
     return cols;
   }
@@ -337,7 +349,7 @@
       high = Math.max(high, cell.hi ?? cell.v, ...seeds);
     }
     const list = h("table", { class: "detail-table" },
-      h("thead", {}, h("tr", {}, ["Task", "Type", "Score", "95% interval, seeds as dots", "sd",
+      h("thead", {}, h("tr", {}, ["Task", BY_TASK ? "Metric" : "Type", "Score", "95% interval, seeds as dots", "sd",
         "▲▼"].map((text, i) => h("th", { scope: "col", class: i === 1 ? "c-type" :
         i === 3 ? "c-plot" : "" }, text)))));
     const body = h("tbody");
@@ -391,6 +403,7 @@
   function provenanceLines(v, label, col, cell) {
     const row = ROW[label];
     if (row.quoted) return [["quoted", row.source], ["value", fixed(cell.v)]];
+    if (BY_TASK) return glueProvenance(row, col, cell);
     const c = row.conditions;
     const lines = [["model", row.model]];
     const index = col.kind === "task" ? TASK_INDEX[col.key] : null;
@@ -404,12 +417,37 @@
     lines.push(["recipe", c.recipe], ["instructions", `${c.instructions} (sha256 ` +
       `${short(c.instructions_sha256)})`], ["dtype", c.dtype], ["max length", c.max_seq_length],
     ["mteb", c.mteb], ["benchmark", c.benchmark]);
+    lines.push([col.label, cellText(cell)]);
+    return lines;
+  }
+
+  function cellText(cell) {
     const parts = [fixed(cell.v)];
     if (cell.lo !== undefined) parts.push(`95% interval [${fixed(cell.lo)}, ${fixed(cell.hi)}]`);
     if (cell.sd !== undefined) parts.push(`seed sd ${fixed(cell.sd)}`);
     if (cell.m) parts.push(markText(cell.m));
     if (cell.d) parts.push("† in-domain: the model trained on this task (or one it averages)");
-    lines.push([col.label, parts.join("; ")]);
+    return parts.join("; ");
+  }
+
+  function glueProvenance(row, col, cell) {
+    // A GLUE cell: the model folder, the grid point chosen for the task (or the tasks Avg.
+    // averages), its seeds and run folders, the recorded conditions.
+    const g = row.glue;
+    const lines = [["model", row.model], ["revision", g.revision], ["folder", g.folder]];
+    const chosen = col.kind === "task" ? [col.key] : Object.keys(g.tasks);
+    for (const task of chosen) {
+      const t = g.tasks[task];
+      if (!t) continue;
+      const selection = t.selection === null ? "" : `, selection score ${fixed(t.selection)}`;
+      lines.push([`${task} point`, `${t.point} (of ${t.points}${selection}; seeds ` +
+        `${t.seeds.join(", ")})`]);
+      if (col.kind === "task") lines.push(["runs", t.folders.join(", ")]);
+    }
+    for (const [key, value] of Object.entries(row.conditions)) {
+      lines.push([key.replace(/_/g, " "), value === null ? "—" : String(value)]);
+    }
+    lines.push([col.label, cellText(cell)]);
     return lines;
   }
 
@@ -469,8 +507,10 @@
     pickB.value = b;
     const pair = v.pairs[`${v.computed.indexOf(a)}-${v.computed.indexOf(b)}`];
     // Quoted for a POSIX shell by page.py (shlex): a name may hold a quote or a space.
-    command.replaceChildren("The rows of ", h("code", {}, `${DATA.compare_command} ` +
-      `--baseline ${ROW[a].shell} --models ${ROW[b].shell}` +
+    // GLUE's pairs are `table --glue --baseline`'s tests, whose rows must include the baseline.
+    const models = BY_TASK ? `${ROW[a].shell},${ROW[b].shell}` : ROW[b].shell;
+    command.replaceChildren(BY_TASK ? "The marks of " : "The rows of ", h("code", {},
+      `${DATA.compare_command} --baseline ${ROW[a].shell} --models ${models}` +
       (v === DATA.views.all ? "" : " (over this view's tasks)")),
     v === DATA.views.all ? "" : ": the zero-shot view compares on the tasks no row of " +
       "the view trained on; compare --zero-shot-only drops only those A or B trained on.");
@@ -592,18 +632,22 @@
     type.replaceChildren(h("option", { value: "" }, "All types (Table 4)"),
       ...DATA.types.map(([t, , n]) => h("option", { value: t }, `${t} (${n})`)));
     const task = document.getElementById("f-task");
-    const groups = DATA.types.map(([t]) => h("optgroup", { label: t },
-      DATA.tasks.filter(([, tt]) => tt === t).map(([name]) => h("option", { value: name }, name))));
+    const groups = BY_TASK ? DATA.tasks.map(([name]) => h("option", { value: name }, name)) :
+      DATA.types.map(([t]) => h("optgroup", { label: t }, DATA.tasks.filter(([, tt]) => tt === t)
+        .map(([name]) => h("option", { value: name }, name))));
     task.replaceChildren(h("option", { value: "" }, "All tasks"), ...groups);
+    // GLUE's table has no task types and no zero-shot view: those controls are not shown.
+    type.parentElement.hidden = BY_TASK;
     const rows = document.getElementById("f-rows");
     rows.replaceChildren(...ROW_KINDS.map(([value, text]) => h("option", { value }, text)));
     type.addEventListener("change", () => update({ type: type.value, task: "" }));
     task.addEventListener("change", () => update({ task: task.value,
-      type: task.value ? TASK_TYPE[task.value] : state.type }));
+      type: task.value && !BY_TASK ? TASK_TYPE[task.value] : state.type }));
     rows.addEventListener("change", () => update({ rows: rows.value }));
     const zs = document.getElementById("f-zs");
     zs.addEventListener("change", () => update({ zs: zs.checked ? "1" : "0" }));
     const refused = DATA.views.zero_shot && DATA.views.zero_shot.refused;
+    zs.parentElement.hidden = BY_TASK;
     if (refused) {
       zs.disabled = true;
       zs.parentElement.title = `No zero-shot view: ${refused}`;
@@ -630,15 +674,19 @@
     const legend = [
       "Scores x100. ± = half the width of the 95% bootstrap interval; the whisker under a " +
         "score draws that interval on the column's range (rows shown).",
-      `${UP} / ${DOWN}: significantly above / below the baseline row, the test of neobench ` +
-        "compare (paired bootstrap, Holm); never colour alone.",
-      "† = in-domain: the row's model trained on the task, or on a task the column averages.",
+      BY_TASK ? `${UP} / ${DOWN}: significantly above / below the baseline row (paired ` +
+        "bootstrap over the same resampled validation items, Holm over the task columns); " +
+        "never colour alone." : `${UP} / ${DOWN}: significantly above / below the baseline ` +
+        "row, the test of neobench compare (paired bootstrap, Holm); never colour alone.",
+      BY_TASK ? "Each task's cell is the grid point chosen by the row's selection rule, the " +
+        "mean over its seeds on the validation split; sd = the seeds' spread." :
+        "† = in-domain: the row's model trained on the task, or on a task the column averages.",
       "Rank [95% interval] on Avg.: from 1 + the rows significantly above to N − the rows " +
         "significantly below, by the paired test between every two rows (Holm over the pairs, " +
         `alpha ${s.alpha}); best = significantly above every other row. Group: rows sharing a ` +
         "letter are not significantly different.",
-      "Rows marked quoted are the NeoBERT paper's Table 4 numbers as published, not computed " +
-        "here: no interval, no test, no drill-down.",
+      `Rows marked quoted are the NeoBERT paper's Table ${BY_TASK ? 3 : 4} numbers as ` +
+        "published, not computed here: no interval, no test, no drill-down.",
       "Hover or click a score for its provenance; ▸ opens a row's tasks with their intervals " +
         "and each seed as a dot. Sort, filters and A/B are kept in the address: copy it to " +
         "share the view.",
