@@ -20,7 +20,7 @@ from neobench.protocol.glue import TASKS
 from neobench.report import bootstrap, ranks, stats
 from neobench.report.columns import AVG
 from neobench.report.glue import GlueBoard, GlueRuns, glue_board, paired_columns
-from neobench.report.page import FORMAT, PAIR_FIELDS, rounded, score_cell
+from neobench.report.page import FORMAT, PAIR_FIELDS, rounded, row_identity, score_cell
 from neobench.report.table import Row
 
 METRIC_NAMES = {"mcc": "MCC", "f1": "F1", "accuracy": "accuracy", "pearson": "Pearson",
@@ -174,14 +174,7 @@ def _ranks(
 
 
 def _row(row: Row, board: GlueBoard, names: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "label": row.label,
-        "shell": shlex.quote(row.label),  # as an argument of the A/B command line
-        "name": row.name,
-        "quoted": row.quoted,
-        "finetuned": row.finetuned,
-        "source": row.source,
-    }
+    out = row_identity(row)
     runs = board.runs.get(row.label)
     if runs is None:
         return out

@@ -283,8 +283,9 @@ def _task_cells(
     return out
 
 
-def _row(row: Row, run: Run | None, names: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def row_identity(row: Row) -> dict[str, Any]:
+    """What the page knows of every row, computed or quoted: label, name, kind, source."""
+    return {
         "label": row.label,
         "shell": shlex.quote(row.label),  # as an argument of the A/B command line
         "name": row.name,
@@ -292,6 +293,10 @@ def _row(row: Row, run: Run | None, names: list[str]) -> dict[str, Any]:
         "finetuned": row.finetuned,
         "source": row.source,
     }
+
+
+def _row(row: Row, run: Run | None, names: list[str]) -> dict[str, Any]:
+    out = row_identity(row)
     if run is None:
         return out
     out["conditions"] = {key: run.conditions.value(key) for key in (RECIPE, *EVAL)}
