@@ -145,11 +145,14 @@ def test_every_writer(roots, tmp_path) -> None:
     header = next(line for line in csv if line.startswith("label,"))
     assert "RTE_ci_low" in header and header.endswith("transfer_from_mnli,mixed_precision")
     assert "neobert-glue v1" in next(line for line in csv if line.startswith("tiny-b,"))
+    assert "zero_shot" not in header  # MTEB's notion: a GLUE row trained on each of its tasks
     record = json.loads(render.write(table, "json"))
     assert record["columns"] == ["RTE", "STS-B", AVG]
+    assert not any("zero_shot" in row for row in record["rows"])
     assert "\\begin{tabular}" in render.write(table, "latex")
     frame = table.to_pandas()
     assert list(frame["label"]) == ["tiny-a", "tiny-b"] and "select_on" in frame
+    assert "zero_shot" not in frame
     render.plot(table, tmp_path / "glue.png")
     assert (tmp_path / "glue.png").stat().st_size > 10_000
 

@@ -59,7 +59,8 @@ def _leader_record(table: LeaderTable, row: Row, extras: _Extras) -> dict[str, A
     record["mean_task_type"] = number(row.mean_types)
     record["missing_tasks"] = len(row.missing)
     record["changed_tasks"] = len(row.mismatched)
-    record["zero_shot"] = row.zero_shot
+    if table.zero_shot_fields:
+        record["zero_shot"] = row.zero_shot
     return record | table.record(row)
 
 

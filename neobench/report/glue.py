@@ -210,6 +210,7 @@ def glue_board(
         [f"{label}: {runs.folder}" for label, runs in labelled.items()],
         per_task=True,
         record_fields=RECORD,
+        zero_shot_fields=False,  # every row trained on each task it is scored on
     )
     draws: dict[str, Draws] = {}
     if ci or baseline:

@@ -121,6 +121,9 @@ class LeaderTable:
     # The conditions the writers record per row: an evaluation's (conditions.RECORD), or another
     # protocol's own fields read from Row.conditions as they are (report/glue.py).
     record_fields: tuple[str, ...] = RECORD
+    # The zero_shot and in_domain fields of the CSV, JSON and frames: MTEB's notion of a row
+    # trained on a task or not. False where every row trained on each task it is scored on (GLUE).
+    zero_shot_fields: bool = True
 
     def row(self, label: str) -> Row:
         return next(r for r in self.rows if r.label == label)

@@ -60,7 +60,7 @@ def _csv_header(table: LeaderTable, extra: _CsvExtra) -> list[str]:
     scores = [h for t in shown for h in extra.header(t)]
     counts = [] if table.per_task else [f"{t}_tasks" for t in shown]
     avg = [*extra.header("avg", AVG), *([] if table.per_task else ["avg_tasks", "mean_task_type"])]
-    tail = ["missing_tasks", "quoted", "zero_shot", "in_domain"]
+    tail = ["missing_tasks", "quoted", *(["zero_shot", "in_domain"] * table.zero_shot_fields)]
     return [*NAMES, *scores, *counts, *avg, *tail, *table.record_fields]
 
 
@@ -74,7 +74,9 @@ def _csv_row(table: LeaderTable, row: Row, extra: _CsvExtra) -> list[object]:
     avg = extra.cells(row, AVG, row.avg)
     if not table.per_task:
         avg += ["{}/{}".format(*row.avg_of), _num(row.mean_types)]
-    tail = [len(row.missing), row.quoted, row.zero_shot_text(), " ".join(_in_domain(row))]
+    tail = [len(row.missing), row.quoted]
+    if table.zero_shot_fields:
+        tail += [row.zero_shot_text(), " ".join(_in_domain(row))]
     conditions = [_cell(v) for v in table.record(row).values()]
     return [*run, *scores, *counts, *avg, *tail, *conditions]
 
@@ -169,8 +171,11 @@ def _json_row(table: LeaderTable, row: Row) -> dict[str, object]:
         "missing_tasks": row.missing,
         # tasks whose result file differs from its run card: never a score (core/results.py)
         **({"changed_tasks": row.mismatched} if row.mismatched else {}),
-        "zero_shot": row.zero_shot,
-        "in_domain": _in_domain(row),
+        **(
+            {"zero_shot": row.zero_shot, "in_domain": _in_domain(row)}
+            if table.zero_shot_fields
+            else {}
+        ),
         **table.record(row),
     }
 
