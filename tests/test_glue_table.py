@@ -66,6 +66,10 @@ def test_cells_are_the_selected_points_mean_over_seeds(roots) -> None:
     assert len(rte) == 2 and row.tasks["RTE"] == pytest.approx(100 * fmean(rte))
     assert row.avg == pytest.approx(fmean([row.tasks["RTE"], row.tasks["STS-B"]]))
     assert row.avg_of == (2, 8) and row.identity["seeds"] == [0, 1]
+    # The precision the runs ran in (a CPU: fp32), not the recipe's "bf16" (autocast on CUDA).
+    assert {c["precision"] for c in _cards(roots["tiny-a"], "rte")} == {"fp32"}
+    assert {c["attention"] for c in _cards(roots["tiny-a"], "rte")} <= {"sdpa", "eager"}
+    assert row.conditions["mixed_precision"] == "fp32"
     for column in ("RTE", "STS-B", AVG):  # a 95% interval around each cell, seeds resampled too
         low, high = row.ci[column]
         value = row.avg if column == AVG else row.tasks[column]

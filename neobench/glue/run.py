@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from neobench.compat.transformers import attn_implementation
 from neobench.core.card_io import now, read_card, write_card, write_text_atomic
 from neobench.core.provenance import device_info, environment
 from neobench.protocol.glue import POINT_CARD, PREDICTIONS, GlueSource, GlueTask, metrics
@@ -148,6 +149,7 @@ def run(spec: RunSpec, source: GlueSource, say: Any = print) -> dict[str, Any]:
     total = steps_per_epoch * values.epochs
     every = eval_every(steps_per_epoch, values)
     cuda = spec.device.startswith("cuda")
+    bf16 = cuda and values.mixed_precision == "bf16"  # the recipe's rule: CPU runs in fp32
     args = TrainingArguments(
         output_dir=str(spec.folder / TRAINER),
         per_device_train_batch_size=values.batch_size,
@@ -169,7 +171,7 @@ def run(spec: RunSpec, source: GlueSource, say: Any = print) -> dict[str, Any]:
         greater_is_better=True,
         seed=spec.seed,
         data_seed=spec.seed,
-        bf16=cuda and values.mixed_precision == "bf16",
+        bf16=bf16,
         use_cpu=not cuda,
         report_to=[],
         disable_tqdm=True,
@@ -234,6 +236,8 @@ def run(spec: RunSpec, source: GlueSource, say: Any = print) -> dict[str, Any]:
         "steps_planned": total,
         "resumed_from": Path(last).name if last else None,
         "device": device_info(spec.device),
+        "precision": "bf16" if bf16 else "fp32",  # what ran, not only the recipe's value
+        "attention": attn_implementation(getattr(loaded.model, "config", None), "unknown"),
         "environment": environment(),
     }
     write_card(spec.folder / POINT_CARD, card)

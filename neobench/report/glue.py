@@ -87,10 +87,21 @@ class GlueRuns:
     def conditions(self) -> dict[str, Any]:
         recipe = self.card.get("recipe", {})
         named = f"{recipe.get('name')} v{recipe.get('version')}"
+        own = ("recipe", "recipe_sha256", "data_sha256", "mixed_precision")
         return {"recipe": named, "recipe_sha256": recipe.get("sha256"),
                 "data_sha256": self.card.get("data_sha256")} | {
-            k: self.value(k) for k in RECORD if k not in ("recipe", "recipe_sha256", "data_sha256")
-        }  # fmt: skip
+            k: self.value(k) for k in RECORD if k not in own
+        } | {"mixed_precision": self.precision()}  # fmt: skip
+
+    def precision(self) -> str | None:
+        """The precision the reported runs ran in (bf16 autocast on CUDA, fp32 on a CPU; the
+        recipe's value where a card predates that record), several joined by "+"."""
+        found = {
+            str(card.get("precision") or self.value("mixed_precision"))
+            for result in self.tasks.values()
+            for _, card in result.runs
+        }
+        return "+".join(sorted(found)) if found else self.value("mixed_precision")
 
 
 def find_glue(results: list[str | Path]) -> tuple[list[GlueRuns], list[str]]:
