@@ -25,6 +25,7 @@ from neobench.report.table import Row
 
 METRIC_NAMES = {"mcc": "MCC", "f1": "F1", "accuracy": "accuracy", "pearson": "Pearson",
                 "spearman": "Spearman"}  # fmt: skip
+BY_TITLE = {task.title: task for task in TASKS.values()}  # the table's columns are task titles
 PAIR_NOTE = (
     "Paired bootstrap over the same resampled validation items (and each row's seeds); Holm "
     "over the task columns, Avg. a single test, as `table --glue --baseline` marks."
@@ -47,7 +48,6 @@ def glue_page_data(
         resamples=resamples, seed=seed, strict=strict,
     )  # fmt: skip
     table = board.table
-    titles = {TASKS[n].title: TASKS[n] for n in TASKS}
     names = table.task_names
     computed = [r.label for r in table.rows if r.label in board.runs]
     settings = stats.Settings(resamples, seed, "items", ALPHA)
@@ -72,7 +72,7 @@ def glue_page_data(
         "intervals": True,
         "baseline": table.baseline,
         "types": [],
-        "tasks": [[t, _metric_text(titles[t].metrics, titles[t].validation)] for t in names],
+        "tasks": [[t, _metric_text(BY_TITLE[t].metrics, BY_TITLE[t].validation)] for t in names],
         "rows": [_row(r, board, names) for r in table.rows],
         "views": {"all": view, "zero_shot": {"refused": refused}},
         "pair_fields": list(PAIR_FIELDS),
@@ -152,8 +152,7 @@ def _ranks(
         ranks.check(len(held), settings)
     except NeobenchError as error:
         return {}, [f"No ranks: {error}"]
-    avg = {r.label: r.avg for r in board.table.rows if r.label in held}
-    points = {label: float(avg[label]) for label in held}
+    points = {r.label: float(r.avg) for r in board.table.rows if r.label in held}
     pairs = list(combinations(held, 2))
     tests = [
         bootstrap.paired_from_draws(points[a], points[b], board.draws[a].columns[AVG],
@@ -182,16 +181,12 @@ def _row(row: Row, board: GlueBoard, names: list[str]) -> dict[str, Any]:
     out["model"] = runs.name
     out["members"] = []
     out["glue"] = _provenance(runs, names)
+    held = [runs.tasks.get(BY_TITLE[t].name) for t in names]
     out["seeds"] = [
-        [rounded(100 * s, 4) for s in runs.tasks[_name(t)].seed_scores()]
-        if _name(t) in runs.tasks else None
-        for t in names
-    ]  # fmt: skip
+        None if result is None else [rounded(100 * s, 4) for s in result.seed_scores()]
+        for result in held
+    ]
     return out
-
-
-def _name(title: str) -> str:
-    return next(n for n, t in TASKS.items() if t.title == title)
 
 
 def _provenance(runs: GlueRuns, names: list[str]) -> dict[str, Any]:
@@ -199,7 +194,7 @@ def _provenance(runs: GlueRuns, names: list[str]) -> dict[str, Any]:
     chosen, its selection score, its seeds and run folders."""
     tasks = {}
     for title in names:
-        result = runs.tasks.get(_name(title))
+        result = runs.tasks.get(BY_TITLE[title].name)
         if result is None:
             continue
         score = result.selected.score

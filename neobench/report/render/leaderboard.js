@@ -349,8 +349,8 @@
       high = Math.max(high, cell.hi ?? cell.v, ...seeds);
     }
     const list = h("table", { class: "detail-table" },
-      h("thead", {}, h("tr", {}, ["Task", BY_TASK ? "Metric" : "Type", "Score", "95% interval, seeds as dots", "sd",
-        "▲▼"].map((text, i) => h("th", { scope: "col", class: i === 1 ? "c-type" :
+      h("thead", {}, h("tr", {}, ["Task", BY_TASK ? "Metric" : "Type", "Score",
+        "95% interval, seeds as dots", "sd", "▲▼"].map((text, i) => h("th", { scope: "col", class: i === 1 ? "c-type" :
         i === 3 ? "c-plot" : "" }, text)))));
     const body = h("tbody");
     for (const t of tasks) {
