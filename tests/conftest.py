@@ -330,16 +330,19 @@ def stopping_command(run_s: float) -> str:
     shell's exit code for the signal; without a signal it runs ``run_s`` seconds.
 
     Each moment is a file in its folder for a test to wait on: ``started`` once its handlers
-    are set, ``stopping`` once it acts on a signal. Its save then lasts until the test creates
-    ``release`` (the next signal can be sent while it saves, however loaded the machine); never
-    released in RELEASE_WAIT_S, it exits 3 without a checkpoint."""
+    are set, ``stopping`` (the signal's name inside) once it acts on a signal. Its save then
+    lasts until the test creates ``release`` (the next signal can be sent while it saves, however
+    loaded the machine); never released in RELEASE_WAIT_S, it exits 3 without a checkpoint."""
     return f"""
 import os, signal, sys, time
 def stop(signum, frame):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-    print("stopping on", signal.Signals(signum).name, flush=True)
-    open("stopping", "w").close()
+    name = signal.Signals(signum).name
+    print("stopping on", name, flush=True)
+    with open("stopping.part", "w") as told:  # whole when it appears: the signal acted on
+        told.write(name)
+    os.replace("stopping.part", "stopping")
     deadline = time.monotonic() + {RELEASE_WAIT_S}
     while not os.path.exists("release"):
         if time.monotonic() > deadline:
@@ -352,8 +355,8 @@ def stop(signum, frame):
     sys.exit(128 + signum)
 signal.signal(signal.SIGTERM, stop)
 signal.signal(signal.SIGUSR2, stop)
-open("started", "w").close()
 print("started", flush=True)
+open("started", "w").close()  # after its output: a signal from now on finds it asleep
 time.sleep({run_s})
 """
 

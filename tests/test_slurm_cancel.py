@@ -95,7 +95,9 @@ def test_a_scancel_during_the_notice_ends_the_job_cancelled_not_requeued(
     assert _field(shown, "JobState") == "CANCELLED", (shown, said)
     assert _field(shown, "Restarts") == "0", (shown, said)
     assert requeued not in said, said
-    assert "stopping on SIGUSR2" in said  # the command got the notice and stopped on it
+    # The command got the notice and stopped on it (its own record: the job log's copy of its
+    # output is Slurm's).
+    assert (tmp_path / "stopping").read_text() == "SIGUSR2", where()
     assert (tmp_path / "out" / "checkpoints" / "checkpoint-7").is_dir()  # its save was whole
     outcome, trace = pickle.loads(result.read_bytes())
     assert outcome == "error" and "JobFailed" in trace, trace
