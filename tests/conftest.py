@@ -330,9 +330,10 @@ def stopping_command(run_s: float) -> str:
     shell's exit code for the signal; without a signal it runs ``run_s`` seconds.
 
     Each moment is a file in its folder for a test to wait on: ``started`` once its handlers
-    are set, ``stopping`` (the signal's name inside) once it acts on a signal. Its save then
-    lasts until the test creates ``release`` (the next signal can be sent while it saves, however
-    loaded the machine); never released in RELEASE_WAIT_S, it exits 3 without a checkpoint."""
+    are set and its output written, ``stopping`` (the signal's name inside) once it acts on a
+    signal. Its save then lasts until the test creates ``release`` (the next signal can be sent
+    while it saves, however loaded the machine); never released in RELEASE_WAIT_S, it exits 3
+    without a checkpoint."""
     return f"""
 import os, signal, sys, time
 def stop(signum, frame):
